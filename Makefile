@@ -1,0 +1,20 @@
+# Cairn: the two commands of the README, and a few helpers.
+.PHONY: dev test fmt lint admin clean-local
+
+## The whole API on http://127.0.0.1:3000/api/v1 with DynamoDB Local and a demo key.
+dev:
+	bash infra/scripts/dev.sh
+
+## Every check and test; what CI runs.
+test:
+	bash infra/scripts/test.sh
+
+fmt:
+	cargo fmt --all
+
+lint:
+	cargo clippy --workspace --all-targets -- -D warnings
+
+## Forget the local stack's data and tools (.local/).
+clean-local:
+	rm -rf .local

@@ -1,0 +1,336 @@
+//! The workflow endpoints: request parsing, responses, and the handlers that join them
+//! to the domain and the store.
+
+use std::collections::BTreeMap;
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Response};
+use http::{HeaderMap, HeaderValue, StatusCode, header};
+use serde::Serialize;
+use serde_json::{Map, Value};
+use shared::body::{Fields, JsonBody, WireEnum, json_object, one_of, string_map, text};
+use shared::dynamo::StoreError;
+use shared::ids::WorkflowId;
+use shared::pagination::{PageBody, PageRequest};
+use shared::query::Query;
+use shared::{ApiError, TenantId};
+
+use crate::AppState;
+use crate::model::{NewWorkflow, Workflow, WorkflowChange, WorkflowStatus, WorkflowType};
+use crate::store::ListFilter;
+
+/// Longest name.
+const NAME_MAX: usize = 200;
+/// Longest description.
+const DESCRIPTION_MAX: usize = 2000;
+/// Largest definition, as serialized JSON.
+const DEFINITION_MAX_BYTES: usize = 64 * 1024;
+/// Most metadata keys.
+const METADATA_MAX_KEYS: usize = 50;
+/// Default `page_size` of the list.
+const DEFAULT_PAGE_SIZE: u32 = 20;
+/// Tries of a read-modify-write before giving up under contention.
+const WRITE_ATTEMPTS: usize = 5;
+/// Fields the server owns.
+const READ_ONLY: &[&str] = &["id", "version", "created_at", "updated_at"];
+
+/// A workflow as the API shows it.
+#[derive(Debug, Serialize)]
+pub struct WorkflowBody {
+    id: String,
+    name: String,
+    description: Option<String>,
+    workflow_type: &'static str,
+    status: &'static str,
+    definition: Option<Map<String, Value>>,
+    metadata: BTreeMap<String, String>,
+    version: u64,
+    created_at: String,
+    updated_at: String,
+}
+
+impl From<Workflow> for WorkflowBody {
+    fn from(w: Workflow) -> Self {
+        Self {
+            id: w.id.to_string(),
+            name: w.name,
+            description: w.description,
+            workflow_type: w.workflow_type.wire(),
+            status: w.status.wire(),
+            definition: w.definition,
+            metadata: w.metadata,
+            version: w.version,
+            created_at: shared::time::format(w.created_at),
+            updated_at: shared::time::format(w.updated_at),
+        }
+    }
+}
+
+/// A 200 (or `status`) with the workflow and its `ETag`.
+fn respond(status: StatusCode, w: Workflow) -> Response {
+    let etag = HeaderValue::from_str(&format!("\"{}\"", w.version)).ok();
+    let mut response = (status, Json(WorkflowBody::from(w))).into_response();
+    if let Some(etag) = etag {
+        response.headers_mut().insert(header::ETAG, etag);
+    }
+    response
+}
+
+fn reject_read_only(fields: &mut Fields) {
+    for name in fields.names() {
+        if READ_ONLY.contains(&name.as_str()) {
+            fields.reject(name, "is read-only");
+        }
+    }
+}
+
+fn parse_new(body: Value) -> Result<NewWorkflow, ApiError> {
+    let mut f = Fields::new(body)?;
+    reject_read_only(&mut f);
+    let name = f.required("name", text(1, NAME_MAX));
+    let workflow_type = f.required("workflow_type", one_of(WorkflowType::ALL));
+    let description = f.nullable("description", text(0, DESCRIPTION_MAX));
+    let definition = f.nullable("definition", json_object(DEFINITION_MAX_BYTES));
+    let metadata = f.optional("metadata", string_map(METADATA_MAX_KEYS));
+    let status = f.optional("status", one_of(WorkflowStatus::INITIAL));
+    drop_known(&mut f, READ_ONLY);
+    f.finish()?;
+    let (Some(name), Some(workflow_type)) = (name, workflow_type) else {
+        return Err(ApiError::internal("validated fields missing"));
+    };
+    Ok(NewWorkflow {
+        name,
+        workflow_type,
+        description: description.into_update().flatten(),
+        definition: definition.into_update().flatten(),
+        metadata: metadata.unwrap_or_default(),
+        status: status.unwrap_or(WorkflowStatus::Draft),
+    })
+}
+
+/// Removes read-only fields (already reported) so they are not reported as unknown too.
+fn drop_known(fields: &mut Fields, names: &[&'static str]) {
+    for name in names {
+        let _ = fields.nullable(name, |v| Ok::<_, String>(v.clone()));
+    }
+}
+
+fn parse_change(body: Value) -> Result<WorkflowChange, ApiError> {
+    let mut f = Fields::new(body)?;
+    if f.is_empty() {
+        return Err(ApiError::field(
+            "body",
+            "must contain at least one of name, description, definition, metadata, status, workflow_type",
+        ));
+    }
+    reject_read_only(&mut f);
+    let name = f.optional("name", text(1, NAME_MAX));
+    let workflow_type = f.optional("workflow_type", one_of(WorkflowType::ALL));
+    let description = f.nullable("description", text(0, DESCRIPTION_MAX));
+    let definition = f.nullable("definition", json_object(DEFINITION_MAX_BYTES));
+    let metadata = f.optional("metadata", string_map(METADATA_MAX_KEYS));
+    let status = f.optional("status", one_of(WorkflowStatus::ALL));
+    drop_known(&mut f, READ_ONLY);
+    f.finish()?;
+    Ok(WorkflowChange {
+        name,
+        description: description.into_update(),
+        workflow_type,
+        status,
+        definition: definition.into_update(),
+        metadata,
+    })
+}
+
+/// What an `If-Match` header asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Precondition {
+    /// No header: last writer wins, but never on a stale read.
+    None,
+    /// `*`: any current version.
+    Any,
+    /// One of these versions; empty when nothing in the header was a version.
+    Versions(Vec<u64>),
+}
+
+impl Precondition {
+    fn from_headers(headers: &HeaderMap) -> Self {
+        let values: Vec<&str> = headers.get_all(header::IF_MATCH).iter().filter_map(|v| v.to_str().ok()).collect();
+        if values.is_empty() {
+            return Self::None;
+        }
+        let tags = values.iter().flat_map(|v| v.split(',')).map(str::trim);
+        let mut versions = Vec::new();
+        for tag in tags {
+            if tag == "*" {
+                return Self::Any;
+            }
+            let tag = tag.strip_prefix("W/").unwrap_or(tag);
+            if let Some(version) = tag.strip_prefix('"').and_then(|t| t.strip_suffix('"')).and_then(|t| t.parse().ok())
+            {
+                versions.push(version);
+            }
+        }
+        Self::Versions(versions)
+    }
+
+    fn check(&self, current: &Workflow) -> Result<(), ApiError> {
+        match self {
+            Self::Versions(versions) if !versions.contains(&current.version) => {
+                Err(ApiError::VersionMismatch { current: current.version })
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+fn parse_id(raw: &str) -> Result<WorkflowId, ApiError> {
+    WorkflowId::parse(raw).ok_or_else(|| ApiError::not_found("workflow", raw))
+}
+
+async fn load(state: &AppState, tenant: &TenantId, id: &WorkflowId) -> Result<Workflow, ApiError> {
+    state.store.get(tenant, id).await?.ok_or_else(|| ApiError::not_found("workflow", id.as_str()))
+}
+
+/// `POST /workflows`
+pub async fn create(
+    State(state): State<AppState>,
+    tenant: TenantId,
+    JsonBody(body): JsonBody,
+) -> Result<Response, ApiError> {
+    let new = parse_new(body)?;
+    let workflow = Workflow::create(new, state.clock.now());
+    state.store.create(&tenant, &workflow).await?;
+    let location = HeaderValue::from_str(&format!("{}/workflows/{}", shared::http::BASE_PATH, workflow.id))
+        .map_err(ApiError::internal)?;
+    let mut response = respond(StatusCode::CREATED, workflow);
+    response.headers_mut().insert(header::LOCATION, location);
+    Ok(response)
+}
+
+/// `GET /workflows`
+pub async fn list(
+    State(state): State<AppState>,
+    tenant: TenantId,
+    mut query: Query,
+) -> Result<Json<PageBody<WorkflowBody>>, ApiError> {
+    let filter = ListFilter { status: query.one_of("status"), workflow_type: query.one_of("workflow_type") };
+    let page = PageRequest::read(&mut query, DEFAULT_PAGE_SIZE);
+    query.finish()?;
+    let (workflows, total) = state.store.list(&tenant, filter, page).await?;
+    Ok(Json(page.respond(workflows.into_iter().map(WorkflowBody::from).collect(), total)))
+}
+
+/// `GET /workflows/{workflow_id}`
+pub async fn get(
+    State(state): State<AppState>,
+    tenant: TenantId,
+    Path(raw): Path<String>,
+) -> Result<Response, ApiError> {
+    let id = parse_id(&raw)?;
+    Ok(respond(StatusCode::OK, load(&state, &tenant, &id).await?))
+}
+
+/// `PUT /workflows/{workflow_id}`
+pub async fn update(
+    State(state): State<AppState>,
+    tenant: TenantId,
+    Path(raw): Path<String>,
+    headers: HeaderMap,
+    JsonBody(body): JsonBody,
+) -> Result<Response, ApiError> {
+    let id = parse_id(&raw)?;
+    let change = parse_change(body)?;
+    let precondition = Precondition::from_headers(&headers);
+    for _ in 0..WRITE_ATTEMPTS {
+        let current = load(&state, &tenant, &id).await?;
+        precondition.check(&current)?;
+        let Some(next) = current.apply(change.clone(), state.clock.now())? else {
+            return Ok(respond(StatusCode::OK, current));
+        };
+        match state.store.replace(&tenant, &current, &next).await {
+            Ok(()) => return Ok(respond(StatusCode::OK, next)),
+            Err(StoreError::ConditionFailed { .. }) => {}
+            Err(other) => return Err(other.into()),
+        }
+    }
+    Err(contention())
+}
+
+/// `DELETE /workflows/{workflow_id}`
+pub async fn delete(
+    State(state): State<AppState>,
+    tenant: TenantId,
+    Path(raw): Path<String>,
+    headers: HeaderMap,
+) -> Result<StatusCode, ApiError> {
+    let id = parse_id(&raw)?;
+    let precondition = Precondition::from_headers(&headers);
+    for _ in 0..WRITE_ATTEMPTS {
+        let current = load(&state, &tenant, &id).await?;
+        precondition.check(&current)?;
+        match state.store.delete(&tenant, &current).await {
+            Ok(()) => return Ok(StatusCode::NO_CONTENT),
+            Err(StoreError::ConditionFailed { .. }) => {}
+            Err(other) => return Err(other.into()),
+        }
+    }
+    Err(contention())
+}
+
+fn contention() -> ApiError {
+    ApiError::Unavailable("the workflow kept changing during the write; retry".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use http::HeaderValue;
+    use serde_json::json;
+
+    use super::*;
+
+    fn field_names(error: ApiError) -> Vec<String> {
+        match error {
+            ApiError::Validation(errors) => errors.into_iter().map(|e| e.field).collect(),
+            other => panic!("expected 422, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn create_defaults_to_draft_with_empty_metadata() {
+        let new = parse_new(json!({"name": "triage", "workflow_type": "crewai"})).expect("valid");
+        assert_eq!(new.status, WorkflowStatus::Draft);
+        assert!(new.metadata.is_empty());
+        assert_eq!(new.definition, None);
+    }
+
+    #[test]
+    fn create_refuses_archived_read_only_and_unknown_fields_together() {
+        let error = parse_new(json!({
+            "name": "x", "workflow_type": "crewai", "status": "archived", "id": "wf_1", "nmae": "typo"
+        }))
+        .expect_err("invalid");
+        assert_eq!(field_names(error), ["id", "status", "nmae"]);
+    }
+
+    #[test]
+    fn change_must_not_be_empty_and_keeps_null_apart_from_absent() {
+        assert_eq!(field_names(parse_change(json!({})).expect_err("empty")), ["body"]);
+        let change = parse_change(json!({"description": null})).expect("valid");
+        assert_eq!(change.description, Some(None));
+        assert_eq!(change.definition, None);
+    }
+
+    #[test]
+    fn if_match_forms() {
+        let mut headers = HeaderMap::new();
+        assert_eq!(Precondition::from_headers(&headers), Precondition::None);
+        headers.insert(header::IF_MATCH, HeaderValue::from_static("\"3\", W/\"4\""));
+        assert_eq!(Precondition::from_headers(&headers), Precondition::Versions(vec![3, 4]));
+        headers.insert(header::IF_MATCH, HeaderValue::from_static("*"));
+        assert_eq!(Precondition::from_headers(&headers), Precondition::Any);
+        headers.insert(header::IF_MATCH, HeaderValue::from_static("3"));
+        assert_eq!(Precondition::from_headers(&headers), Precondition::Versions(vec![]));
+    }
+}

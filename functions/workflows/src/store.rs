@@ -1,0 +1,238 @@
+//! Workflows in DynamoDB.
+//!
+//! Table `workflows`: partition key `tenant_id`, sort key `id` (UUIDv7, so descending
+//! order is newest first). Three sparse-free GSIs serve the filters without filter
+//! expressions: `by_status` (`tenant_status`), `by_type` (`tenant_type`) and
+//! `by_status_type` (`tenant_status_type`), each sorted by `id`. Totals come from
+//! counters written in the same transaction as every create, change and delete.
+
+use std::collections::BTreeMap;
+
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem};
+use serde::{Deserialize, Serialize};
+use shared::TenantId;
+use shared::body::WireEnum;
+use shared::counters::{self, CounterChange};
+use shared::dynamo::{Item, StoreError, Table, Tables, classify, n, query_window, s, transact};
+use shared::ids::WorkflowId;
+use shared::pagination::PageRequest;
+
+use crate::model::{Workflow, WorkflowStatus, WorkflowType, counter_name};
+
+/// The stored form of a workflow.
+#[derive(Debug, Serialize, Deserialize)]
+struct WorkflowRecord {
+    tenant_id: String,
+    id: String,
+    name: String,
+    description: Option<String>,
+    workflow_type: String,
+    status: String,
+    /// The definition as JSON text: exact, and far from the item size limit.
+    definition: Option<String>,
+    metadata: BTreeMap<String, String>,
+    version: u64,
+    created_at: String,
+    updated_at: String,
+    tenant_status: String,
+    tenant_type: String,
+    tenant_status_type: String,
+}
+
+impl WorkflowRecord {
+    fn new(tenant: &TenantId, w: &Workflow) -> Result<Self, StoreError> {
+        let t = tenant.as_str();
+        let definition =
+            w.definition.as_ref().map(serde_json::to_string).transpose().map_err(|e| StoreError::Other(Box::new(e)))?;
+        Ok(Self {
+            tenant_id: t.to_owned(),
+            id: w.id.to_string(),
+            name: w.name.clone(),
+            description: w.description.clone(),
+            workflow_type: w.workflow_type.wire().to_owned(),
+            status: w.status.wire().to_owned(),
+            definition,
+            metadata: w.metadata.clone(),
+            version: w.version,
+            created_at: shared::time::format(w.created_at),
+            updated_at: shared::time::format(w.updated_at),
+            tenant_status: format!("{t}#{}", w.status.wire()),
+            tenant_type: format!("{t}#{}", w.workflow_type.wire()),
+            tenant_status_type: format!("{t}#{}#{}", w.status.wire(), w.workflow_type.wire()),
+        })
+    }
+
+    fn into_workflow(self) -> Result<Workflow, StoreError> {
+        let corrupt = |what: &str| StoreError::Corrupt(format!("workflow {}: {what}", self.id));
+        Ok(Workflow {
+            id: WorkflowId::parse(&self.id).ok_or_else(|| corrupt("id"))?,
+            workflow_type: WorkflowType::from_wire(&self.workflow_type).ok_or_else(|| corrupt("workflow_type"))?,
+            status: WorkflowStatus::from_wire(&self.status).ok_or_else(|| corrupt("status"))?,
+            definition: self
+                .definition
+                .as_deref()
+                .map(serde_json::from_str)
+                .transpose()
+                .map_err(|_| corrupt("definition"))?,
+            created_at: shared::time::parse(&self.created_at).map_err(|_| corrupt("created_at"))?,
+            updated_at: shared::time::parse(&self.updated_at).map_err(|_| corrupt("updated_at"))?,
+            name: self.name,
+            description: self.description,
+            metadata: self.metadata,
+            version: self.version,
+        })
+    }
+}
+
+/// The workflows of every tenant; each call is scoped to the tenant it is given.
+#[derive(Debug, Clone)]
+pub struct WorkflowStore {
+    client: Client,
+    tables: Tables,
+}
+
+/// Filters of the workflow list.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ListFilter {
+    /// Only this status.
+    pub status: Option<WorkflowStatus>,
+    /// Only this type.
+    pub workflow_type: Option<WorkflowType>,
+}
+
+impl WorkflowStore {
+    /// A store over `client` and the named tables.
+    #[must_use]
+    pub fn new(client: Client, tables: Tables) -> Self {
+        Self { client, tables }
+    }
+
+    fn table(&self) -> &str {
+        self.tables.name(Table::Workflows)
+    }
+
+    fn put(
+        &self,
+        tenant: &TenantId,
+        w: &Workflow,
+        condition: &str,
+        expected: Option<u64>,
+    ) -> Result<TransactWriteItem, StoreError> {
+        let item = serde_dynamo::to_item(WorkflowRecord::new(tenant, w)?)?;
+        let mut put = Put::builder().table_name(self.table()).set_item(Some(item)).condition_expression(condition);
+        if let Some(version) = expected {
+            put = put.expression_attribute_values(":expected", n(version));
+        }
+        Ok(TransactWriteItem::builder().put(put.build().map_err(|e| StoreError::Other(Box::new(e)))?).build())
+    }
+
+    async fn write(
+        &self,
+        tenant: &TenantId,
+        first: TransactWriteItem,
+        change: &CounterChange,
+    ) -> Result<(), StoreError> {
+        let mut items = vec![first];
+        items.extend(change.transact_items(&self.tables, tenant)?);
+        transact(&self.client, items).await
+    }
+
+    /// Stores a new workflow and counts it.
+    ///
+    /// # Errors
+    /// [`StoreError::ConditionFailed`] if the id exists (never, for a fresh id); the
+    /// call's other [`StoreError`]s.
+    pub async fn create(&self, tenant: &TenantId, w: &Workflow) -> Result<(), StoreError> {
+        let put = self.put(tenant, w, "attribute_not_exists(id)", None)?;
+        self.write(tenant, put, &CounterChange::between(&[], &w.counters())).await
+    }
+
+    /// The workflow `id` of `tenant`, if it exists.
+    ///
+    /// # Errors
+    /// The read's [`StoreError`].
+    pub async fn get(&self, tenant: &TenantId, id: &WorkflowId) -> Result<Option<Workflow>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(self.table())
+            .key("tenant_id", s(tenant.as_str()))
+            .key("id", s(id.as_str()))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(classify)?;
+        out.item.map(decode).transpose()
+    }
+
+    /// Replaces `old` with `new` if the stored version is still `old.version`, and moves
+    /// the counts.
+    ///
+    /// # Errors
+    /// [`StoreError::ConditionFailed`] when the workflow changed or was deleted since it
+    /// was read; the call's other [`StoreError`]s.
+    pub async fn replace(&self, tenant: &TenantId, old: &Workflow, new: &Workflow) -> Result<(), StoreError> {
+        let put = self.put(tenant, new, "version = :expected", Some(old.version))?;
+        self.write(tenant, put, &CounterChange::between(&old.counters(), &new.counters())).await
+    }
+
+    /// Deletes `w` if the stored version is still `w.version`, and uncounts it.
+    ///
+    /// # Errors
+    /// [`StoreError::ConditionFailed`] when it changed or was deleted since it was read.
+    pub async fn delete(&self, tenant: &TenantId, w: &Workflow) -> Result<(), StoreError> {
+        let delete = Delete::builder()
+            .table_name(self.table())
+            .key("tenant_id", s(tenant.as_str()))
+            .key("id", s(w.id.as_str()))
+            .condition_expression("version = :expected")
+            .expression_attribute_values(":expected", n(w.version))
+            .build()
+            .map_err(|e| StoreError::Other(Box::new(e)))?;
+        let first = TransactWriteItem::builder().delete(delete).build();
+        self.write(tenant, first, &CounterChange::between(&w.counters(), &[])).await
+    }
+
+    /// One page of the tenant's workflows, newest first, and the total matching `filter`.
+    ///
+    /// # Errors
+    /// The reads' [`StoreError`]s.
+    pub async fn list(
+        &self,
+        tenant: &TenantId,
+        filter: ListFilter,
+        page: PageRequest,
+    ) -> Result<(Vec<Workflow>, u64), StoreError> {
+        let t = tenant.as_str();
+        let (index, key, value) = match (filter.status, filter.workflow_type) {
+            (None, None) => (None, "tenant_id", t.to_owned()),
+            (Some(st), None) => (Some("by_status"), "tenant_status", format!("{t}#{}", st.wire())),
+            (None, Some(ty)) => (Some("by_type"), "tenant_type", format!("{t}#{}", ty.wire())),
+            (Some(st), Some(ty)) => {
+                (Some("by_status_type"), "tenant_status_type", format!("{t}#{}#{}", st.wire(), ty.wire()))
+            }
+        };
+        let query = self
+            .client
+            .query()
+            .table_name(self.table())
+            .set_index_name(index.map(str::to_owned))
+            .key_condition_expression("#pk = :pk")
+            .expression_attribute_names("#pk", key)
+            .expression_attribute_values(":pk", s(value))
+            .scan_index_forward(false)
+            .consistent_read(index.is_none());
+        let total_name = counter_name(filter.status, filter.workflow_type);
+        let (items, total) = tokio::try_join!(
+            query_window(query, "id", page.skip(), page.page_size as usize),
+            counters::read(&self.client, &self.tables, tenant, &total_name),
+        )?;
+        let workflows = items.into_iter().map(decode).collect::<Result<Vec<_>, _>>()?;
+        Ok((workflows, total))
+    }
+}
+
+fn decode(item: Item) -> Result<Workflow, StoreError> {
+    serde_dynamo::from_item::<_, WorkflowRecord>(item)?.into_workflow()
+}

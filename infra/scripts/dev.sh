@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# `make dev`: the whole API on http://127.0.0.1:3000/api/v1 with DynamoDB Local on
+# 127.0.0.1:8000 (data kept in .local/dynamodb), the tables of template.yaml, and a demo
+# tenant whose key it prints. Ctrl-C stops everything it started.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+cd "$ROOT"
+
+DDB_PORT=${DDB_PORT:-8000}
+API_PORT=${API_PORT:-3000}
+export TABLE_PREFIX=${TABLE_PREFIX:-cairn-}
+
+ensure_tools
+require_free_port "$DDB_PORT"
+require_free_port "$API_PORT"
+
+cleanup() { stop_group "${DYNAMODB_PID:-}"; }
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+log "starting DynamoDB Local on 127.0.0.1:$DDB_PORT (data in .local/dynamodb)"
+start_dynamodb "$DDB_PORT" "$LOCAL/dynamodb" "$LOCAL/dynamodb.log"
+export_local_aws "$DDB_PORT"
+
+log "building the functions and cairn-admin"
+cargo build --workspace --bins
+
+target_dir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
+admin="$target_dir/debug/cairn-admin"
+"$admin" tables create
+key=$("$admin" demo --key-file "$LOCAL/demo-key")
+
+cat >&2 <<BANNER
+
+  Cairn is starting on http://127.0.0.1:$API_PORT/api/v1
+
+  Demo API key (also in .local/demo-key):
+
+    $key
+
+  Try:
+    curl -s http://127.0.0.1:$API_PORT/api/v1/workflows -H "X-API-Key: $key"
+
+  Ctrl-C stops the API and DynamoDB Local; the data stays for the next run.
+
+BANNER
+
+cargo lambda watch --invoke-address 127.0.0.1 --invoke-port "$API_PORT" \
+  --env-var "TABLE_PREFIX=$TABLE_PREFIX" --env-var "AWS_ENDPOINT_URL_DYNAMODB=$AWS_ENDPOINT_URL_DYNAMODB"

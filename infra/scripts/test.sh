@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# `make test`, also what CI runs: formatting, lints, unit tests, and the integration and
+# black-box tests against a DynamoDB Local and a `cargo lambda watch` that this script
+# starts on free ports and stops afterwards (in memory: every run starts empty).
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+cd "$ROOT"
+
+ensure_tools
+
+log "cargo fmt --check"
+cargo fmt --all --check
+
+log "cargo clippy (all targets, warnings are errors)"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+log "building tests and functions"
+cargo build --workspace --bins --locked
+cargo test --workspace --locked --no-run
+
+run_dir=$(mktemp -d "${TMPDIR:-/tmp}/cairn-test.XXXXXX")
+cleanup() {
+  stop_group "${WATCH_PID:-}"
+  stop_group "${DYNAMODB_PID:-}"
+  if [ "${KEEP_TEST_LOGS:-}" = "" ]; then rm -rf "$run_dir"; else echo "logs kept in $run_dir" >&2; fi
+}
+trap cleanup EXIT
+
+ddb_port=$(free_port)
+log "starting DynamoDB Local (in memory) on 127.0.0.1:$ddb_port"
+start_dynamodb "$ddb_port" "" "$run_dir/dynamodb.log"
+export_local_aws "$ddb_port"
+export TABLE_PREFIX="test-"
+
+target_dir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
+"$target_dir/debug/cairn-admin" tables create
+
+api_port=$(free_port)
+log "starting cargo lambda watch on 127.0.0.1:$api_port"
+setsid cargo lambda watch --ignore-changes --invoke-address 127.0.0.1 --invoke-port "$api_port" \
+  --env-var "TABLE_PREFIX=$TABLE_PREFIX" --env-var "AWS_ENDPOINT_URL_DYNAMODB=$AWS_ENDPOINT_URL_DYNAMODB" \
+  >"$run_dir/watch.log" 2>&1 &
+WATCH_PID=$!
+wait_for_port "$api_port" 120 || { cat "$run_dir/watch.log" >&2; exit 1; }
+export CAIRN_API_URL="http://127.0.0.1:$api_port/api/v1"
+export CAIRN_WATCH_LOG="$run_dir/watch.log"
+
+log "cargo test"
+if ! cargo test --workspace --locked; then
+  echo "---- last lines of the cargo lambda watch log ----" >&2
+  tail -n 50 "$run_dir/watch.log" >&2
+  exit 1
+fi

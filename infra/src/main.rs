@@ -1,0 +1,154 @@
+//! `cairn-admin`: the dashboard's stand-in for operators and the local stack.
+//!
+//! Talks to DynamoDB through the SDK's standard configuration (`AWS_REGION`,
+//! credentials, `AWS_ENDPOINT_URL_DYNAMODB` for DynamoDB Local) and `TABLE_PREFIX`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+use infra::admin::{self, Revoked};
+use shared::config::Config;
+use shared::dynamo::Tables;
+
+#[derive(Debug, Parser)]
+#[command(name = "cairn-admin", about = "Manage Cairn tenants, API keys and tables")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Tenants.
+    Tenant {
+        #[command(subcommand)]
+        command: TenantCommand,
+    },
+    /// API keys.
+    Key {
+        #[command(subcommand)]
+        command: KeyCommand,
+    },
+    /// Tables.
+    Tables {
+        #[command(subcommand)]
+        command: TablesCommand,
+    },
+    /// Makes sure a demo tenant with a live key exists and prints the key
+    /// (kept in FILE, so the same key is printed again on the next run).
+    Demo {
+        /// Where the demo key is kept between runs.
+        #[arg(long, value_name = "FILE")]
+        key_file: PathBuf,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum TenantCommand {
+    /// Creates a tenant and prints its id.
+    Create {
+        /// Display name.
+        #[arg(long)]
+        name: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum KeyCommand {
+    /// Issues a key and prints it, alone, on stdout. It is shown only this once.
+    Create {
+        /// The tenant's id.
+        #[arg(long)]
+        tenant: String,
+    },
+    /// Lists a tenant's keys (never the keys themselves).
+    List {
+        /// The tenant's id.
+        #[arg(long)]
+        tenant: String,
+    },
+    /// Revokes a key by its id.
+    Revoke {
+        /// The key's id (key_…).
+        #[arg(long)]
+        key_id: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum TablesCommand {
+    /// Creates the tables of template.yaml that do not exist yet.
+    Create,
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    match run(Cli::parse()).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("cairn-admin: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn now() -> String {
+    shared::time::format(chrono::Utc::now())
+}
+
+async fn run(cli: Cli) -> Result<()> {
+    let config = Config::from_env()?;
+    let client = shared::dynamo::client().await;
+    let tables = &config.tables;
+    match cli.command {
+        Command::Tenant { command: TenantCommand::Create { name } } => {
+            println!("{}", admin::create_tenant(&client, tables, &name, &now()).await?);
+        }
+        Command::Key { command: KeyCommand::Create { tenant } } => {
+            let (id, key) = admin::create_key(&client, tables, &tenant, &now()).await?;
+            eprintln!("issued {id} for {tenant}; the key is shown only now");
+            println!("{key}");
+        }
+        Command::Key { command: KeyCommand::List { tenant } } => {
+            let keys = admin::list_keys(&client, tables, &tenant).await?;
+            println!("{:<40} {:<12} {:<26} STATUS", "KEY_ID", "PREFIX", "CREATED_AT");
+            for key in keys {
+                let status = key.revoked_at.map_or_else(|| "live".to_owned(), |at| format!("revoked {at}"));
+                println!("{:<40} {:<12} {:<26} {status}", key.key_id, key.key_prefix, key.created_at);
+            }
+        }
+        Command::Key { command: KeyCommand::Revoke { key_id } } => {
+            match admin::revoke_key(&client, tables, &key_id, &now()).await? {
+                Revoked::Now => eprintln!("revoked {key_id}"),
+                Revoked::Already => eprintln!("{key_id} was already revoked"),
+            }
+        }
+        Command::Tables { command: TablesCommand::Create } => {
+            let prefix = std::env::var("TABLE_PREFIX").context("TABLE_PREFIX")?;
+            for name in infra::tables::create_missing(&client, &prefix).await? {
+                eprintln!("created table {name}");
+            }
+        }
+        Command::Demo { key_file } => println!("{}", demo(&client, tables, &key_file).await?),
+    }
+    Ok(())
+}
+
+async fn demo(client: &aws_sdk_dynamodb::Client, tables: &Tables, key_file: &std::path::Path) -> Result<String> {
+    if let Ok(saved) = std::fs::read_to_string(key_file) {
+        let key = saved.trim().to_owned();
+        if admin::key_is_live(client, tables, &key).await? {
+            return Ok(key);
+        }
+    }
+    let tenant = admin::create_tenant(client, tables, "Demo tenant", &now()).await?;
+    let (_, key) = admin::create_key(client, tables, tenant.as_str(), &now()).await?;
+    if let Some(dir) = key_file.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(key_file, format!("{key}\n")).with_context(|| format!("writing {}", key_file.display()))?;
+    eprintln!("created demo tenant {tenant}");
+    Ok(key)
+}

@@ -1,0 +1,230 @@
+//! Reads `template.yaml`: its DynamoDB tables and its HTTP API routes.
+//!
+//! The template is embedded at build time, so `cairn-admin` creates exactly the tables
+//! of the template it was built with.
+
+use anyhow::{Context, Result, anyhow, bail};
+use serde_norway::Value;
+
+/// The template this crate was built with.
+pub const TEMPLATE: &str = include_str!("../../template.yaml");
+
+/// The table name prefix in the template: every table is `${AWS::StackName}-<suffix>`.
+const NAME_PREFIX: &str = "${AWS::StackName}-";
+
+/// A key attribute and its role (`HASH` or `RANGE`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyPart {
+    /// Attribute name.
+    pub attribute: String,
+    /// `HASH` or `RANGE`.
+    pub key_type: String,
+}
+
+/// A global secondary index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexSpec {
+    /// Index name.
+    pub name: String,
+    /// Its key.
+    pub key: Vec<KeyPart>,
+    /// `ALL`, `KEYS_ONLY` or `INCLUDE`.
+    pub projection: String,
+}
+
+/// A table as the template defines it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableSpec {
+    /// The template's logical id (`WorkflowsTable`).
+    pub logical_id: String,
+    /// The name after the stack prefix (`workflows`).
+    pub suffix: String,
+    /// Key attributes and their types (`S`, `N`, `B`).
+    pub attributes: Vec<(String, String)>,
+    /// The primary key.
+    pub key: Vec<KeyPart>,
+    /// Global secondary indexes.
+    pub indexes: Vec<IndexSpec>,
+    /// The TTL attribute, if items expire.
+    pub ttl_attribute: Option<String>,
+}
+
+/// A route of the HTTP API and the function binary that serves it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Route {
+    /// HTTP method.
+    pub method: String,
+    /// Path with `{param}` placeholders.
+    pub path: String,
+    /// The binary (cargo-lambda `Binary`) of the function.
+    pub function: String,
+}
+
+/// The parsed template.
+#[derive(Debug)]
+pub struct Template {
+    root: Value,
+}
+
+impl Template {
+    /// Parses template text.
+    ///
+    /// # Errors
+    /// When the text is not YAML.
+    pub fn parse(text: &str) -> Result<Self> {
+        Ok(Self { root: serde_norway::from_str(text).context("template.yaml is not valid YAML")? })
+    }
+
+    /// The embedded template.
+    ///
+    /// # Errors
+    /// When it is not YAML (a test keeps it valid).
+    pub fn embedded() -> Result<Self> {
+        Self::parse(TEMPLATE)
+    }
+
+    fn resources(&self) -> Result<Vec<(String, &Value)>> {
+        let resources =
+            self.root.get("Resources").and_then(Value::as_mapping).ok_or_else(|| anyhow!("no Resources"))?;
+        Ok(resources.iter().filter_map(|(k, v)| Some((k.as_str()?.to_owned(), v))).collect())
+    }
+
+    fn of_type(&self, kind: &str) -> Result<Vec<(String, &Value)>> {
+        Ok(self.resources()?.into_iter().filter(|(_, r)| r.get("Type").and_then(Value::as_str) == Some(kind)).collect())
+    }
+
+    /// Every DynamoDB table.
+    ///
+    /// # Errors
+    /// When a table's definition is not of the expected shape.
+    pub fn tables(&self) -> Result<Vec<TableSpec>> {
+        self.of_type("AWS::DynamoDB::Table")?
+            .into_iter()
+            .map(|(id, resource)| table(&id, resource).with_context(|| format!("table {id}")))
+            .collect()
+    }
+
+    /// Every HTTP API route with its function.
+    ///
+    /// # Errors
+    /// When a function or event is not of the expected shape.
+    pub fn routes(&self) -> Result<Vec<Route>> {
+        let mut routes = Vec::new();
+        for (id, function) in self.of_type("AWS::Serverless::Function")? {
+            let binary = function
+                .get("Metadata")
+                .and_then(|m| m.get("BuildProperties"))
+                .and_then(|b| b.get("Binary"))
+                .and_then(Value::as_str)
+                .ok_or_else(|| anyhow!("function {id} has no Metadata.BuildProperties.Binary"))?;
+            let events = function.get("Properties").and_then(|p| p.get("Events")).and_then(Value::as_mapping);
+            for (_, event) in events.into_iter().flatten() {
+                if event.get("Type").and_then(Value::as_str) != Some("HttpApi") {
+                    continue;
+                }
+                let props = event.get("Properties").ok_or_else(|| anyhow!("event of {id} without Properties"))?;
+                let text = |name: &str| {
+                    props
+                        .get(name)
+                        .and_then(Value::as_str)
+                        .map(str::to_owned)
+                        .ok_or_else(|| anyhow!("event of {id} without {name}"))
+                };
+                routes.push(Route {
+                    method: text("Method")?.to_uppercase(),
+                    path: text("Path")?,
+                    function: binary.to_owned(),
+                });
+            }
+        }
+        routes.sort();
+        Ok(routes)
+    }
+}
+
+fn text_of(value: Option<&Value>, what: &str) -> Result<String> {
+    value.and_then(Value::as_str).map(str::to_owned).ok_or_else(|| anyhow!("missing {what}"))
+}
+
+fn key_parts(value: Option<&Value>) -> Result<Vec<KeyPart>> {
+    let list = value.and_then(Value::as_sequence).ok_or_else(|| anyhow!("missing KeySchema"))?;
+    list.iter()
+        .map(|part| {
+            Ok(KeyPart {
+                attribute: text_of(part.get("AttributeName"), "AttributeName")?,
+                key_type: text_of(part.get("KeyType"), "KeyType")?,
+            })
+        })
+        .collect()
+}
+
+fn table(id: &str, resource: &Value) -> Result<TableSpec> {
+    let props = resource.get("Properties").ok_or_else(|| anyhow!("no Properties"))?;
+    let name = match props.get("TableName") {
+        Some(Value::Tagged(tagged)) if tagged.tag == "!Sub" || tagged.tag == "Sub" => {
+            text_of(Some(&tagged.value), "TableName")?
+        }
+        _ => bail!("TableName must be !Sub \"{NAME_PREFIX}<name>\""),
+    };
+    let suffix =
+        name.strip_prefix(NAME_PREFIX).ok_or_else(|| anyhow!("TableName {name} does not start with {NAME_PREFIX}"))?;
+    let attributes = props
+        .get("AttributeDefinitions")
+        .and_then(Value::as_sequence)
+        .ok_or_else(|| anyhow!("missing AttributeDefinitions"))?
+        .iter()
+        .map(|a| {
+            Ok((text_of(a.get("AttributeName"), "AttributeName")?, text_of(a.get("AttributeType"), "AttributeType")?))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let indexes = props
+        .get("GlobalSecondaryIndexes")
+        .and_then(Value::as_sequence)
+        .into_iter()
+        .flatten()
+        .map(|index| {
+            Ok(IndexSpec {
+                name: text_of(index.get("IndexName"), "IndexName")?,
+                key: key_parts(index.get("KeySchema"))?,
+                projection: text_of(index.get("Projection").and_then(|p| p.get("ProjectionType")), "ProjectionType")?,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let ttl = props.get("TimeToLiveSpecification");
+    let ttl_attribute = match ttl {
+        Some(spec) if spec.get("Enabled").and_then(Value::as_bool) == Some(true) => {
+            Some(text_of(spec.get("AttributeName"), "TimeToLiveSpecification.AttributeName")?)
+        }
+        _ => None,
+    };
+    Ok(TableSpec {
+        logical_id: id.to_owned(),
+        suffix: suffix.to_owned(),
+        attributes,
+        key: key_parts(props.get("KeySchema"))?,
+        indexes,
+        ttl_attribute,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_embedded_template_defines_every_table_the_code_names() {
+        let template = Template::embedded().expect("valid template");
+        let mut in_template: Vec<String> = template.tables().expect("tables").into_iter().map(|t| t.suffix).collect();
+        let mut in_code: Vec<String> = shared::dynamo::Table::ALL.iter().map(|t| t.suffix().to_owned()).collect();
+        in_template.sort();
+        in_code.sort();
+        assert_eq!(in_template, in_code);
+    }
+
+    #[test]
+    fn a_table_name_without_the_stack_prefix_is_refused() {
+        let text = "Resources:\n  T:\n    Type: AWS::DynamoDB::Table\n    Properties:\n      TableName: plain\n      AttributeDefinitions: []\n      KeySchema: []\n";
+        let error = Template::parse(text).expect("yaml").tables().expect_err("refused");
+        assert!(format!("{error:#}").contains("TableName"), "{error:#}");
+    }
+}

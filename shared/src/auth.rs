@@ -1,0 +1,223 @@
+//! Authentication and tenant scoping.
+//!
+//! A request carries its API key as `X-API-Key: <key>` or `Authorization: Bearer <key>`
+//! (`X-API-Key` wins when both are sent). The key is looked up by its SHA-256 in the
+//! API-keys table; unknown or revoked keys are 401. The result is a [`TenantId`], which
+//! nothing else in the functions can make, and which every store call takes first.
+
+use aws_sdk_dynamodb::Client;
+use axum::extract::FromRequestParts;
+use http::request::Parts;
+use http::{HeaderMap, header};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::dynamo::{Table, Tables, classify, s};
+use crate::error::ApiError;
+use crate::ids::TenantKey;
+
+/// The tenant a request acts for. Only authentication (and the admin command line,
+/// through [`trusted::tenant`]) can make one, so a store call cannot be made for a
+/// tenant the caller has not proved to be.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TenantId(String);
+
+impl TenantId {
+    /// The tenant id as text, for partition keys and logs.
+    #[must_use]
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for TenantId {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
+        parts
+            .extensions
+            .get::<Self>()
+            .cloned()
+            .ok_or_else(|| ApiError::internal("route is served without the authentication layer"))
+    }
+}
+
+/// Making a [`TenantId`] without a request: for the admin command line only.
+/// A test keeps function code from calling this.
+pub mod trusted {
+    use super::TenantId;
+    use crate::ids::TenantKey;
+
+    /// The [`TenantId`] of a tenant the operator names.
+    #[must_use]
+    pub fn tenant(id: &TenantKey) -> TenantId {
+        TenantId(id.as_str().to_owned())
+    }
+}
+
+/// Every API key starts with this.
+pub const KEY_PREFIX: &str = "cairn_";
+/// Base62 characters of a key after the prefix (32 random bytes).
+const KEY_BODY_LEN: usize = 43;
+const BASE62: &[u8; 62] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+
+/// A new API key: `cairn_` plus 32 random bytes in base62.
+///
+/// # Errors
+/// When the operating system's random source fails.
+pub fn generate_key() -> Result<String, getrandom::Error> {
+    let mut bytes = [0_u8; 32];
+    getrandom::fill(&mut bytes)?;
+    Ok(format!("{KEY_PREFIX}{}", base62(&bytes)))
+}
+
+/// Big-endian base62 of `bytes`, left-padded with `0` to a fixed width.
+fn base62(bytes: &[u8; 32]) -> String {
+    let mut number = bytes.to_vec();
+    let mut digits = Vec::with_capacity(KEY_BODY_LEN);
+    while number.iter().any(|b| *b != 0) {
+        let mut remainder = 0_u32;
+        for byte in &mut number {
+            let value = (remainder << 8) | u32::from(*byte);
+            *byte = (value / 62) as u8;
+            remainder = value % 62;
+        }
+        digits.push(BASE62[remainder as usize]);
+    }
+    digits.resize(KEY_BODY_LEN, b'0');
+    digits.reverse();
+    String::from_utf8(digits).unwrap_or_default()
+}
+
+/// Whether `key` has the shape of an API key (checked before any lookup).
+#[must_use]
+pub fn is_well_formed_key(key: &str) -> bool {
+    key.strip_prefix(KEY_PREFIX)
+        .is_some_and(|body| body.len() == KEY_BODY_LEN && body.bytes().all(|b| b.is_ascii_alphanumeric()))
+}
+
+/// The stored form of a key: lowercase hex SHA-256.
+#[must_use]
+pub fn hash_key(key: &str) -> String {
+    hex::encode(Sha256::digest(key.as_bytes()))
+}
+
+/// An API key's record, keyed by `key_hash`. The key itself is never stored.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ApiKeyRecord {
+    /// SHA-256 of the key, hex.
+    pub key_hash: String,
+    /// The key's public id.
+    pub key_id: String,
+    /// The tenant the key acts for.
+    pub tenant_id: String,
+    /// The first characters of the key, to tell keys apart in listings.
+    pub key_prefix: String,
+    /// When it was issued.
+    pub created_at: String,
+    /// When it was revoked; a revoked key authenticates nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revoked_at: Option<String>,
+}
+
+/// A tenant's record.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TenantRecord {
+    /// The tenant's id.
+    pub tenant_id: String,
+    /// A display name.
+    pub name: String,
+    /// When it was created.
+    pub created_at: String,
+}
+
+/// The key a request presents, if any: `X-API-Key` first, then a Bearer token.
+/// Any other `Authorization` scheme presents no key.
+#[must_use]
+pub fn presented_key(headers: &HeaderMap) -> Option<&str> {
+    if let Some(key) = headers.get("x-api-key") {
+        return key.to_str().ok().map(str::trim);
+    }
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.trim().split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+}
+
+/// Resolves the request's API key to its tenant.
+///
+/// # Errors
+/// [`ApiError::Unauthorized`] for a missing, malformed, unknown or revoked key;
+/// [`ApiError::Unavailable`] when the key cannot be looked up.
+pub async fn authenticate(client: &Client, tables: &Tables, headers: &HeaderMap) -> Result<TenantId, ApiError> {
+    let key = presented_key(headers).filter(|k| is_well_formed_key(k)).ok_or(ApiError::Unauthorized)?;
+    let out = client
+        .get_item()
+        .table_name(tables.name(Table::ApiKeys))
+        .key("key_hash", s(hash_key(key)))
+        .consistent_read(true)
+        .send()
+        .await
+        .map_err(classify)?;
+    let Some(item) = out.item else { return Err(ApiError::Unauthorized) };
+    let record: ApiKeyRecord = serde_dynamo::from_item(item).map_err(crate::dynamo::StoreError::from)?;
+    if record.revoked_at.is_some() {
+        return Err(ApiError::Unauthorized);
+    }
+    let tenant = TenantKey::parse(&record.tenant_id)
+        .ok_or_else(|| ApiError::internal(format!("key {} has a malformed tenant id", record.key_id)))?;
+    Ok(TenantId(tenant.as_str().to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use http::HeaderValue;
+
+    use super::*;
+
+    #[test]
+    fn generated_keys_are_well_formed_and_distinct() {
+        let a = generate_key().expect("random");
+        let b = generate_key().expect("random");
+        assert!(is_well_formed_key(&a), "{a}");
+        assert_eq!(a.len(), KEY_PREFIX.len() + KEY_BODY_LEN);
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn base62_of_extremes() {
+        assert_eq!(base62(&[0; 32]), "0".repeat(43));
+        // 2^256 - 1, checked against Python's arbitrary-precision integers.
+        assert_eq!(base62(&[0xff; 32]), "yhjskwdA6OZ1AL1YmHWZWm8LLG7HjnuCA2j5rOw8Xp1");
+        let mut one = [0_u8; 32];
+        one[31] = 61;
+        assert!(base62(&one).ends_with('z'));
+    }
+
+    #[test]
+    fn hash_is_hex_sha256() {
+        assert_eq!(hash_key("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    }
+
+    #[test]
+    fn x_api_key_wins_over_bearer_and_other_schemes_present_nothing() {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer from-bearer"));
+        assert_eq!(presented_key(&headers), Some("from-bearer"));
+        headers.insert("x-api-key", HeaderValue::from_static("from-header"));
+        assert_eq!(presented_key(&headers), Some("from-header"));
+
+        let mut basic = HeaderMap::new();
+        basic.insert(header::AUTHORIZATION, HeaderValue::from_static("Basic dXNlcjpwYXNz"));
+        assert_eq!(presented_key(&basic), None);
+        let mut lower = HeaderMap::new();
+        lower.insert(header::AUTHORIZATION, HeaderValue::from_static("bearer k"));
+        assert_eq!(presented_key(&lower), Some("k"));
+    }
+
+    #[test]
+    fn malformed_keys_are_refused_before_any_lookup() {
+        assert!(!is_well_formed_key("cairn_short"));
+        assert!(!is_well_formed_key(&format!("other_{}", "a".repeat(43))));
+        assert!(!is_well_formed_key(&format!("cairn_{}!", "a".repeat(42))));
+    }
+}

@@ -1,0 +1,70 @@
+//! Configuration from environment variables, read once per cold start.
+//!
+//! | variable | meaning | default |
+//! |---|---|---|
+//! | `TABLE_PREFIX` | prefix of every table name (`cairn-` makes `cairn-workflows`) | required |
+//! | `AWS_ENDPOINT_URL_DYNAMODB` | the SDK's own endpoint override (DynamoDB Local) | AWS |
+//!
+//! Region and credentials come from the SDK's standard chain (`AWS_REGION`, …).
+
+use crate::dynamo::Tables;
+
+/// What a function reads from its environment.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The names of the tables.
+    pub tables: Tables,
+}
+
+/// A missing or invalid environment variable.
+#[derive(Debug, thiserror::Error)]
+#[error("environment variable {name}: {problem}")]
+pub struct ConfigError {
+    name: &'static str,
+    problem: &'static str,
+}
+
+impl Config {
+    /// Reads the configuration from the process environment.
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming the first missing or invalid variable.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Reads the configuration through `lookup` (the environment, or a test's map).
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming the first missing or invalid variable.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let prefix = lookup("TABLE_PREFIX").ok_or(ConfigError { name: "TABLE_PREFIX", problem: "is not set" })?;
+        let valid = !prefix.is_empty()
+            && prefix.len() <= 200
+            && prefix.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
+        if !valid {
+            return Err(ConfigError { name: "TABLE_PREFIX", problem: "must be 1 to 200 of A-Z a-z 0-9 - _ ." });
+        }
+        Ok(Self { tables: Tables::new(&prefix) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dynamo::Table;
+
+    #[test]
+    fn table_names_come_from_the_prefix() {
+        let config = Config::from_lookup(|_| Some("cairn-".to_owned())).expect("valid");
+        assert_eq!(config.tables.name(Table::Workflows), "cairn-workflows");
+        assert_eq!(config.tables.name(Table::ApiKeys), "cairn-api-keys");
+    }
+
+    #[test]
+    fn missing_or_invalid_prefix_is_an_error_naming_the_variable() {
+        let missing = Config::from_lookup(|_| None).expect_err("missing");
+        assert!(missing.to_string().contains("TABLE_PREFIX"));
+        assert!(Config::from_lookup(|_| Some("bad prefix/".to_owned())).is_err());
+    }
+}

@@ -1,0 +1,122 @@
+//! Counters behind every list's `total`: one small item per (tenant, counter name),
+//! changed in the same DynamoDB transaction as the write it counts, so a total never
+//! costs a scan and never disagrees with the data.
+//!
+//! A counter name describes a filter combination of a list, for example
+//! `workflows`, `workflows|status=draft`, `workflows|status=draft|type=crewai`.
+
+use std::collections::BTreeMap;
+
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::types::{TransactWriteItem, Update};
+
+use crate::TenantId;
+use crate::dynamo::{StoreError, Table, Tables, classify, n, s};
+
+/// Attribute holding a counter's value.
+const VALUE: &str = "value";
+
+/// The net changes to a tenant's counters made by one write.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CounterChange(BTreeMap<String, i64>);
+
+impl CounterChange {
+    /// The change from an item counted under `before` to one counted under `after`
+    /// (either may be empty: creation or deletion). Names in both cancel out.
+    #[must_use]
+    pub fn between(before: &[String], after: &[String]) -> Self {
+        let mut change = Self::default();
+        for name in before {
+            change.add(name, -1);
+        }
+        for name in after {
+            change.add(name, 1);
+        }
+        change
+    }
+
+    /// Adds `delta` to `name`; a net zero drops the name.
+    pub fn add(&mut self, name: &str, delta: i64) {
+        let value = self.0.entry(name.to_owned()).or_default();
+        *value += delta;
+        if *value == 0 {
+            self.0.remove(name);
+        }
+    }
+
+    /// Whether nothing changes.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// One `ADD` update per changed counter, to join the write's transaction.
+    ///
+    /// # Errors
+    /// [`StoreError::Other`] if an update cannot be built (a bug).
+    pub fn transact_items(&self, tables: &Tables, tenant: &TenantId) -> Result<Vec<TransactWriteItem>, StoreError> {
+        self.0
+            .iter()
+            .map(|(name, delta)| {
+                let update = Update::builder()
+                    .table_name(tables.name(Table::Counters))
+                    .key("tenant_id", s(tenant.as_str()))
+                    .key("name", s(name))
+                    .update_expression("ADD #value :delta")
+                    .expression_attribute_names("#value", VALUE)
+                    .expression_attribute_values(":delta", n(delta))
+                    .build()
+                    .map_err(|e| StoreError::Other(Box::new(e)))?;
+                Ok(TransactWriteItem::builder().update(update).build())
+            })
+            .collect()
+    }
+}
+
+/// The current value of one counter (0 when it was never written).
+///
+/// # Errors
+/// The read's [`StoreError`]; [`StoreError::Corrupt`] for a non-numeric value.
+pub async fn read(client: &Client, tables: &Tables, tenant: &TenantId, name: &str) -> Result<u64, StoreError> {
+    let out = client
+        .get_item()
+        .table_name(tables.name(Table::Counters))
+        .key("tenant_id", s(tenant.as_str()))
+        .key("name", s(name))
+        .consistent_read(true)
+        .send()
+        .await
+        .map_err(classify)?;
+    let Some(value) = out.item.as_ref().and_then(|item| item.get(VALUE)) else { return Ok(0) };
+    let number = value.as_n().map_err(|_| StoreError::Corrupt(format!("counter {name} is not a number")))?;
+    let count: i64 = number.parse().map_err(|_| StoreError::Corrupt(format!("counter {name} = {number}")))?;
+    Ok(u64::try_from(count).unwrap_or(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn shared_names_cancel_and_only_real_changes_remain() {
+        let change = CounterChange::between(
+            &names(&["wf", "wf|status=draft", "wf|type=custom"]),
+            &names(&["wf", "wf|status=published", "wf|type=custom"]),
+        );
+        let expected: BTreeMap<String, i64> =
+            [("wf|status=draft".to_owned(), -1), ("wf|status=published".to_owned(), 1)].into_iter().collect();
+        assert_eq!(change.0, expected);
+    }
+
+    #[test]
+    fn creation_and_deletion_count_every_name() {
+        assert_eq!(CounterChange::between(&[], &names(&["a", "b"])).0.len(), 2);
+        assert!(CounterChange::between(&names(&["a"]), &names(&["a"])).is_empty());
+        let deleted = CounterChange::between(&names(&["a"]), &[]);
+        assert_eq!(deleted.0.get("a"), Some(&-1));
+    }
+}

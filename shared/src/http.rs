@@ -1,0 +1,119 @@
+//! The HTTP edge every function shares: request ids, one access log line per request,
+//! panic safety, authentication, problem+json for unknown routes, and the Lambda
+//! entry point.
+
+use std::time::Instant;
+
+use aws_sdk_dynamodb::Client;
+use axum::Router;
+use axum::extract::{MatchedPath, Request, State};
+use axum::middleware::{Next, from_fn, from_fn_with_state};
+use axum::response::{IntoResponse, Response};
+use http::HeaderValue;
+use tower_http::catch_panic::CatchPanicLayer;
+
+use crate::TenantId;
+use crate::auth::authenticate;
+use crate::dynamo::Tables;
+use crate::error::ApiError;
+
+/// The version prefix of every path.
+pub const BASE_PATH: &str = "/api/v1";
+
+tokio::task_local! {
+    static REQUEST_ID: String;
+}
+
+/// The id of the request being served (`X-Request-Id`), or `unknown` outside one.
+#[must_use]
+pub fn current_request_id() -> String {
+    REQUEST_ID.try_with(Clone::clone).unwrap_or_else(|_| "unknown".to_owned())
+}
+
+/// What the authentication layer needs.
+#[derive(Debug, Clone)]
+pub struct AuthState {
+    /// The DynamoDB client.
+    pub client: Client,
+    /// The table names.
+    pub tables: Tables,
+}
+
+/// Wraps an area's routes in the shared edge: authentication on every route, then
+/// panic safety, request ids and the access log around everything. Unknown paths and
+/// methods get problem+json too.
+pub fn api(routes: Router, auth: AuthState) -> Router {
+    routes
+        .fallback(no_route)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(from_fn_with_state(auth, require_api_key))
+        .layer(CatchPanicLayer::custom(panic_response))
+        .layer(from_fn(request_context))
+}
+
+async fn no_route(uri: http::Uri) -> ApiError {
+    ApiError::NoRoute(uri.path().to_owned())
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::MethodNotAllowed
+}
+
+fn panic_response(_panic: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    ApiError::internal("handler panicked").into_response()
+}
+
+async fn require_api_key(State(auth): State<AuthState>, mut request: Request, next: Next) -> Response {
+    match authenticate(&auth.client, &auth.tables, request.headers()).await {
+        Ok(tenant) => {
+            request.extensions_mut().insert(tenant.clone());
+            let mut response = next.run(request).await;
+            response.extensions_mut().insert(tenant);
+            response
+        }
+        Err(error) => error.into_response(),
+    }
+}
+
+/// Sets the request id for the request's task, adds `X-Request-Id` and writes the
+/// access log line: request id, tenant, method, route, status, latency.
+async fn request_context(request: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let request_id = request
+        .extensions()
+        .get::<lambda_http::Context>()
+        .map(|context| context.request_id.clone())
+        .filter(|id| !id.is_empty())
+        .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
+    let method = request.method().clone();
+    let route =
+        request.extensions().get::<MatchedPath>().map_or_else(|| "-".to_owned(), |path| path.as_str().to_owned());
+    let mut response = REQUEST_ID.scope(request_id.clone(), next.run(request)).await;
+    if let Ok(value) = HeaderValue::from_str(&request_id) {
+        response.headers_mut().insert("x-request-id", value);
+    }
+    let tenant = response.extensions().get::<TenantId>().map(|t| t.as_str().to_owned());
+    tracing::info!(
+        request_id,
+        tenant = tenant.as_deref().unwrap_or("-"),
+        method = %method,
+        route,
+        status = response.status().as_u16(),
+        latency_ms = started.elapsed().as_secs_f64() * 1000.0,
+        "request"
+    );
+    response
+}
+
+/// Sets up JSON or text logs as Lambda's `AWS_LAMBDA_LOG_FORMAT` says.
+pub fn init_logging() {
+    lambda_http::tracing::init_default_subscriber();
+}
+
+/// Serves `app` as a Lambda function behind API Gateway.
+///
+/// # Errors
+/// Only when the function cannot serve at all (the runtime API fails).
+pub async fn run(app: Router) -> Result<(), lambda_http::Error> {
+    lambda_http::run(app).await
+}

@@ -1,0 +1,154 @@
+//! Identifiers: a type prefix plus a UUIDv7 in lowercase hex without dashes
+//! (`wf_0193…`), so that ids sort by creation time and their type is readable.
+//!
+//! Parsing is strict: anything that is not exactly `<prefix>_<32 lowercase hex>` is
+//! rejected, so a malformed id never reaches DynamoDB and is answered like an unknown one.
+
+use std::fmt;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// Length of the hex part of every id.
+const HEX_LEN: usize = 32;
+
+/// Defines an id newtype with its prefix.
+macro_rules! id_type {
+    ($(#[$doc:meta])* $name:ident, $prefix:literal) => {
+        $(#[$doc])*
+        #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub struct $name(String);
+
+        impl $name {
+            /// The type prefix, without the underscore.
+            pub const PREFIX: &'static str = $prefix;
+
+            /// A new, time-ordered id.
+            #[must_use]
+            pub fn generate() -> Self {
+                Self(format!("{}_{}", $prefix, uuid::Uuid::now_v7().simple()))
+            }
+
+            /// Parses an id given by a client; `None` when it is not of this type's form.
+            #[must_use]
+            pub fn parse(raw: &str) -> Option<Self> {
+                well_formed(raw, $prefix).then(|| Self(raw.to_owned()))
+            }
+
+            /// The id as text.
+            #[must_use]
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl fmt::Debug for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl Serialize for $name {
+            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.serialize_str(&self.0)
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                let raw = String::deserialize(deserializer)?;
+                Self::parse(&raw).ok_or_else(|| {
+                    serde::de::Error::custom(format!("not a {} id: {raw}", $prefix))
+                })
+            }
+        }
+    };
+}
+
+fn well_formed(raw: &str, prefix: &str) -> bool {
+    raw.strip_prefix(prefix).and_then(|rest| rest.strip_prefix('_')).is_some_and(|hex| {
+        hex.len() == HEX_LEN && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    })
+}
+
+id_type!(
+    /// A tenant (`ten_…`). Storage calls take a [`crate::TenantId`], which only
+    /// authentication makes; this type is for the admin records themselves.
+    TenantKey,
+    "ten"
+);
+id_type!(
+    /// An API key's public id (`key_…`), never the secret itself.
+    KeyId,
+    "key"
+);
+id_type!(
+    /// A workflow (`wf_…`).
+    WorkflowId,
+    "wf"
+);
+id_type!(
+    /// An execution (`exec_…`).
+    ExecutionId,
+    "exec"
+);
+id_type!(
+    /// A checkpoint (`cp_…`).
+    CheckpointId,
+    "cp"
+);
+id_type!(
+    /// A failure (`fail_…`).
+    FailureId,
+    "fail"
+);
+id_type!(
+    /// A recovery command (`cmd_…`).
+    CommandId,
+    "cmd"
+);
+id_type!(
+    /// A ledger transaction (`txn_…`).
+    TransactionId,
+    "txn"
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generated_ids_have_prefix_and_32_hex_chars_and_parse_back() {
+        let id = WorkflowId::generate();
+        let (prefix, hex) = id.as_str().split_once('_').expect("underscore");
+        assert_eq!(prefix, "wf");
+        assert_eq!(hex.len(), 32);
+        assert_eq!(WorkflowId::parse(id.as_str()), Some(id));
+    }
+
+    #[test]
+    fn ids_generated_later_sort_after_earlier_ones() {
+        let ids: Vec<_> = (0..200).map(|_| ExecutionId::generate()).collect();
+        let mut sorted = ids.clone();
+        sorted.sort();
+        assert_eq!(ids, sorted);
+    }
+
+    #[test]
+    fn parse_rejects_other_prefixes_uppercase_short_and_dashed_ids() {
+        let good = WorkflowId::generate().to_string();
+        assert!(ExecutionId::parse(&good).is_none());
+        assert!(WorkflowId::parse(&good.to_uppercase()).is_none());
+        assert!(WorkflowId::parse(&good[..good.len() - 1]).is_none());
+        assert!(WorkflowId::parse(&format!("{good}0")).is_none());
+        assert!(WorkflowId::parse("wf_0193a6f2-1c2b-7d3e-8f00-0123456789ab").is_none());
+        assert!(WorkflowId::parse("wf_").is_none());
+        assert!(WorkflowId::parse("").is_none());
+        assert!(WorkflowId::parse("wf_0193a6f21c2b7d3e8f000123456789a\0").is_none());
+    }
+}

@@ -1,0 +1,21 @@
+//! What every Cairn function needs, written once: configuration, the DynamoDB client and
+//! its helpers, authentication and tenant scoping, the one error type and its problem+json
+//! rendering, request parsing, ids, time and pagination.
+//!
+//! A function crate builds its `axum::Router` from these parts and hands it to
+//! [`http::run`], which adds request ids, access logs, panic safety and authentication.
+
+pub mod auth;
+pub mod body;
+pub mod config;
+pub mod counters;
+pub mod dynamo;
+pub mod error;
+pub mod http;
+pub mod ids;
+pub mod pagination;
+pub mod query;
+pub mod time;
+
+pub use auth::TenantId;
+pub use error::ApiError;

@@ -1,0 +1,154 @@
+//! Query parameters: unknown ones are ignored, known ones are validated and every
+//! problem is reported at once as a 422 naming the parameter.
+
+use std::collections::BTreeMap;
+
+use axum::extract::FromRequestParts;
+use chrono::{DateTime, Utc};
+use http::request::Parts;
+
+use crate::body::WireEnum;
+use crate::error::{ApiError, FieldError};
+
+/// The query string of a request, decoded; read it with the typed accessors, then
+/// call [`Query::finish`].
+#[derive(Debug, Default)]
+pub struct Query {
+    values: BTreeMap<String, Vec<String>>,
+    errors: Vec<FieldError>,
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Query {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
+        Ok(Self::parse(parts.uri.query()))
+    }
+}
+
+impl Query {
+    /// Decodes a raw query string (`a=1&b=x%20y`).
+    #[must_use]
+    pub fn parse(raw: Option<&str>) -> Self {
+        let mut values: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (name, value) in form_urlencoded::parse(raw.unwrap_or_default().as_bytes()) {
+            values.entry(name.into_owned()).or_default().push(value.into_owned());
+        }
+        Self { values, errors: Vec::new() }
+    }
+
+    /// The single value of `name`; a repeated parameter is an error.
+    fn single(&mut self, name: &str) -> Option<String> {
+        let values = self.values.get(name)?;
+        match values.as_slice() {
+            [one] => Some(one.clone()),
+            _ => {
+                self.errors.push(FieldError::new(name, "must be given at most once"));
+                None
+            }
+        }
+    }
+
+    fn reject(&mut self, name: &str, message: String) {
+        self.errors.push(FieldError::new(name, message));
+    }
+
+    /// An integer in `min..=max`, `default` when absent.
+    pub fn integer(&mut self, name: &str, default: u32, min: u32, max: u32) -> u32 {
+        let Some(raw) = self.single(name) else { return default };
+        match raw.parse::<u32>() {
+            Ok(n) if (min..=max).contains(&n) => n,
+            _ => {
+                self.reject(name, format!("must be an integer from {min} to {max}"));
+                default
+            }
+        }
+    }
+
+    /// A boolean (`true` or `false`), `default` when absent.
+    pub fn boolean(&mut self, name: &str, default: bool) -> bool {
+        match self.single(name).as_deref() {
+            None => default,
+            Some("true") => true,
+            Some("false") => false,
+            Some(_) => {
+                self.reject(name, "must be true or false".to_owned());
+                default
+            }
+        }
+    }
+
+    /// One of an enum's wire names, if given.
+    pub fn one_of<T: WireEnum>(&mut self, name: &str) -> Option<T> {
+        let raw = self.single(name)?;
+        let found = T::from_wire(&raw);
+        if found.is_none() {
+            let names: Vec<&str> = T::ALL.iter().map(|v| v.wire()).collect();
+            self.reject(name, format!("must be one of {}", names.join(", ")));
+        }
+        found
+    }
+
+    /// A free string, if given (not empty).
+    pub fn string(&mut self, name: &str) -> Option<String> {
+        let raw = self.single(name)?;
+        if raw.is_empty() {
+            self.reject(name, "must not be empty".to_owned());
+            return None;
+        }
+        Some(raw)
+    }
+
+    /// An RFC 3339 timestamp, if given.
+    pub fn timestamp(&mut self, name: &str) -> Option<DateTime<Utc>> {
+        let raw = self.single(name)?;
+        match crate::time::parse(&raw) {
+            Ok(t) => Some(t),
+            Err(message) => {
+                self.reject(name, message);
+                None
+            }
+        }
+    }
+
+    /// Ends reading; all problems become one 422.
+    ///
+    /// # Errors
+    /// [`ApiError::Validation`] listing every invalid parameter.
+    pub fn finish(self) -> Result<(), ApiError> {
+        if self.errors.is_empty() { Ok(()) } else { Err(ApiError::Validation(self.errors)) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_apply_and_unknown_parameters_are_ignored() {
+        let mut q = Query::parse(Some("utm_source=mail"));
+        assert_eq!(q.integer("page", 1, 1, u32::MAX), 1);
+        assert!(!q.boolean("include_state", false));
+        assert!(q.finish().is_ok());
+    }
+
+    #[test]
+    fn out_of_range_garbage_and_repeated_values_are_all_reported() {
+        let mut q = Query::parse(Some("page=0&page_size=abc&flag=yes&x=1&x=2&at=monday"));
+        q.integer("page", 1, 1, u32::MAX);
+        q.integer("page_size", 20, 1, 100);
+        q.boolean("flag", false);
+        q.string("x");
+        q.timestamp("at");
+        let Err(ApiError::Validation(errors)) = q.finish() else { panic!("expected 422") };
+        let fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(fields, ["page", "page_size", "flag", "x", "at"]);
+    }
+
+    #[test]
+    fn values_are_percent_decoded() {
+        let mut q = Query::parse(Some("created_after=2026-11-21T10%3A00%3A00%2B01%3A00"));
+        let t = q.timestamp("created_after").expect("parsed");
+        assert_eq!(crate::time::format(t), "2026-11-21T09:00:00.000Z");
+    }
+}

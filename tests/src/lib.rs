@@ -1,0 +1,297 @@
+//! The harness of Cairn's black-box tests.
+//!
+//! A behaviour test is written once against [`Api`] and runs twice: in process (the
+//! function's router, no socket) and over HTTP through `cargo lambda watch` and its
+//! router, the real Lambda event path. Both talk to DynamoDB Local. Every test makes its
+//! own tenants, so tests never see each other's data.
+//!
+//! The environment comes from `make test` (`infra/scripts/test.sh`): `TABLE_PREFIX`,
+//! `AWS_ENDPOINT_URL_DYNAMODB` and `CAIRN_API_URL`.
+
+use std::sync::Arc;
+
+use aws_sdk_dynamodb::Client;
+use http::{HeaderMap, HeaderValue, Method, Request, header};
+use serde_json::Value;
+use shared::dynamo::Tables;
+use shared::time::SystemClock;
+use tower::ServiceExt;
+
+/// Fails a test run that was started without the local stack.
+fn required_env(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| {
+        panic!("{name} is not set: these tests need DynamoDB Local and the local API; run them with `make test`")
+    })
+}
+
+/// DynamoDB Local and the table names of this run.
+#[derive(Debug, Clone)]
+pub struct Env {
+    /// A client for DynamoDB Local.
+    pub client: Client,
+    /// The tables of this run.
+    pub tables: Tables,
+}
+
+/// The test run's environment. Each test makes its own: an SDK client's connections
+/// belong to the runtime that opened them, and every test has its own runtime.
+pub async fn env() -> Env {
+    let prefix = required_env("TABLE_PREFIX");
+    required_env("AWS_ENDPOINT_URL_DYNAMODB");
+    Env { client: shared::dynamo::client().await, tables: Tables::new(&prefix) }
+}
+
+/// A tenant made for one test, with a live API key.
+#[derive(Debug, Clone)]
+pub struct Tenant {
+    /// The tenant's id.
+    pub id: String,
+    /// Its API key.
+    pub key: String,
+}
+
+fn now() -> String {
+    shared::time::format(chrono::Utc::now())
+}
+
+impl Env {
+    /// A new tenant with one live key.
+    pub async fn tenant(&self) -> Tenant {
+        let id = infra::admin::create_tenant(&self.client, &self.tables, "test tenant", &now()).await.expect("tenant");
+        let (_, key) = infra::admin::create_key(&self.client, &self.tables, id.as_str(), &now()).await.expect("key");
+        Tenant { id: id.to_string(), key }
+    }
+
+    /// A key of `tenant` that has been revoked.
+    pub async fn revoked_key(&self, tenant: &Tenant) -> String {
+        let (key_id, key) =
+            infra::admin::create_key(&self.client, &self.tables, &tenant.id, &now()).await.expect("key");
+        infra::admin::revoke_key(&self.client, &self.tables, key_id.as_str(), &now()).await.expect("revoke");
+        key
+    }
+}
+
+/// A response as a test sees it.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    /// Status code.
+    pub status: u16,
+    /// Headers.
+    pub headers: HeaderMap,
+    /// The body as JSON (`Null` when empty or not JSON).
+    pub body: Value,
+    /// The raw body.
+    pub raw: Vec<u8>,
+}
+
+impl Reply {
+    /// A header's value as text.
+    #[must_use]
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// Panics with the body unless the status is `expected`.
+    #[track_caller]
+    pub fn expect(&self, expected: u16) -> &Self {
+        assert_eq!(self.status, expected, "unexpected status; body: {}", String::from_utf8_lossy(&self.raw));
+        self
+    }
+
+    /// Asserts a problem+json error with `status` and `code`.
+    #[track_caller]
+    pub fn expect_problem(&self, status: u16, code: &str) -> &Self {
+        self.expect(status);
+        assert_eq!(self.header("content-type"), Some("application/problem+json"));
+        assert_eq!(self.body["code"], code, "body: {}", self.body);
+        assert_eq!(self.body["status"], status);
+        assert!(self.body["request_id"].as_str().is_some_and(|id| Some(id) == self.header("x-request-id")));
+        self
+    }
+
+    /// The fields named in a 422's `errors`.
+    #[must_use]
+    pub fn error_fields(&self) -> Vec<String> {
+        self.body["errors"]
+            .as_array()
+            .map(|errors| errors.iter().filter_map(|e| e["field"].as_str().map(str::to_owned)).collect())
+            .unwrap_or_default()
+    }
+}
+
+/// How requests reach the API.
+#[derive(Debug, Clone)]
+pub enum Transport {
+    /// The functions' routers, called in process.
+    InProcess(Arc<Vec<axum::Router>>),
+    /// HTTP to the local API (cargo lambda watch).
+    Http {
+        /// `http://127.0.0.1:PORT` (without `/api/v1`).
+        origin: String,
+        /// The client.
+        client: reqwest::Client,
+    },
+}
+
+impl Transport {
+    /// Every function's router over `env`.
+    pub fn in_process(env: &Env) -> Self {
+        let clock = Arc::new(SystemClock);
+        Self::InProcess(Arc::new(vec![workflows::app(env.client.clone(), env.tables.clone(), clock)]))
+    }
+
+    /// The local API of `CAIRN_API_URL`.
+    #[must_use]
+    pub fn http() -> Self {
+        let url = required_env("CAIRN_API_URL");
+        let origin = url.strip_suffix("/api/v1").unwrap_or(&url).to_owned();
+        Self::Http { origin, client: reqwest::Client::new() }
+    }
+
+    async fn send(&self, request: Request<Vec<u8>>) -> Reply {
+        let (status, headers, raw) = match self {
+            Self::InProcess(routers) => {
+                let router = pick(routers, request.uri().path()).clone();
+                let response = router.oneshot(request.map(axum::body::Body::from)).await.expect("infallible");
+                let (parts, body) = response.into_parts();
+                let raw = axum::body::to_bytes(body, usize::MAX).await.expect("body").to_vec();
+                (parts.status.as_u16(), parts.headers, raw)
+            }
+            Self::Http { origin, client } => {
+                let (parts, body) = request.into_parts();
+                let url = format!("{origin}{}", parts.uri);
+                let response = client
+                    .request(parts.method, url)
+                    .headers(parts.headers)
+                    .body(body)
+                    .send()
+                    .await
+                    .expect("the local API answers");
+                let status = response.status().as_u16();
+                let headers = response.headers().clone();
+                (status, headers, response.bytes().await.expect("body").to_vec())
+            }
+        };
+        let body = serde_json::from_slice(&raw).unwrap_or(Value::Null);
+        Reply { status, headers, body, raw }
+    }
+}
+
+/// The router of the function that serves `path` (by its first segment after /api/v1).
+fn pick<'a>(routers: &'a [axum::Router], path: &str) -> &'a axum::Router {
+    let area = path.trim_start_matches("/api/v1/").split('/').next().unwrap_or_default();
+    let index = ["workflows"].iter().position(|a| *a == area).unwrap_or(0);
+    &routers[index]
+}
+
+/// A client of the API for one test.
+#[derive(Debug, Clone)]
+pub struct Api {
+    transport: Transport,
+}
+
+impl Api {
+    /// An API client over `transport`.
+    #[must_use]
+    pub fn new(transport: Transport) -> Self {
+        Self { transport }
+    }
+
+    /// Starts a request; `path` is relative to `/api/v1`.
+    #[must_use]
+    pub fn request(&self, method: Method, path: &str) -> Call<'_> {
+        Call { api: self, method, path: format!("/api/v1{path}"), headers: HeaderMap::new(), body: Vec::new() }
+    }
+
+    /// A GET with `key`.
+    pub async fn get(&self, key: &str, path: &str) -> Reply {
+        self.request(Method::GET, path).key(key).send().await
+    }
+
+    /// A POST of JSON with `key`.
+    pub async fn post(&self, key: &str, path: &str, body: &Value) -> Reply {
+        self.request(Method::POST, path).key(key).json(body).send().await
+    }
+
+    /// A PUT of JSON with `key`.
+    pub async fn put(&self, key: &str, path: &str, body: &Value) -> Reply {
+        self.request(Method::PUT, path).key(key).json(body).send().await
+    }
+
+    /// A DELETE with `key`.
+    pub async fn delete(&self, key: &str, path: &str) -> Reply {
+        self.request(Method::DELETE, path).key(key).send().await
+    }
+}
+
+/// A request being built.
+#[derive(Debug)]
+pub struct Call<'a> {
+    api: &'a Api,
+    method: Method,
+    path: String,
+    headers: HeaderMap,
+    body: Vec<u8>,
+}
+
+impl Call<'_> {
+    /// Sends the key as `X-API-Key`.
+    #[must_use]
+    pub fn key(self, key: &str) -> Self {
+        self.header("x-api-key", key)
+    }
+
+    /// Adds a header.
+    #[must_use]
+    pub fn header(mut self, name: &'static str, value: &str) -> Self {
+        self.headers.append(name, HeaderValue::from_str(value).expect("header value"));
+        self
+    }
+
+    /// A JSON body.
+    #[must_use]
+    pub fn json(self, body: &Value) -> Self {
+        self.raw_body("application/json", serde_json::to_vec(body).expect("json"))
+    }
+
+    /// Any body with its content type.
+    #[must_use]
+    pub fn raw_body(mut self, content_type: &str, body: Vec<u8>) -> Self {
+        self.headers.insert(header::CONTENT_TYPE, HeaderValue::from_str(content_type).expect("content type"));
+        self.body = body;
+        self
+    }
+
+    /// Sends it.
+    pub async fn send(self) -> Reply {
+        let mut request = Request::builder().method(self.method).uri(&self.path).body(self.body).expect("request");
+        *request.headers_mut() = self.headers;
+        self.api.transport.send(request).await
+    }
+}
+
+/// Defines each listed behaviour test twice: `in_process::NAME` and `over_http::NAME`.
+/// Each test is an `async fn NAME(api: Api, env: Env)`.
+#[macro_export]
+macro_rules! both_paths {
+    ($($name:ident),* $(,)?) => {
+        mod in_process {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    let env = $crate::env().await;
+                    super::$name($crate::Api::new($crate::Transport::in_process(&env)), env).await;
+                }
+            )*
+        }
+        mod over_http {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    let env = $crate::env().await;
+                    super::$name($crate::Api::new($crate::Transport::http()), env).await;
+                }
+            )*
+        }
+    };
+}

@@ -1,0 +1,134 @@
+//! The infrastructure agrees with itself and with the code: routes in `template.yaml`,
+//! the watch router, the OpenAPI document and the functions; tables in the template and
+//! in DynamoDB; and the tenant-scoping invariant.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use infra::template::{Route, TableSpec, Template};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_path_buf()
+}
+
+fn read(relative: &str) -> String {
+    std::fs::read_to_string(root().join(relative)).unwrap_or_else(|e| panic!("{relative}: {e}"))
+}
+
+type RouteSet = BTreeSet<(String, String, String)>;
+
+fn as_set(routes: impl IntoIterator<Item = Route>) -> RouteSet {
+    routes.into_iter().map(|r| (r.method, r.path, r.function)).collect()
+}
+
+fn function_routes() -> RouteSet {
+    let areas: [(&str, &[(&str, &str)]); 1] = [("workflows", workflows::ROUTES)];
+    areas
+        .iter()
+        .flat_map(|(function, routes)| {
+            routes.iter().map(move |(m, p)| ((*m).to_owned(), (*p).to_owned(), (*function).to_owned()))
+        })
+        .collect()
+}
+
+fn watch_routes() -> RouteSet {
+    let manifest: toml::Table = toml::from_str(&read("Cargo.toml")).expect("Cargo.toml");
+    let router = manifest["workspace"]["metadata"]["lambda"]["watch"]["router"].as_table().expect("watch router");
+    let mut routes = RouteSet::new();
+    for (path, target) in router {
+        let entries = target.as_array().expect("each path lists its methods");
+        for entry in entries {
+            let method = entry["method"].as_str().expect("method").to_owned();
+            let function = entry["function"].as_str().expect("function").to_owned();
+            routes.insert((method, path.clone(), function));
+        }
+    }
+    routes
+}
+
+fn openapi_routes() -> BTreeSet<(String, String)> {
+    let doc: serde_norway::Value = serde_norway::from_str(&read("infra/openapi.yaml")).expect("openapi.yaml");
+    assert_eq!(doc["openapi"].as_str(), Some("3.1.0"));
+    let base = "/api/v1";
+    let mut routes = BTreeSet::new();
+    for (path, item) in doc["paths"].as_mapping().expect("paths") {
+        for method in ["get", "put", "post", "delete", "patch"] {
+            if item.get(method).is_some() {
+                routes.insert((method.to_uppercase(), format!("{base}{}", path.as_str().expect("path"))));
+            }
+        }
+    }
+    routes
+}
+
+#[test]
+fn template_watch_router_openapi_and_functions_serve_the_same_routes() {
+    let template = as_set(Template::embedded().expect("template").routes().expect("routes"));
+    assert!(!template.is_empty());
+    assert_eq!(template, function_routes(), "template.yaml vs the functions' ROUTES");
+    assert_eq!(template, watch_routes(), "template.yaml vs [workspace.metadata.lambda.watch.router]");
+    let without_functions: BTreeSet<(String, String)> = template.into_iter().map(|(m, p, _)| (m, p)).collect();
+    assert_eq!(without_functions, openapi_routes(), "template.yaml vs infra/openapi.yaml");
+}
+
+#[test]
+fn every_function_in_the_template_is_an_arm64_cargo_lambda_build_of_a_workspace_binary() {
+    let doc: serde_norway::Value = serde_norway::from_str(&read("template.yaml")).expect("template");
+    assert_eq!(doc["Globals"]["Function"]["Runtime"].as_str(), Some("provided.al2023"));
+    assert_eq!(doc["Globals"]["Function"]["Architectures"][0].as_str(), Some("arm64"));
+    for (id, resource) in doc["Resources"].as_mapping().expect("resources") {
+        if resource["Type"].as_str() != Some("AWS::Serverless::Function") {
+            continue;
+        }
+        assert_eq!(resource["Metadata"]["BuildMethod"].as_str(), Some("rust-cargolambda"), "{id:?}");
+        let binary = resource["Metadata"]["BuildProperties"]["Binary"].as_str().expect("binary");
+        assert!(root().join("functions").join(binary).join("Cargo.toml").exists(), "functions/{binary}");
+    }
+}
+
+#[test]
+fn only_authentication_and_the_admin_tool_make_a_tenant_id() {
+    let mut offenders = Vec::new();
+    let mut stack = vec![root().join("functions")];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).expect("dir") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).expect("source");
+                if text.contains("trusted::") || text.contains("auth::trusted") {
+                    offenders.push(path.display().to_string());
+                }
+            }
+        }
+    }
+    assert!(offenders.is_empty(), "function code must not forge a TenantId: {offenders:?}");
+}
+
+fn normalized(mut spec: TableSpec) -> TableSpec {
+    spec.attributes.sort();
+    spec.indexes.sort_by(|a, b| a.name.cmp(&b.name));
+    spec
+}
+
+#[tokio::test]
+async fn the_local_tables_are_exactly_the_templates() {
+    let env = api_tests::env().await;
+    let prefix = format!("tables-{}-", uuid_like());
+    let created = infra::tables::create_missing(&env.client, &prefix).await.expect("create");
+    let specs = Template::embedded().expect("template").tables().expect("tables");
+    assert_eq!(created.len(), specs.len());
+    for spec in specs {
+        let name = format!("{prefix}{}", spec.suffix);
+        let actual =
+            infra::tables::describe(&env.client, &name, &spec.logical_id, &spec.suffix).await.expect("describe");
+        assert_eq!(normalized(actual), normalized(spec.clone()), "{name}");
+    }
+    let again = infra::tables::create_missing(&env.client, &prefix).await.expect("idempotent");
+    assert!(again.is_empty(), "a second run creates nothing");
+}
+
+fn uuid_like() -> String {
+    shared::ids::TenantKey::generate().as_str().trim_start_matches("ten_").to_owned()
+}

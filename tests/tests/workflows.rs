@@ -1,0 +1,524 @@
+//! The workflows area as a client sees it. Every test runs twice: in process and
+//! through `cargo lambda watch` (see `api_tests::both_paths`).
+
+use api_tests::{Api, Env, Reply, both_paths};
+use http::Method;
+use serde_json::{Value, json};
+
+both_paths!(
+    create_returns_201_with_location_etag_and_contract_defaults,
+    create_accepts_every_field_and_published_status,
+    create_refuses_invalid_bodies_with_every_field_named,
+    create_refuses_non_json_and_oversized_bodies,
+    get_returns_the_workflow_with_its_etag,
+    unknown_malformed_and_foreign_ids_are_404_on_every_id_route,
+    list_is_newest_first_with_disjoint_pages_and_right_totals,
+    list_filters_by_status_and_type_with_matching_totals,
+    list_refuses_invalid_query_parameters,
+    update_replaces_given_fields_and_bumps_version,
+    update_with_stale_if_match_is_412_and_changes_nothing,
+    update_follows_the_status_transitions_of_the_contract,
+    archived_workflow_accepts_only_a_restore_to_draft,
+    update_refuses_invalid_bodies,
+    delete_returns_204_empty_and_the_workflow_is_gone,
+    every_route_refuses_missing_unknown_revoked_and_basic_credentials,
+    totals_match_a_recount_after_a_mix_of_changes,
+);
+
+async fn create(api: &Api, key: &str, body: Value) -> Value {
+    let reply = api.post(key, "/workflows", &body).await;
+    reply.expect(201);
+    reply.body
+}
+
+fn id_of(workflow: &Value) -> String {
+    workflow["id"].as_str().expect("id").to_owned()
+}
+
+fn is_timestamp(value: &Value) -> bool {
+    value.as_str().is_some_and(|s| {
+        s.len() == 24 && s.ends_with('Z') && chrono::DateTime::parse_from_rfc3339(s).is_ok() && s.as_bytes()[19] == b'.'
+    })
+}
+
+async fn create_returns_201_with_location_etag_and_contract_defaults(api: Api, env: Env) {
+    let t = env.tenant().await;
+    let reply = api.post(&t.key, "/workflows", &json!({"name": "Support triage", "workflow_type": "crewai"})).await;
+    reply.expect(201);
+    let w = &reply.body;
+    let id = id_of(w);
+    assert!(id.starts_with("wf_") && id.len() == 35, "{id}");
+    assert_eq!(reply.header("location"), Some(format!("/api/v1/workflows/{id}").as_str()));
+    assert_eq!(reply.header("etag"), Some("\"1\""));
+    assert!(reply.header("x-request-id").is_some_and(|v| !v.is_empty()));
+    assert_eq!(w["name"], "Support triage");
+    assert_eq!(w["workflow_type"], "crewai");
+    assert_eq!(w["status"], "draft");
+    assert_eq!(w["version"], 1);
+    assert_eq!(w["description"], Value::Null);
+    assert_eq!(w["definition"], Value::Null);
+    assert_eq!(w["metadata"], json!({}));
+    assert!(is_timestamp(&w["created_at"]), "{}", w["created_at"]);
+    assert_eq!(w["created_at"], w["updated_at"]);
+    let keys: Vec<&String> = w.as_object().expect("object").keys().collect();
+    assert_eq!(keys.len(), 10, "exactly the contract's fields: {keys:?}");
+}
+
+async fn create_accepts_every_field_and_published_status(api: Api, env: Env) {
+    let t = env.tenant().await;
+    let body = json!({
+        "name": "Research crew",
+        "description": "Finds and summarises papers",
+        "workflow_type": "semantic_kernel",
+        "status": "published",
+        "definition": {"nodes": [{"id": "a", "kind": "agent"}], "edges": [], "depth": 2.5},
+        "metadata": {"team": "research", "tier": "gold"}
+    });
+    let w = create(&api, &t.key, body.clone()).await;
+    for field in ["name", "description", "workflow_type", "status", "definition", "metadata"] {
+        assert_eq!(w[field], body[field], "{field}");
+    }
+    let fetched = api.get(&t.key, &format!("/workflows/{}", id_of(&w))).await;
+    assert_eq!(fetched.expect(200).body, w);
+}
+
+async fn create_refuses_invalid_bodies_with_every_field_named(api: Api, env: Env) {
+    let t = env.tenant().await;
+    let cases: Vec<(Value, Vec<&str>)> = vec![
+        (json!({}), vec!["name", "workflow_type"]),
+        (json!({"name": "", "workflow_type": "crewai"}), vec!["name"]),
+        (json!({"name": "x".repeat(201), "workflow_type": "crewai"}), vec!["name"]),
+        (json!({"name": 5, "workflow_type": "airflow"}), vec!["name", "workflow_type"]),
+        (json!({"name": "a", "workflow_type": "crewai", "status": "archived"}), vec!["status"]),
+        (json!({"name": "a", "workflow_type": "crewai", "description": "d".repeat(2001)}), vec!["description"]),
+        (json!({"name": "a", "workflow_type": "crewai", "definition": [1, 2]}), vec!["definition"]),
+        (
+            json!({"name": "a", "workflow_type": "crewai", "definition": {"blob": "x".repeat(65 * 1024)}}),
+            vec!["definition"],
+        ),
+        (json!({"name": "a", "workflow_type": "crewai", "metadata": {"n": 1}}), vec!["metadata"]),
+        (json!({"name": "a", "workflow_type": "crewai", "metadata": null}), vec!["metadata"]),
+        (json!({"name": null, "workflow_type": "crewai"}), vec!["name"]),
+        (json!({"name": "a", "workflow_type": "crewai", "id": "wf_x", "version": 9}), vec!["id", "version"]),
+        (json!({"name": "a", "workflow_type": "crewai", "owner": "me"}), vec!["owner"]),
+        (json!(["name"]), vec!["body"]),
+    ];
+    let many: serde_json::Map<String, Value> = (0..51).map(|i| (format!("k{i}"), json!("v"))).collect();
+    let cases = cases
+        .into_iter()
+        .chain([(json!({"name": "a", "workflow_type": "crewai", "metadata": many}), vec!["metadata"])]);
+    for (body, fields) in cases {
+        let reply = api.post(&t.key, "/workflows", &body).await;
+        reply.expect_problem(422, "validation_failed");
+        assert_eq!(reply.error_fields(), fields, "body {body}");
+    }
+    let list = api.get(&t.key, "/workflows").await;
+    assert_eq!(list.expect(200).body["total"], 0, "nothing was created");
+}
+
+async fn create_refuses_non_json_and_oversized_bodies(api: Api, env: Env) {
+    let t = env.tenant().await;
+    let broken =
+        api.request(Method::POST, "/workflows").key(&t.key).raw_body("application/json", b"{\"name\": ".to_vec());
+    broken.send().await.expect_problem(400, "malformed_request");
+    let form = api
+        .request(Method::POST, "/workflows")
+        .key(&t.key)
+        .raw_body("application/x-www-form-urlencoded", b"name=a".to_vec());
+    form.send().await.expect_problem(400, "malformed_request");
+    let big =
+        format!("{{\"name\":\"a\",\"workflow_type\":\"custom\",\"description\":\"{}\"}}", "x".repeat(1024 * 1024));
+    let large = api.request(Method::POST, "/workflows").key(&t.key).raw_body("application/json", big.into_bytes());
+    large.send().await.expect_problem(413, "payload_too_large");
+    let list = api.get(&t.key, "/workflows").await;
+    assert_eq!(list.expect(200).body["total"], 0);
+}
+
+async fn get_returns_the_workflow_with_its_etag(api: Api, env: Env) {
+    let t = env.tenant().await;
+    let w = create(&api, &t.key, json!({"name": "a", "workflow_type": "autogen"})).await;
+    let reply = api.get(&t.key, &format!("/workflows/{}", id_of(&w))).await;
+    reply.expect(200);
+    assert_eq!(reply.body, w);
+    assert_eq!(reply.header("etag"), Some("\"1\""));
+}
+
+async fn unknown_malformed_and_foreign_ids_are_404_on_every_id_route(api: Api, env: Env) {
+    let owner = env.tenant().await;
+    let other = env.tenant().await;
+    let w = create(&api, &owner.key, json!({"name": "private", "workflow_type": "custom"})).await;
+    let foreign = id_of(&w);
+    let unknown = "wf_0193a6f21c2b7d3e8f000123456789ab".to_owned();
+    for id in [foreign.clone(), unknown, "wf_nothex".to_owned(), "exec_0193a6f21c2b7d3e8f000123456789ab".to_owned()] {
+        let path = format!("/workflows/{id}");
+        let get = api.get(&other.key, &path).await;
+        get.expect_problem(404, "not_found");
+        assert!(!get.raw.is_empty() && !String::from_utf8_lossy(&get.raw).contains("private"));
+        api.put(&other.key, &path, &json!({"name": "stolen"})).await.expect_problem(404, "not_found");
+        api.delete(&other.key, &path).await.expect_problem(404, "not_found");
+    }
+    let still = api.get(&owner.key, &format!("/workflows/{foreign}")).await;
+    assert_eq!(still.expect(200).body, w, "the owner's workflow is unchanged");
+    let others = api.get(&other.key, "/workflows").await;
+    assert_eq!(others.expect(200).body["total"], 0);
+    assert_eq!(others.body["items"], json!([]));
+}
+
+async fn list_is_newest_first_with_disjoint_pages_and_right_totals(api: Api, env: Env) {
+    let t = env.tenant().await;
+    let mut ids = Vec::new();
+    for i in 0..7 {
+        ids.push(id_of(&create(&api, &t.key, json!({"name": format!("w{i}"), "workflow_type": "custom"})).await));
+    }
+    ids.reverse();
+    let default = api.get(&t.key, "/workflows").await;
+    default.expect(200);
+    assert_eq!((default.body["page"].clone(), default.body["page_size"].clone()), (json!(1), json!(20)));
+    let mut seen = Vec::new();
+    for page in 1..=3 {
+        let reply = api.get(&t.key, &format!("/workflows?page={page}&page_size=3")).await;
+        reply.expect(200);
+        assert_eq!(reply.body["total"], 7);
+        assert_eq!(reply.body["page"], page);
+        assert_eq!(reply.body["page_size"], 3);
+        let items = reply.body["items"].as_array().expect("items");
+        assert_eq!(items.len(), if page < 3 { 3 } else { 1 });
+        seen.extend(items.iter().map(id_of));
+    }
+    assert_eq!(seen, ids, "pages are disjoint, complete and newest first");
+    let beyond = api.get(&t.key, "/workflows?page=4&page_size=3").await;
+    assert_eq!(beyond.expect(200).body["items"], json!([]));
+    assert_eq!(beyond.body["total"], 7);
+}
+
+async fn list_filters_by_status_and_type_with_matching_totals(api: Api, env: Env) {
+    let t = env.tenant().await;
+    let specs = [
+        ("crewai", "draft"),
+        ("crewai", "published"),
+        ("langgraph", "published"),
+        ("langgraph", "published"),
+        ("custom", "draft"),
+    ];
+    for (kind, status) in specs {
+        create(&api, &t.key, json!({"name": "w", "workflow_type": kind, "status": status})).await;
+    }
+    let archived = create(&api, &t.key, json!({"name": "old", "workflow_type": "crewai"})).await;
+    api.put(&t.key, &format!("/workflows/{}", id_of(&archived)), &json!({"status": "archived"})).await.expect(200);
+    let cases = [
+        ("", 6),
+        ("?status=draft", 2),
+        ("?status=published", 3),
+        ("?status=archived", 1),
+        ("?workflow_type=crewai", 3),
+        ("?workflow_type=autogen", 0),
+        ("?status=published&workflow_type=langgraph", 2),
+        ("?status=draft&workflow_type=crewai", 1),
+        ("?status=archived&workflow_type=crewai", 1),
+    ];
+    for (query, expected) in cases {
+        let reply = api.get(&t.key, &format!("/workflows{query}")).await;
+        reply.expect(200);
+        assert_eq!(reply.body["total"], expected, "{query}");
+        let items = reply.body["items"].as_array().expect("items");
+        assert_eq!(items.len(), expected, "{query}");
+        for item in items {
+            if let Some(status) = query.split("status=").nth(1).map(|s| s.split('&').next().unwrap_or_default()) {
+                assert_eq!(item["status"], status, "{query}");
+            }
+            if let Some(kind) = query.split("workflow_type=").nth(1) {
+                assert_eq!(item["workflow_type"], kind, "{query}");
+            }
+        }
+    }
+}
+
+async fn list_refuses_invalid_query_parameters(api: Api, env: Env) {
+    let t = env.tenant().await;
+    let cases = [
+        ("?page=0", "page"),
+        ("?page=-1", "page"),
+        ("?page=abc", "page"),
+        ("?page_size=0", "page_size"),
+        ("?page_size=101", "page_size"),
+        ("?status=deleted", "status"),
+        ("?workflow_type=airflow", "workflow_type"),
+        ("?status=draft&status=published", "status"),
+    ];
+    for (query, field) in cases {
+        let reply = api.get(&t.key, &format!("/workflows{query}")).await;
+        reply.expect_problem(422, "validation_failed");
+        assert_eq!(reply.error_fields(), [field], "{query}");
+    }
+    let ok = api.get(&t.key, "/workflows?page_size=100&unknown=1").await;
+    ok.expect(200);
+}
+
+async fn update_replaces_given_fields_and_bumps_version(api: Api, env: Env) {
+    let t = env.tenant().await;
+    let w = create(
+        &api,
+        &t.key,
+        json!({"name": "a", "workflow_type": "crewai", "description": "d", "metadata": {"x": "1"}}),
+    )
+    .await;
+    let path = format!("/workflows/{}", id_of(&w));
+    let reply = api
+        .put(
+            &t.key,
+            &path,
+            &json!({"name": "b", "description": null, "metadata": {"y": "2"}, "definition": {"steps": 3}}),
+        )
+        .await;
+    reply.expect(200);
+    let u = &reply.body;
+    assert_eq!(u["name"], "b");
+    assert_eq!(u["description"], Value::Null);
+    assert_eq!(u["metadata"], json!({"y": "2"}), "metadata is replaced whole");
+    assert_eq!(u["definition"], json!({"steps": 3}));
+    assert_eq!(u["workflow_type"], "crewai", "fields not given keep their values");
+    assert_eq!(u["version"], 2);
+    assert_eq!(reply.header("etag"), Some("\"2\""));
+    assert_eq!(u["created_at"], w["created_at"]);
+    assert!(u["updated_at"].as_str() >= w["updated_at"].as_str());
+    assert_eq!(api.get(&t.key, &path).await.expect(200).body, *u);
+
+    let same = api.put(&t.key, &path, &json!({"name": "b"})).await;
+    assert_eq!(same.expect(200).body["version"], 2, "a change that changes nothing keeps the version");
+}
+
+async fn update_with_stale_if_match_is_412_and_changes_nothing(api: Api, env: Env) {
+    let t = env.tenant().await;
+    let w = create(&api, &t.key, json!({"name": "a", "workflow_type": "crewai"})).await;
+    let path = format!("/workflows/{}", id_of(&w));
+    let ok = api
+        .request(Method::PUT, &path)
+        .key(&t.key)
+        .header("if-match", "\"1\"")
+        .json(&json!({"name": "b"}))
+        .send()
+        .await;
+    assert_eq!(ok.expect(200).body["version"], 2);
+    let stale = api
+        .request(Method::PUT, &path)
+        .key(&t.key)
+        .header("if-match", "\"1\"")
+        .json(&json!({"name": "c"}))
+        .send()
+        .await;
+    stale.expect_problem(412, "version_mismatch");
+    let garbage = api
+        .request(Method::PUT, &path)
+        .key(&t.key)
+        .header("if-match", "yesterday")
+        .json(&json!({"name": "c"}))
+        .send()
+        .await;
+    garbage.expect_problem(412, "version_mismatch");
+    let stale_delete = api.request(Method::DELETE, &path).key(&t.key).header("if-match", "\"1\"").send().await;
+    stale_delete.expect_problem(412, "version_mismatch");
+    let now = api.get(&t.key, &path).await;
+    assert_eq!((now.body["name"].clone(), now.body["version"].clone()), (json!("b"), json!(2)));
+    let any =
+        api.request(Method::PUT, &path).key(&t.key).header("if-match", "*").json(&json!({"name": "d"})).send().await;
+    assert_eq!(any.expect(200).body["version"], 3);
+}
+
+async fn update_follows_the_status_transitions_of_the_contract(api: Api, env: Env) {
+    let t = env.tenant().await;
+    let w = create(&api, &t.key, json!({"name": "a", "workflow_type": "crewai"})).await;
+    let path = format!("/workflows/{}", id_of(&w));
+    let walk = ["published", "draft", "archived", "draft", "published", "archived", "draft"];
+    for (i, status) in walk.iter().enumerate() {
+        let reply = api.put(&t.key, &path, &json!({"status": status})).await;
+        reply.expect(200);
+        assert_eq!(reply.body["status"], *status);
+        assert_eq!(reply.body["version"], i + 2);
+    }
+    let unknown = api.put(&t.key, &path, &json!({"status": "deleted"})).await;
+    unknown.expect_problem(422, "validation_failed");
+}
+
+async fn archived_workflow_accepts_only_a_restore_to_draft(api: Api, env: Env) {
+    let t = env.tenant().await;
+    let w = create(&api, &t.key, json!({"name": "a", "workflow_type": "crewai", "status": "published"})).await;
+    let path = format!("/workflows/{}", id_of(&w));
+    let archived = api.put(&t.key, &path, &json!({"status": "archived"})).await;
+    archived.expect(200);
+    let refused = [
+        json!({"status": "published"}),
+        json!({"status": "archived"}),
+        json!({"name": "renamed"}),
+        json!({"status": "draft", "name": "renamed"}),
+    ];
+    for body in refused {
+        let reply = api.put(&t.key, &path, &body).await;
+        reply.expect_problem(409, "invalid_state");
+        assert!(reply.body["detail"].as_str().is_some_and(|d| d.contains("archived")), "{}", reply.body);
+    }
+    assert_eq!(api.get(&t.key, &path).await.body, archived.body, "nothing changed");
+    let restored = api.put(&t.key, &path, &json!({"status": "draft"})).await;
+    assert_eq!(restored.expect(200).body["status"], "draft");
+}
+
+async fn update_refuses_invalid_bodies(api: Api, env: Env) {
+    let t = env.tenant().await;
+    let w = create(&api, &t.key, json!({"name": "a", "workflow_type": "crewai"})).await;
+    let path = format!("/workflows/{}", id_of(&w));
+    let cases: Vec<(Value, Vec<&str>)> = vec![
+        (json!({}), vec!["body"]),
+        (json!({"name": null}), vec!["name"]),
+        (json!({"name": ""}), vec!["name"]),
+        (json!({"workflow_type": "zapier", "status": 1}), vec!["workflow_type", "status"]),
+        (json!({"version": 5}), vec!["version"]),
+        (json!({"created_at": "2020-01-01T00:00:00Z", "nmae": "typo"}), vec!["created_at", "nmae"]),
+        (json!("just a string"), vec!["body"]),
+    ];
+    for (body, fields) in cases {
+        let reply = api.put(&t.key, &path, &body).await;
+        reply.expect_problem(422, "validation_failed");
+        assert_eq!(reply.error_fields(), fields, "body {body}");
+    }
+    let malformed =
+        api.request(Method::PUT, &path).key(&t.key).raw_body("application/json", b"{,}".to_vec()).send().await;
+    malformed.expect_problem(400, "malformed_request");
+    assert_eq!(api.get(&t.key, &path).await.body, w, "nothing changed");
+}
+
+async fn delete_returns_204_empty_and_the_workflow_is_gone(api: Api, env: Env) {
+    let t = env.tenant().await;
+    let keep = create(&api, &t.key, json!({"name": "keep", "workflow_type": "custom"})).await;
+    let w = create(&api, &t.key, json!({"name": "a", "workflow_type": "custom", "status": "published"})).await;
+    let path = format!("/workflows/{}", id_of(&w));
+    let reply = api.delete(&t.key, &path).await;
+    reply.expect(204);
+    assert!(reply.raw.is_empty(), "204 has an empty body");
+    api.get(&t.key, &path).await.expect_problem(404, "not_found");
+    api.delete(&t.key, &path).await.expect_problem(404, "not_found");
+    let list = api.get(&t.key, "/workflows").await;
+    assert_eq!(list.body["total"], 1);
+    assert_eq!(list.body["items"][0]["id"], keep["id"]);
+    let published = api.get(&t.key, "/workflows?status=published").await;
+    assert_eq!(published.body["total"], 0);
+}
+
+async fn every_route_refuses_missing_unknown_revoked_and_basic_credentials(api: Api, env: Env) {
+    let t = env.tenant().await;
+    let revoked = env.revoked_key(&t).await;
+    let w = create(&api, &t.key, json!({"name": "a", "workflow_type": "custom"})).await;
+    let unknown_key = format!("cairn_{}", "A".repeat(43));
+    for (method, route) in workflows::ROUTES {
+        let path = route.replace("{workflow_id}", &id_of(&w)).replace("/api/v1", "");
+        let method = Method::from_bytes(method.as_bytes()).expect("method");
+        let credentials: [Option<(&'static str, String)>; 5] = [
+            None,
+            Some(("x-api-key", unknown_key.clone())),
+            Some(("x-api-key", revoked.clone())),
+            Some(("authorization", format!("Bearer {revoked}"))),
+            Some(("authorization", "Basic dXNlcjpwYXNz".to_owned())),
+        ];
+        for credential in credentials {
+            let mut call = api.request(method.clone(), &path).json(&json!({"name": "x", "workflow_type": "custom"}));
+            if let Some((name, value)) = &credential {
+                call = call.header(name, value);
+            }
+            let reply = call.send().await;
+            reply.expect_problem(401, "unauthorized");
+            assert_eq!(reply.header("www-authenticate"), Some("Bearer"), "{method} {path} {credential:?}");
+        }
+    }
+    let bearer =
+        api.request(Method::GET, "/workflows").header("authorization", &format!("Bearer {}", t.key)).send().await;
+    assert_eq!(bearer.expect(200).body["total"], 1, "nothing was created or deleted by refused requests");
+    assert_eq!(api.get(&t.key, &format!("/workflows/{}", id_of(&w))).await.body, w);
+}
+
+/// In process only: through the gateway (or the watch router) an unrouted method never
+/// reaches the function.
+#[tokio::test]
+async fn unknown_paths_and_methods_reaching_the_function_are_problem_json() {
+    let env = api_tests::env().await;
+    let api = Api::new(api_tests::Transport::in_process(&env));
+    let t = env.tenant().await;
+    let patch = api.request(Method::PATCH, "/workflows").key(&t.key).send().await;
+    patch.expect_problem(405, "method_not_allowed");
+    let unknown =
+        api.request(Method::GET, "/workflows/wf_0193a6f21c2b7d3e8f000123456789ab/versions").key(&t.key).send().await;
+    unknown.expect_problem(404, "not_found");
+    let anonymous = api.request(Method::GET, "/nowhere").send().await;
+    anonymous.expect_problem(401, "unauthorized");
+}
+
+async fn totals_match_a_recount_after_a_mix_of_changes(api: Api, env: Env) {
+    let t = env.tenant().await;
+    let mut ids = Vec::new();
+    for (i, kind) in ["crewai", "langgraph", "custom", "crewai", "autogen"].iter().enumerate() {
+        ids.push(id_of(&create(&api, &t.key, json!({"name": format!("w{i}"), "workflow_type": kind})).await));
+    }
+    api.put(&t.key, &format!("/workflows/{}", ids[0]), &json!({"status": "published", "workflow_type": "custom"}))
+        .await
+        .expect(200);
+    api.put(&t.key, &format!("/workflows/{}", ids[1]), &json!({"status": "archived"})).await.expect(200);
+    api.delete(&t.key, &format!("/workflows/{}", ids[2])).await.expect(204);
+    api.put(&t.key, &format!("/workflows/{}", ids[3]), &json!({"workflow_type": "langgraph"})).await.expect(200);
+    let all: Vec<Value> = list_all(&api, &t.key).await;
+    assert_eq!(all.len(), 4);
+    for status in ["draft", "published", "archived"] {
+        for kind in ["crewai", "langgraph", "autogen", "semantic_kernel", "custom"] {
+            let recount = all.iter().filter(|w| w["status"] == status && w["workflow_type"] == kind).count();
+            let reply = api.get(&t.key, &format!("/workflows?status={status}&workflow_type={kind}")).await;
+            assert_eq!(reply.body["total"], recount, "{status} {kind}");
+        }
+        let recount = all.iter().filter(|w| w["status"] == status).count();
+        assert_eq!(api.get(&t.key, &format!("/workflows?status={status}")).await.body["total"], recount);
+    }
+}
+
+async fn list_all(api: &Api, key: &str) -> Vec<Value> {
+    let mut all = Vec::new();
+    for page in 1.. {
+        let reply: Reply = api.get(key, &format!("/workflows?page={page}&page_size=2")).await;
+        let items = reply.body["items"].as_array().cloned().unwrap_or_default();
+        if items.is_empty() {
+            return all;
+        }
+        all.extend(items);
+    }
+    all
+}
+
+/// Over HTTP only: reads the log of the `cargo lambda watch` that `make test` started.
+#[tokio::test]
+async fn each_request_writes_one_json_access_log_line_without_the_key() {
+    let env = api_tests::env().await;
+    let api = Api::new(api_tests::Transport::http());
+    let t = env.tenant().await;
+    let reply = api.get(&t.key, "/workflows?status=draft").await;
+    reply.expect(200);
+    let request_id = reply.header("x-request-id").expect("request id").to_owned();
+    let log_path = std::env::var("CAIRN_WATCH_LOG").expect("CAIRN_WATCH_LOG is set by make test");
+    let mut lines = Vec::new();
+    for _ in 0..50 {
+        let log = std::fs::read_to_string(&log_path).expect("watch log");
+        lines = log
+            .lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .filter(|line| {
+                line["fields"]["message"] == "request" && line["fields"]["request_id"] == request_id.as_str()
+            })
+            .collect();
+        if !lines.is_empty() {
+            assert!(!log.contains(&t.key), "the API key must never be logged");
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(lines.len(), 1, "one access line per request");
+    let fields = &lines[0]["fields"];
+    assert_eq!(fields["tenant"], t.id.as_str());
+    assert_eq!(fields["method"], "GET");
+    assert_eq!(fields["route"], "/api/v1/workflows");
+    assert_eq!(fields["status"], 200);
+    assert!(fields["latency_ms"].as_f64().is_some_and(|ms| ms >= 0.0));
+    assert_eq!(lines[0]["level"], "INFO");
+}
