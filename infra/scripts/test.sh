@@ -37,7 +37,7 @@ target_dir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import js
 
 api_port=$(free_port)
 log "starting cargo lambda watch on 127.0.0.1:$api_port"
-setsid cargo lambda watch --ignore-changes --invoke-address 127.0.0.1 --invoke-port "$api_port" \
+setsid cargo lambda watch --ignore-changes --concurrency 4 --invoke-address 127.0.0.1 --invoke-port "$api_port" \
   --env-var "TABLE_PREFIX=$TABLE_PREFIX" --env-var "AWS_ENDPOINT_URL_DYNAMODB=$AWS_ENDPOINT_URL_DYNAMODB" \
   >"$run_dir/watch.log" 2>&1 &
 WATCH_PID=$!

@@ -30,25 +30,42 @@ impl<S: Send + Sync> FromRequest<S> for JsonBody {
     type Rejection = ApiError;
 
     async fn from_request(request: Request, _state: &S) -> Result<Self, ApiError> {
-        let limit = request.extensions().get::<BodyLimit>().map_or(DEFAULT_BODY_LIMIT, |limit| limit.0);
-        let declared = request
-            .headers()
-            .get(header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok());
-        if declared.is_some_and(|len| len > limit as u64) {
-            return Err(too_large(limit));
-        }
-        let json =
-            request.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(is_json_media_type);
-        let bytes = axum::body::to_bytes(request.into_body(), limit).await.map_err(|_| too_large(limit))?;
-        if !json {
-            return Err(ApiError::MalformedRequest(
-                "the body must be JSON sent with Content-Type: application/json".to_owned(),
-            ));
-        }
-        parse(&bytes).map(Self)
+        read(request, false).await.map(Self)
     }
+}
+
+/// A JSON body that may be left out entirely (an empty body reads as `{}`), for actions
+/// whose fields are all optional.
+#[derive(Debug)]
+pub struct OptionalJsonBody(pub Value);
+
+impl<S: Send + Sync> FromRequest<S> for OptionalJsonBody {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, _state: &S) -> Result<Self, ApiError> {
+        read(request, true).await.map(Self)
+    }
+}
+
+async fn read(request: Request, allow_empty: bool) -> Result<Value, ApiError> {
+    let limit = request.extensions().get::<BodyLimit>().map_or(DEFAULT_BODY_LIMIT, |limit| limit.0);
+    let declared =
+        request.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|len| len > limit as u64) {
+        return Err(too_large(limit));
+    }
+    let json =
+        request.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(is_json_media_type);
+    let bytes = axum::body::to_bytes(request.into_body(), limit).await.map_err(|_| too_large(limit))?;
+    if allow_empty && bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Value::Object(Map::new()));
+    }
+    if !json {
+        return Err(ApiError::MalformedRequest(
+            "the body must be JSON sent with Content-Type: application/json".to_owned(),
+        ));
+    }
+    parse(&bytes)
 }
 
 fn too_large(limit: usize) -> ApiError {
@@ -294,6 +311,17 @@ pub fn integer(min: i64, max: i64) -> impl Fn(&Value) -> Result<i64, String> {
             .or_else(|| value.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < 9.0e15).map(|f| f as i64))
             .ok_or_else(|| format!("must be an integer from {min} to {max}"))?;
         if (min..=max).contains(&n) { Ok(n) } else { Err(format!("must be an integer from {min} to {max}")) }
+    }
+}
+
+/// Reads any JSON value (including `null`) of at most `max_bytes` serialized.
+pub fn json_value(max_bytes: usize) -> impl Fn(&Value) -> Result<Value, String> {
+    move |value| {
+        let size = serde_json::to_vec(value).map_or(usize::MAX, |v| v.len());
+        if size > max_bytes {
+            return Err(format!("must be at most {max_bytes} bytes of JSON; it is {size}"));
+        }
+        Ok(value.clone())
     }
 }
 

@@ -13,6 +13,20 @@ use aws_sdk_dynamodb::types::{TransactWriteItem, Update};
 use crate::TenantId;
 use crate::dynamo::{StoreError, Table, Tables, classify, n, s};
 
+/// The counter of a workflow's executions in one status. Shared because the workflows
+/// function refuses to delete a workflow while it has running or paused executions.
+#[must_use]
+pub fn executions_of_workflow(workflow_id: &str, status: &str) -> String {
+    format!("executions|workflow={workflow_id}|status={status}")
+}
+
+/// The counter of one day's events of a kind (`attempts`, `failures`), for rates over
+/// a window of days. `day` is `YYYY-MM-DD` (UTC).
+#[must_use]
+pub fn daily(kind: &str, day: chrono::NaiveDate) -> String {
+    format!("{kind}|day={day}")
+}
+
 /// Attribute holding a counter's value.
 const VALUE: &str = "value";
 
@@ -44,6 +58,13 @@ impl CounterChange {
         }
     }
 
+    /// Merges another change into this one.
+    pub fn merge(&mut self, other: &Self) {
+        for (name, delta) in &other.0 {
+            self.add(name, *delta);
+        }
+    }
+
     /// Whether nothing changes.
     #[must_use]
     pub fn is_empty(&self) -> bool {
@@ -71,6 +92,55 @@ impl CounterChange {
             })
             .collect()
     }
+}
+
+/// A condition that the counter `name` is zero (or was never written), to join a
+/// transaction (for example: no running executions).
+///
+/// # Errors
+/// [`StoreError::Other`] if the check cannot be built (a bug).
+pub fn check_zero(tables: &Tables, tenant: &TenantId, name: &str) -> Result<TransactWriteItem, StoreError> {
+    let check = aws_sdk_dynamodb::types::ConditionCheck::builder()
+        .table_name(tables.name(Table::Counters))
+        .key("tenant_id", s(tenant.as_str()))
+        .key("name", s(name))
+        .condition_expression("attribute_not_exists(#value) OR #value = :zero")
+        .expression_attribute_names("#value", VALUE)
+        .expression_attribute_values(":zero", n(0))
+        .build()
+        .map_err(|e| StoreError::Other(Box::new(e)))?;
+    Ok(TransactWriteItem::builder().condition_check(check).build())
+}
+
+/// The values of several counters of a tenant, in the order asked (0 for missing).
+///
+/// # Errors
+/// The reads' [`StoreError`]s.
+pub async fn read_many(
+    client: &Client,
+    tables: &Tables,
+    tenant: &TenantId,
+    names: &[String],
+) -> Result<Vec<u64>, StoreError> {
+    let keys = names
+        .iter()
+        .map(|name| {
+            std::collections::HashMap::from([
+                ("tenant_id".to_owned(), s(tenant.as_str())),
+                ("name".to_owned(), s(name)),
+            ])
+        })
+        .collect();
+    let items = crate::dynamo::batch_get(client, tables.name(Table::Counters), keys).await?;
+    let values: std::collections::HashMap<String, u64> = items
+        .into_iter()
+        .map(|item| {
+            let name = item.get("name").and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
+            let value = item.get(VALUE).and_then(|v| v.as_n().ok()).and_then(|v| v.parse::<i64>().ok()).unwrap_or(0);
+            (name, u64::try_from(value).unwrap_or(0))
+        })
+        .collect();
+    Ok(names.iter().map(|name| values.get(name).copied().unwrap_or(0)).collect())
 }
 
 /// The current value of one counter (0 when it was never written).

@@ -15,7 +15,7 @@ use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
-use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem};
+use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, TransactWriteItem};
 
 use crate::error::ApiError;
 
@@ -34,11 +34,30 @@ pub enum Table {
     Workflows,
     /// Counters behind every list's `total` (`tenant_id`, `name`).
     Counters,
+    /// Executions (`tenant_id`, `id`).
+    Executions,
+    /// Checkpoints, twice: by id (small states inline) and by execution and sequence
+    /// (`tenant_id`, `entry`).
+    Checkpoints,
+    /// Large values stored in parts: checkpoint states, execution input and output
+    /// too large to sit inline (`tenant_id`, `part`).
+    Blobs,
+    /// Failures recorded when executions fail (`tenant_id`, `id`).
+    Failures,
 }
 
 impl Table {
     /// Every table.
-    pub const ALL: [Self; 4] = [Self::Tenants, Self::ApiKeys, Self::Workflows, Self::Counters];
+    pub const ALL: [Self; 8] = [
+        Self::Tenants,
+        Self::ApiKeys,
+        Self::Workflows,
+        Self::Counters,
+        Self::Executions,
+        Self::Checkpoints,
+        Self::Blobs,
+        Self::Failures,
+    ];
 
     /// The part of the table's name after the prefix.
     #[must_use]
@@ -48,6 +67,10 @@ impl Table {
             Self::ApiKeys => "api-keys",
             Self::Workflows => "workflows",
             Self::Counters => "counters",
+            Self::Executions => "executions",
+            Self::Checkpoints => "checkpoints",
+            Self::Blobs => "blobs",
+            Self::Failures => "failures",
         }
     }
 }
@@ -109,6 +132,9 @@ pub enum StoreError {
         /// Which operation of a transaction failed its condition.
         index: Option<usize>,
     },
+    /// Another transaction touched the same items at the same time; retry.
+    #[error("transaction conflict")]
+    Conflict,
     /// DynamoDB throttled, timed out, or could not be reached.
     #[error("dynamodb unavailable")]
     Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
@@ -123,7 +149,7 @@ pub enum StoreError {
 impl From<StoreError> for ApiError {
     fn from(error: StoreError) -> Self {
         match error {
-            StoreError::Unavailable(_) => Self::Unavailable(Box::new(error)),
+            StoreError::Unavailable(_) | StoreError::Conflict => Self::Unavailable(Box::new(error)),
             other => Self::internal(other),
         }
     }
@@ -189,10 +215,171 @@ pub async fn transact(client: &Client, items: Vec<TransactWriteItem>) -> Result<
             if let Some(index) = reasons.iter().position(|r| r.code() == Some("ConditionalCheckFailed")) {
                 return Err(StoreError::ConditionFailed { index: Some(index) });
             }
+            if reasons.iter().any(|r| r.code() == Some("TransactionConflict")) {
+                return Err(StoreError::Conflict);
+            }
             Err(StoreError::Unavailable(Box::new(SdkError::service_error(service.into_err(), ()))))
         }
         Err(other) => Err(classify(other)),
     }
+}
+
+/// A write transaction assembled by several parts of the code (an area's store, the
+/// counters, later the credit ledger) and committed once. Each operation carries a label
+/// so a failed condition is reported by name, not by position. When several conditions
+/// fail, the first operation's label is reported: put the optimistic lock (the item whose
+/// version was read) first.
+#[derive(Debug, Default)]
+pub struct Transaction {
+    items: Vec<TransactWriteItem>,
+    labels: Vec<&'static str>,
+}
+
+/// Why a [`Transaction`] did not commit.
+#[derive(Debug, thiserror::Error)]
+pub enum TransactionError {
+    /// The condition of the operation with this label did not hold.
+    #[error("condition failed: {0}")]
+    Condition(&'static str),
+    /// Any other storage failure (conflicts included).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl From<TransactionError> for ApiError {
+    fn from(error: TransactionError) -> Self {
+        match error {
+            TransactionError::Store(store) => store.into(),
+            condition @ TransactionError::Condition(_) => Self::internal(condition),
+        }
+    }
+}
+
+/// DynamoDB's limit of operations in one transaction.
+pub const MAX_TRANSACTION_ITEMS: usize = 100;
+
+impl Transaction {
+    /// An empty transaction.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds an operation.
+    pub fn push(&mut self, label: &'static str, item: TransactWriteItem) {
+        self.items.push(item);
+        self.labels.push(label);
+    }
+
+    /// Adds several operations under one label.
+    pub fn extend(&mut self, label: &'static str, items: impl IntoIterator<Item = TransactWriteItem>) {
+        for item in items {
+            self.push(label, item);
+        }
+    }
+
+    /// Appends every operation of `other`, after this one's.
+    pub fn append(&mut self, other: Self) {
+        self.items.extend(other.items);
+        self.labels.extend(other.labels);
+    }
+
+    /// How many operations it holds.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// Whether it holds nothing.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// Commits every operation atomically.
+    ///
+    /// # Errors
+    /// [`TransactionError::Condition`] naming the failed operation's label; storage errors.
+    pub async fn commit(self, client: &Client) -> Result<(), TransactionError> {
+        if self.items.is_empty() {
+            return Ok(());
+        }
+        match transact(client, self.items).await {
+            Ok(()) => Ok(()),
+            Err(StoreError::ConditionFailed { index: Some(index) }) => {
+                Err(TransactionError::Condition(self.labels.get(index).copied().unwrap_or("unknown")))
+            }
+            Err(other) => Err(other.into()),
+        }
+    }
+}
+
+/// Reads items by key, 100 keys a call, retrying what DynamoDB leaves unprocessed.
+/// Strongly consistent. Missing items are left out; the order is not the keys'.
+///
+/// # Errors
+/// The reads' [`StoreError`]s.
+pub async fn batch_get(client: &Client, table: &str, keys: Vec<Item>) -> Result<Vec<Item>, StoreError> {
+    let mut found = Vec::with_capacity(keys.len());
+    let mut keys = keys;
+    while !keys.is_empty() {
+        let rest = keys.split_off(keys.len().min(100));
+        let mut request = Some(
+            KeysAndAttributes::builder()
+                .set_keys(Some(keys))
+                .consistent_read(true)
+                .build()
+                .map_err(|e| StoreError::Other(Box::new(e)))?,
+        );
+        while let Some(batch) = request.take() {
+            let out = client.batch_get_item().request_items(table, batch).send().await.map_err(classify)?;
+            found.extend(out.responses.unwrap_or_default().into_values().flatten());
+            request = out.unprocessed_keys.and_then(|mut u| u.remove(table)).filter(|k| !k.keys().is_empty());
+        }
+        keys = rest;
+    }
+    Ok(found)
+}
+
+/// A query of one partition for ids (`<prefix>_<uuidv7>`) created strictly between
+/// `after` and `before` (either open), newest first: time filters as key ranges.
+#[must_use]
+pub fn newest_first_between(
+    client: &Client,
+    table: &str,
+    index: Option<&str>,
+    partition: (&str, String),
+    id_prefix: &str,
+    after: Option<chrono::DateTime<chrono::Utc>>,
+    before: Option<chrono::DateTime<chrono::Utc>>,
+) -> QueryFluentBuilder {
+    let ms = |t: chrono::DateTime<chrono::Utc>| u64::try_from(t.timestamp_millis()).unwrap_or(0);
+    let lo = after.map_or_else(|| format!("{id_prefix}_"), |t| format!("{id_prefix}_{:012x}", ms(t) + 1));
+    let hi = before.map_or_else(
+        || format!("{id_prefix}_{}", "f".repeat(32)),
+        |t| format!("{id_prefix}_{:012x}{}", ms(t).saturating_sub(1), "f".repeat(20)),
+    );
+    client
+        .query()
+        .table_name(table)
+        .set_index_name(index.map(str::to_owned))
+        .key_condition_expression("#pk = :pk AND #id BETWEEN :lo AND :hi")
+        .expression_attribute_names("#pk", partition.0)
+        .expression_attribute_names("#id", "id")
+        .expression_attribute_values(":pk", s(partition.1))
+        .expression_attribute_values(":lo", s(lo))
+        .expression_attribute_values(":hi", s(hi))
+        .scan_index_forward(false)
+        .consistent_read(index.is_none())
+}
+
+/// A short, growing, jittered pause before try `attempt` + 1 of a write that lost a
+/// race, so that competing writers spread out.
+#[must_use]
+pub fn backoff(attempt: u32) -> Duration {
+    use std::hash::{BuildHasher, Hasher};
+    let jitter = std::collections::hash_map::RandomState::new().build_hasher().finish() % 20;
+    Duration::from_millis(u64::from(attempt.min(10)) * 5 + jitter)
 }
 
 /// Reads one window of a query: skips `skip` items (reading only `sort_key` of each),
@@ -226,7 +413,7 @@ pub async fn query_window(
             _ => return Ok(Vec::new()),
         }
     }
-    let mut items = Vec::with_capacity(take);
+    let mut items = Vec::with_capacity(take.min(MAX_PER_CALL));
     while items.len() < take {
         let out = query
             .clone()
@@ -242,6 +429,12 @@ pub async fn query_window(
         }
     }
     Ok(items)
+}
+
+/// A binary attribute.
+#[must_use]
+pub fn b(value: Vec<u8>) -> AttributeValue {
+    AttributeValue::B(aws_smithy_types::Blob::new(value))
 }
 
 /// A string attribute.

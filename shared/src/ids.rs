@@ -6,6 +6,7 @@
 
 use std::fmt;
 
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Length of the hex part of every id.
@@ -26,6 +27,13 @@ macro_rules! id_type {
             #[must_use]
             pub fn generate() -> Self {
                 Self(format!("{}_{}", $prefix, uuid::Uuid::now_v7().simple()))
+            }
+
+            /// A new id whose embedded time is `at` (the injectable clock's "now"), so
+            /// that key ranges on ids are time ranges.
+            #[must_use]
+            pub fn generate_at(at: DateTime<Utc>) -> Self {
+                Self(format!("{}_{}", $prefix, uuid_at(at).simple()))
             }
 
             /// Parses an id given by a client; `None` when it is not of this type's form.
@@ -68,6 +76,16 @@ macro_rules! id_type {
             }
         }
     };
+}
+
+fn millis(at: DateTime<Utc>) -> u64 {
+    u64::try_from(at.timestamp_millis()).unwrap_or(0)
+}
+
+fn uuid_at(at: DateTime<Utc>) -> uuid::Uuid {
+    let ms = millis(at);
+    let ts = uuid::Timestamp::from_unix(uuid::NoContext, ms / 1000, u32::try_from(ms % 1000).unwrap_or(0) * 1_000_000);
+    uuid::Uuid::new_v7(ts)
 }
 
 fn well_formed(raw: &str, prefix: &str) -> bool {
@@ -137,6 +155,15 @@ mod tests {
         let mut sorted = ids.clone();
         sorted.sort();
         assert_eq!(ids, sorted);
+    }
+
+    #[test]
+    fn ids_generated_at_a_time_carry_its_milliseconds_in_hex() {
+        let at = crate::time::parse("2026-10-22T08:00:00.123Z").expect("valid");
+        let id = ExecutionId::generate_at(at);
+        let hex = format!("{:012x}", at.timestamp_millis());
+        assert!(id.as_str().starts_with(&format!("exec_{hex}")), "{id}");
+        assert!(ExecutionId::parse(id.as_str()).is_some());
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! [`http::run`], which adds request ids, access logs, panic safety and authentication.
 
 pub mod auth;
+pub mod blob;
 pub mod body;
 pub mod config;
 pub mod counters;

@@ -99,6 +99,15 @@ impl Query {
         Some(raw)
     }
 
+    /// A free string that must be given (not empty).
+    pub fn required_string(&mut self, name: &str) -> Option<String> {
+        if !self.values.contains_key(name) {
+            self.reject(name, "is required".to_owned());
+            return None;
+        }
+        self.string(name)
+    }
+
     /// An RFC 3339 timestamp, if given.
     pub fn timestamp(&mut self, name: &str) -> Option<DateTime<Utc>> {
         let raw = self.single(name)?;

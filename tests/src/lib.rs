@@ -36,6 +36,8 @@ pub struct Env {
 /// The test run's environment. Each test makes its own: an SDK client's connections
 /// belong to the runtime that opened them, and every test has its own runtime.
 pub async fn env() -> Env {
+    static LOGS: std::sync::Once = std::sync::Once::new();
+    LOGS.call_once(lambda_http::tracing::init_default_subscriber);
     let prefix = required_env("TABLE_PREFIX");
     required_env("AWS_ENDPOINT_URL_DYNAMODB");
     Env { client: shared::dynamo::client().await, tables: Tables::new(&prefix) }
@@ -137,7 +139,12 @@ impl Transport {
     /// Every function's router over `env`.
     pub fn in_process(env: &Env) -> Self {
         let clock = Arc::new(SystemClock);
-        Self::InProcess(Arc::new(vec![workflows::app(env.client.clone(), env.tables.clone(), clock)]))
+        let (client, tables) = (&env.client, &env.tables);
+        Self::InProcess(Arc::new(vec![
+            workflows::app(client.clone(), tables.clone(), clock.clone()),
+            executions::app(client.clone(), tables.clone(), clock.clone()),
+            checkpoints::app(client.clone(), tables.clone(), clock),
+        ]))
     }
 
     /// The local API of `CAIRN_API_URL`.
@@ -145,7 +152,10 @@ impl Transport {
     pub fn http() -> Self {
         let url = required_env("CAIRN_API_URL");
         let origin = url.strip_suffix("/api/v1").unwrap_or(&url).to_owned();
-        Self::Http { origin, client: reqwest::Client::new() }
+        // A bound on every request, so that a request the emulator loses fails the test
+        // instead of hanging the run.
+        let client = reqwest::Client::builder().timeout(std::time::Duration::from_secs(60)).build().expect("client");
+        Self::Http { origin, client }
     }
 
     async fn send(&self, request: Request<Vec<u8>>) -> Reply {
@@ -158,6 +168,7 @@ impl Transport {
                 (parts.status.as_u16(), parts.headers, raw)
             }
             Self::Http { origin, client } => {
+                let _shared = if HOLDS_EMULATOR.get() { None } else { Some(EMULATOR.read().await) };
                 let (parts, body) = request.into_parts();
                 let url = format!("{origin}{}", parts.uri);
                 let response = client
@@ -177,11 +188,38 @@ impl Transport {
     }
 }
 
+/// The areas served in process, in the order of [`Transport::in_process`].
+const AREAS: [&str; 3] = ["workflows", "executions", "checkpoints"];
+
 /// The router of the function that serves `path` (by its first segment after /api/v1).
 fn pick<'a>(routers: &'a [axum::Router], path: &str) -> &'a axum::Router {
     let area = path.trim_start_matches("/api/v1/").split('/').next().unwrap_or_default();
-    let index = ["workflows"].iter().position(|a| *a == area).unwrap_or(0);
+    let index = AREAS.iter().position(|a| *a == area).unwrap_or(0);
     &routers[index]
+}
+
+/// `cargo lambda watch` sometimes loses a request of a few hundred KiB or more (a 500
+/// of its own, or no answer) while other requests to the same function are in flight;
+/// API Gateway and Lambda do not. Tests that move large payloads over HTTP hold this
+/// lock exclusively ([`Api::exclusive`]); every other HTTP request holds it shared.
+static EMULATOR: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
+thread_local! {
+    /// Whether this test's thread (each test runs on its own thread and runtime) holds
+    /// [`EMULATOR`] exclusively, so its own requests pass.
+    static HOLDS_EMULATOR: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Held by a test that moves large payloads through the emulator.
+#[derive(Debug)]
+pub struct Exclusive(
+    #[allow(dead_code, reason = "held for its Drop")] Option<tokio::sync::RwLockWriteGuard<'static, ()>>,
+);
+
+impl Drop for Exclusive {
+    fn drop(&mut self) {
+        HOLDS_EMULATOR.set(false);
+    }
 }
 
 /// A client of the API for one test.
@@ -195,6 +233,19 @@ impl Api {
     #[must_use]
     pub fn new(transport: Transport) -> Self {
         Self { transport }
+    }
+
+    /// Keeps every other HTTP request of this test binary out until the guard drops
+    /// (see [`EMULATOR`]); nothing in process.
+    pub async fn exclusive(&self) -> Exclusive {
+        match self.transport {
+            Transport::Http { .. } => {
+                let guard = EMULATOR.write().await;
+                HOLDS_EMULATOR.set(true);
+                Exclusive(Some(guard))
+            }
+            Transport::InProcess(_) => Exclusive(None),
+        }
     }
 
     /// Starts a request; `path` is relative to `/api/v1`.

@@ -22,7 +22,8 @@ fn as_set(routes: impl IntoIterator<Item = Route>) -> RouteSet {
 }
 
 fn function_routes() -> RouteSet {
-    let areas: [(&str, &[(&str, &str)]); 1] = [("workflows", workflows::ROUTES)];
+    let areas: [(&str, &[(&str, &str)]); 3] =
+        [("workflows", workflows::ROUTES), ("executions", executions::ROUTES), ("checkpoints", checkpoints::ROUTES)];
     areas
         .iter()
         .flat_map(|(function, routes)| {

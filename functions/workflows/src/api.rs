@@ -18,7 +18,7 @@ use shared::{ApiError, TenantId};
 
 use crate::AppState;
 use crate::model::{NewWorkflow, Workflow, WorkflowChange, WorkflowStatus, WorkflowType};
-use crate::store::ListFilter;
+use crate::store::{DeleteError, ListFilter};
 
 /// Longest name.
 const NAME_MAX: usize = 200;
@@ -272,8 +272,13 @@ pub async fn delete(
         precondition.check(&current)?;
         match state.store.delete(&tenant, &current).await {
             Ok(()) => return Ok(StatusCode::NO_CONTENT),
-            Err(StoreError::ConditionFailed { .. }) => {}
-            Err(other) => return Err(other.into()),
+            Err(DeleteError::Changed) => {}
+            Err(DeleteError::Active) => {
+                return Err(ApiError::InvalidState(format!(
+                    "workflow {id} has running or paused executions; complete, fail or cancel them first"
+                )));
+            }
+            Err(DeleteError::Store(e)) => return Err(e.into()),
         }
     }
     Err(contention())

@@ -14,7 +14,9 @@ use serde::{Deserialize, Serialize};
 use shared::TenantId;
 use shared::body::WireEnum;
 use shared::counters::{self, CounterChange};
-use shared::dynamo::{Item, StoreError, Table, Tables, classify, n, query_window, s, transact};
+use shared::dynamo::{
+    Item, StoreError, Table, Tables, Transaction, TransactionError, classify, n, query_window, s, transact,
+};
 use shared::ids::WorkflowId;
 use shared::pagination::PageRequest;
 
@@ -83,6 +85,20 @@ impl WorkflowRecord {
             version: self.version,
         })
     }
+}
+
+/// Why a delete did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum DeleteError {
+    /// The workflow changed or was deleted since it was read.
+    #[error("the workflow changed")]
+    Changed,
+    /// It has running or paused executions.
+    #[error("the workflow has running or paused executions")]
+    Active,
+    /// Storage failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
 }
 
 /// The workflows of every tenant; each call is scoped to the tenant it is given.
@@ -177,11 +193,31 @@ impl WorkflowStore {
         self.write(tenant, put, &CounterChange::between(&old.counters(), &new.counters())).await
     }
 
-    /// Deletes `w` if the stored version is still `w.version`, and uncounts it.
+    /// A transaction operation that holds only while the workflow exists and is not
+    /// archived (starting an execution joins it).
     ///
     /// # Errors
-    /// [`StoreError::ConditionFailed`] when it changed or was deleted since it was read.
-    pub async fn delete(&self, tenant: &TenantId, w: &Workflow) -> Result<(), StoreError> {
+    /// [`StoreError::Other`] if it cannot be built (a bug).
+    pub fn check_active(&self, tenant: &TenantId, id: &WorkflowId) -> Result<TransactWriteItem, StoreError> {
+        let check = aws_sdk_dynamodb::types::ConditionCheck::builder()
+            .table_name(self.table())
+            .key("tenant_id", s(tenant.as_str()))
+            .key("id", s(id.as_str()))
+            .condition_expression("attribute_exists(id) AND #status <> :archived")
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_values(":archived", s(WorkflowStatus::Archived.wire()))
+            .build()
+            .map_err(|e| StoreError::Other(Box::new(e)))?;
+        Ok(TransactWriteItem::builder().condition_check(check).build())
+    }
+
+    /// Deletes `w` if the stored version is still `w.version` and it has no running or
+    /// paused execution, and uncounts it.
+    ///
+    /// # Errors
+    /// [`DeleteError::Changed`] when it changed or was deleted since it was read;
+    /// [`DeleteError::Active`] while it has running or paused executions.
+    pub async fn delete(&self, tenant: &TenantId, w: &Workflow) -> Result<(), DeleteError> {
         let delete = Delete::builder()
             .table_name(self.table())
             .key("tenant_id", s(tenant.as_str()))
@@ -190,8 +226,19 @@ impl WorkflowStore {
             .expression_attribute_values(":expected", n(w.version))
             .build()
             .map_err(|e| StoreError::Other(Box::new(e)))?;
-        let first = TransactWriteItem::builder().delete(delete).build();
-        self.write(tenant, first, &CounterChange::between(&w.counters(), &[])).await
+        let mut tx = Transaction::new();
+        tx.push("workflow", TransactWriteItem::builder().delete(delete).build());
+        for status in ["running", "paused"] {
+            let name = counters::executions_of_workflow(w.id.as_str(), status);
+            tx.push("active", counters::check_zero(&self.tables, tenant, &name)?);
+        }
+        tx.extend("counters", CounterChange::between(&w.counters(), &[]).transact_items(&self.tables, tenant)?);
+        match tx.commit(&self.client).await {
+            Ok(()) => Ok(()),
+            Err(TransactionError::Condition("active")) => Err(DeleteError::Active),
+            Err(TransactionError::Condition(_)) => Err(DeleteError::Changed),
+            Err(TransactionError::Store(e)) => Err(DeleteError::Store(e)),
+        }
     }
 
     /// One page of the tenant's workflows, newest first, and the total matching `filter`.

@@ -1,0 +1,186 @@
+//! The checkpoint endpoints.
+
+use std::collections::BTreeMap;
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Response};
+use executions::checkpoint::{Checkpoint, PackedState, STATE_MAX_BYTES};
+use executions::model::{Execution, ExecutionStatus};
+use http::{HeaderValue, StatusCode, header};
+use serde::Serialize;
+use serde_json::{Map, Value};
+use shared::body::{Fields, JsonBody, WireEnum, string_map, text};
+use shared::counters::CounterChange;
+use shared::dynamo::{StoreError, Transaction, TransactionError, backoff};
+use shared::ids::{CheckpointId, ExecutionId};
+use shared::pagination::{OffsetBody, OffsetRequest};
+use shared::query::Query;
+use shared::{ApiError, TenantId};
+
+use crate::AppState;
+
+/// Most metadata keys.
+const METADATA_MAX_KEYS: usize = 50;
+/// Longest name.
+const NAME_MAX: usize = 200;
+/// Tries of a checkpoint write under contention for the next sequence number.
+const WRITE_ATTEMPTS: u32 = 60;
+
+/// A checkpoint as the API shows it.
+#[derive(Debug, Serialize)]
+pub struct CheckpointBody {
+    id: String,
+    execution_id: String,
+    workflow_id: String,
+    sequence: u64,
+    name: Option<String>,
+    parent_checkpoint_id: Option<String>,
+    attempt: u32,
+    metadata: BTreeMap<String, String>,
+    state_size_bytes: u64,
+    created_at: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    state: Option<Value>,
+}
+
+impl From<Checkpoint> for CheckpointBody {
+    fn from(c: Checkpoint) -> Self {
+        Self {
+            id: c.id.to_string(),
+            execution_id: c.execution_id.to_string(),
+            workflow_id: c.workflow_id.to_string(),
+            sequence: c.sequence,
+            name: c.name,
+            parent_checkpoint_id: c.parent_checkpoint_id.map(|p| p.to_string()),
+            attempt: c.attempt,
+            metadata: c.metadata,
+            state_size_bytes: c.state_size_bytes,
+            created_at: shared::time::format(c.created_at),
+            state: None,
+        }
+    }
+}
+
+async fn load_execution(state: &AppState, tenant: &TenantId, raw: &str) -> Result<Execution, ApiError> {
+    let id = ExecutionId::parse(raw).ok_or_else(|| ApiError::not_found("execution", raw))?;
+    state.executions.get(tenant, &id).await?.ok_or_else(|| ApiError::not_found("execution", raw))
+}
+
+/// `POST /checkpoints`
+pub async fn create(
+    State(state): State<AppState>,
+    tenant: TenantId,
+    JsonBody(body): JsonBody,
+) -> Result<Response, ApiError> {
+    let mut f = Fields::new(body)?;
+    let execution =
+        f.required("execution_id", |v| v.as_str().map(str::to_owned).ok_or_else(|| "must be a string".to_owned()));
+    let state_value = f.required("state", |v| match v {
+        Value::Object(map) => Ok(map.clone()),
+        _ => Err("must be a JSON object".to_owned()),
+    });
+    let name = f.nullable("name", text(1, NAME_MAX));
+    let metadata = f.optional("metadata", string_map(METADATA_MAX_KEYS));
+    f.finish()?;
+    let (Some(execution), Some(state_value)) = (execution, state_value) else {
+        return Err(ApiError::internal("validated fields missing"));
+    };
+    let packed = pack(&state_value)?;
+    let now = state.clock.now();
+    let id = CheckpointId::generate_at(now);
+    let name = name.into_update().flatten();
+    let metadata = metadata.unwrap_or_default();
+    for attempt in 0..WRITE_ATTEMPTS {
+        let current = load_execution(&state, &tenant, &execution).await?;
+        if current.status != ExecutionStatus::Running {
+            return Err(ApiError::InvalidState(format!(
+                "execution {} is {}; checkpoints are accepted only while it is running",
+                current.id,
+                current.status.wire()
+            )));
+        }
+        let checkpoint = Checkpoint {
+            id: id.clone(),
+            execution_id: current.id.clone(),
+            workflow_id: current.workflow_id.clone(),
+            sequence: current.last_sequence + 1,
+            name: name.clone(),
+            parent_checkpoint_id: current.current_checkpoint_id.clone(),
+            attempt: current.attempt,
+            metadata: metadata.clone(),
+            state_size_bytes: packed.size as u64,
+            created_at: now,
+        };
+        let mut next = current.clone();
+        next.last_sequence = checkpoint.sequence;
+        next.checkpoint_count += 1;
+        next.current_checkpoint_id = Some(id.clone());
+        next.version += 1;
+        next.updated_at = now;
+        let mut tx = Transaction::new();
+        state.executions.stage_replace(&mut tx, &tenant, &current, &next, &CounterChange::default())?;
+        state.checkpoints.stage_create(&mut tx, &tenant, &checkpoint, &packed)?;
+        match tx.commit(state.executions.client()).await {
+            Ok(()) => {
+                let location = HeaderValue::from_str(&format!("{}/checkpoints/{id}", shared::http::BASE_PATH))
+                    .map_err(ApiError::internal)?;
+                let mut response = (StatusCode::CREATED, Json(CheckpointBody::from(checkpoint))).into_response();
+                response.headers_mut().insert(header::LOCATION, location);
+                return Ok(response);
+            }
+            Err(TransactionError::Condition("execution") | TransactionError::Store(StoreError::Conflict)) => {
+                tokio::time::sleep(backoff(attempt)).await;
+            }
+            Err(other) => return Err(other.into()),
+        }
+    }
+    Err(ApiError::Unavailable("too many concurrent checkpoint writes on this execution; retry".into()))
+}
+
+fn pack(state: &Map<String, Value>) -> Result<PackedState, ApiError> {
+    let packed = PackedState::pack(state);
+    if packed.size > STATE_MAX_BYTES {
+        return Err(ApiError::PayloadTooLarge(format!(
+            "the state is {} bytes of JSON; the limit is {STATE_MAX_BYTES} bytes (4 MiB)",
+            packed.size
+        )));
+    }
+    Ok(packed)
+}
+
+/// `GET /checkpoints`
+pub async fn list(
+    State(state): State<AppState>,
+    tenant: TenantId,
+    mut query: Query,
+) -> Result<Json<OffsetBody<CheckpointBody>>, ApiError> {
+    let execution = query.required_string("execution_id");
+    let window = OffsetRequest::read(&mut query);
+    query.finish()?;
+    let execution = load_execution(&state, &tenant, &execution.unwrap_or_default()).await?;
+    let items = state.checkpoints.list(&tenant, &execution.id, window.offset as usize, window.limit as usize).await?;
+    Ok(Json(window.respond(items.into_iter().map(CheckpointBody::from).collect(), execution.checkpoint_count)))
+}
+
+/// `GET /checkpoints/{checkpoint_id}`
+pub async fn get(
+    State(state): State<AppState>,
+    tenant: TenantId,
+    Path(raw): Path<String>,
+    mut query: Query,
+) -> Result<Json<CheckpointBody>, ApiError> {
+    let include_state = query.boolean("include_state", false);
+    query.finish()?;
+    let id = CheckpointId::parse(&raw).ok_or_else(|| ApiError::not_found("checkpoint", raw.as_str()))?;
+    let not_found = || ApiError::not_found("checkpoint", raw.as_str());
+    if include_state {
+        let (checkpoint, value) = state.checkpoints.get_with_state(&tenant, &id).await?.ok_or_else(not_found)?;
+        let mut body = CheckpointBody::from(checkpoint);
+        body.state = Some(value);
+        Ok(Json(body))
+    } else {
+        let stored = state.checkpoints.get(&tenant, &id).await?.ok_or_else(not_found)?;
+        Ok(Json(stored.checkpoint.into()))
+    }
+}

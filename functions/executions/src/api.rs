@@ -1,0 +1,504 @@
+//! The execution endpoints: request parsing, responses, and the handlers that join them
+//! to the domain and the stores.
+
+use std::collections::BTreeMap;
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Response};
+use chrono::{DateTime, Utc};
+use http::{HeaderValue, StatusCode, header};
+use serde::Serialize;
+use serde_json::{Map, Value};
+use shared::body::{Fields, JsonBody, OptionalJsonBody, Patch, WireEnum, json_object, json_value, string_map, text};
+use shared::counters::CounterChange;
+use shared::dynamo::{StoreError, Transaction, TransactionError, backoff};
+use shared::ids::{CheckpointId, ExecutionId, WorkflowId};
+use shared::pagination::{PageBody, PageRequest};
+use shared::query::Query;
+use shared::{ApiError, TenantId};
+use workflows::model::WorkflowStatus;
+
+use crate::AppState;
+use crate::checkpoint::StoredCheckpoint;
+use crate::failure::{CommandStatus, Failure, FailureStatus};
+use crate::model::{Action, Execution, ExecutionError, ExecutionStatus};
+use crate::store::{ListFilter, VALUE_MAX_BYTES};
+
+/// Default `page_size` of the list.
+const DEFAULT_PAGE_SIZE: u32 = 20;
+/// Most metadata keys.
+const METADATA_MAX_KEYS: usize = 50;
+/// Largest failure `details`, as serialized JSON.
+const DETAILS_MAX_BYTES: usize = 64 * 1024;
+/// Longest failure message.
+const MESSAGE_MAX: usize = 4096;
+/// Longest cancellation reason.
+const REASON_MAX: usize = 1000;
+/// Tries of a read-modify-write before giving up under contention.
+const WRITE_ATTEMPTS: u32 = 30;
+/// Operations one transaction may hold besides a rollback's deletions.
+const ROLLBACK_BATCH: usize = 80;
+
+/// The error an execution failed with, on the wire.
+#[derive(Debug, Serialize)]
+struct ErrorBody {
+    error_type: String,
+    message: String,
+}
+
+/// An execution as the API shows it.
+#[derive(Debug, Serialize)]
+pub struct ExecutionBody {
+    id: String,
+    workflow_id: String,
+    status: &'static str,
+    input: Option<Value>,
+    output: Option<Value>,
+    error: Option<ErrorBody>,
+    cancel_reason: Option<String>,
+    metadata: BTreeMap<String, String>,
+    attempt: u32,
+    current_checkpoint_id: Option<String>,
+    checkpoint_count: u64,
+    created_at: String,
+    updated_at: String,
+    ended_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    discarded_checkpoints: Option<u64>,
+}
+
+impl From<Execution> for ExecutionBody {
+    fn from(e: Execution) -> Self {
+        Self {
+            id: e.id.to_string(),
+            workflow_id: e.workflow_id.to_string(),
+            status: e.status.wire(),
+            input: e.input,
+            output: e.output,
+            error: e.error.map(|x| ErrorBody { error_type: x.error_type, message: x.message }),
+            cancel_reason: e.cancel_reason,
+            metadata: e.metadata,
+            attempt: e.attempt,
+            current_checkpoint_id: e.current_checkpoint_id.map(|c| c.to_string()),
+            checkpoint_count: e.checkpoint_count,
+            created_at: shared::time::format(e.created_at),
+            updated_at: shared::time::format(e.updated_at),
+            ended_at: e.ended_at.map(shared::time::format),
+            discarded_checkpoints: None,
+        }
+    }
+}
+
+fn parse_id(raw: &str) -> Result<ExecutionId, ApiError> {
+    ExecutionId::parse(raw).ok_or_else(|| ApiError::not_found("execution", raw))
+}
+
+async fn load(state: &AppState, tenant: &TenantId, id: &ExecutionId) -> Result<Execution, ApiError> {
+    state.executions.get(tenant, id).await?.ok_or_else(|| ApiError::not_found("execution", id.as_str()))
+}
+
+/// An id sent in a body: not a string is 422; not of the type's form is 404 like an
+/// unknown id.
+fn body_id<T>(value: &Value, kind: &'static str, parse: fn(&str) -> Option<T>) -> Result<T, ApiError> {
+    let raw = value.as_str().ok_or_else(|| ApiError::field(format!("{kind}_id"), "must be a string"))?;
+    parse(raw).ok_or_else(|| ApiError::not_found(kind, raw))
+}
+
+/// `POST /executions`
+pub async fn create(
+    State(state): State<AppState>,
+    tenant: TenantId,
+    JsonBody(body): JsonBody,
+) -> Result<Response, ApiError> {
+    let mut f = Fields::new(body)?;
+    let workflow = f.required("workflow_id", |v| Ok(v.clone()));
+    let input = f.nullable("input", json_value(VALUE_MAX_BYTES));
+    let metadata = f.optional("metadata", string_map(METADATA_MAX_KEYS));
+    f.finish()?;
+    let workflow_id = body_id(&workflow.unwrap_or_default(), "workflow", WorkflowId::parse)?;
+    let workflow = state
+        .workflows
+        .get(&tenant, &workflow_id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("workflow", workflow_id.as_str()))?;
+    if workflow.status == WorkflowStatus::Archived {
+        return Err(archived(&workflow_id));
+    }
+    let execution = Execution::start(
+        workflow_id.clone(),
+        input.into_update().flatten(),
+        metadata.unwrap_or_default(),
+        state.clock.now(),
+    );
+    let mut tx = Transaction::new();
+    state.executions.stage_create(&mut tx, &tenant, &execution)?;
+    tx.push("workflow", state.workflows.check_active(&tenant, &workflow_id)?);
+    match tx.commit(state.executions.client()).await {
+        Ok(()) => {}
+        Err(TransactionError::Condition("workflow")) => {
+            return Err(match state.workflows.get(&tenant, &workflow_id).await? {
+                Some(_) => archived(&workflow_id),
+                None => ApiError::not_found("workflow", workflow_id.as_str()),
+            });
+        }
+        Err(other) => return Err(other.into()),
+    }
+    let location = HeaderValue::from_str(&format!("{}/executions/{}", shared::http::BASE_PATH, execution.id))
+        .map_err(ApiError::internal)?;
+    let mut response = (StatusCode::CREATED, Json(ExecutionBody::from(execution))).into_response();
+    response.headers_mut().insert(header::LOCATION, location);
+    Ok(response)
+}
+
+fn archived(id: &WorkflowId) -> ApiError {
+    ApiError::InvalidState(format!("workflow {id} is archived; restore it to draft before starting executions"))
+}
+
+/// `GET /executions`
+pub async fn list(
+    State(state): State<AppState>,
+    tenant: TenantId,
+    mut query: Query,
+) -> Result<Json<PageBody<ExecutionBody>>, ApiError> {
+    let status = query.one_of::<ExecutionStatus>("status");
+    let workflow = query.string("workflow_id");
+    let created_after = query.timestamp("created_after");
+    let created_before = query.timestamp("created_before");
+    let page = PageRequest::read(&mut query, DEFAULT_PAGE_SIZE);
+    query.finish()?;
+    check_range(created_after, created_before)?;
+    let workflow_id = match workflow {
+        None => None,
+        Some(raw) => {
+            let id = WorkflowId::parse(&raw).ok_or_else(|| ApiError::not_found("workflow", raw.as_str()))?;
+            let (exists, seen) =
+                tokio::try_join!(state.workflows.get(&tenant, &id), state.executions.workflow_seen(&tenant, &id))?;
+            if exists.is_none() && !seen {
+                return Err(ApiError::not_found("workflow", raw));
+            }
+            Some(id)
+        }
+    };
+    let filter = ListFilter { status, workflow_id, created_after, created_before };
+    let (items, total) =
+        Box::pin(state.executions.list(&tenant, &filter, page.skip(), page.page_size as usize)).await?;
+    Ok(Json(page.respond(items.into_iter().map(ExecutionBody::from).collect(), total)))
+}
+
+/// Refuses a time window that ends before it starts.
+///
+/// # Errors
+/// 422 naming `created_before`.
+pub fn check_range(after: Option<DateTime<Utc>>, before: Option<DateTime<Utc>>) -> Result<(), ApiError> {
+    match (after, before) {
+        (Some(a), Some(b)) if b <= a => Err(ApiError::field("created_before", "must be later than created_after")),
+        _ => Ok(()),
+    }
+}
+
+/// `GET /executions/{execution_id}`
+pub async fn get(
+    State(state): State<AppState>,
+    tenant: TenantId,
+    Path(raw): Path<String>,
+) -> Result<Json<ExecutionBody>, ApiError> {
+    let id = parse_id(&raw)?;
+    Ok(Json(load(&state, &tenant, &id).await?.into()))
+}
+
+/// `POST /executions/{execution_id}/complete`
+pub async fn complete(
+    State(state): State<AppState>,
+    tenant: TenantId,
+    Path(raw): Path<String>,
+    OptionalJsonBody(body): OptionalJsonBody,
+) -> Result<Json<ExecutionBody>, ApiError> {
+    let id = parse_id(&raw)?;
+    let mut f = Fields::new(body)?;
+    let output = f.nullable("output", json_value(VALUE_MAX_BYTES));
+    f.finish()?;
+    act(&state, &tenant, &id, Request::Plain(Action::Complete { output: output.into_update().flatten() })).await
+}
+
+/// `POST /executions/{execution_id}/fail`
+pub async fn fail(
+    State(state): State<AppState>,
+    tenant: TenantId,
+    Path(raw): Path<String>,
+    JsonBody(body): JsonBody,
+) -> Result<Json<ExecutionBody>, ApiError> {
+    let id = parse_id(&raw)?;
+    let mut f = Fields::new(body)?;
+    let error_type = f.required("error_type", error_type);
+    let message = f.required("message", text(1, MESSAGE_MAX));
+    let details = f.optional("details", json_object(DETAILS_MAX_BYTES));
+    f.finish()?;
+    let (Some(error_type), Some(message)) = (error_type, message) else {
+        return Err(ApiError::internal("validated fields missing"));
+    };
+    let error = ExecutionError { error_type, message };
+    act(&state, &tenant, &id, Request::Fail { error, details: details.unwrap_or_default() }).await
+}
+
+fn error_type(value: &Value) -> Result<String, String> {
+    let message = "must be 1 to 64 of A-Z, 0-9 and _, starting with a letter (such as AGENT_ERROR)";
+    let s = value.as_str().ok_or(message)?;
+    let valid = (1..=64).contains(&s.len())
+        && s.starts_with(|c: char| c.is_ascii_uppercase())
+        && s.bytes().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == b'_');
+    if valid { Ok(s.to_owned()) } else { Err(message.to_owned()) }
+}
+
+/// `POST /executions/{execution_id}/pause`
+pub async fn pause(
+    State(state): State<AppState>,
+    tenant: TenantId,
+    Path(raw): Path<String>,
+    OptionalJsonBody(body): OptionalJsonBody,
+) -> Result<Json<ExecutionBody>, ApiError> {
+    let id = parse_id(&raw)?;
+    Fields::new(body)?.finish()?;
+    act(&state, &tenant, &id, Request::Plain(Action::Pause)).await
+}
+
+/// `POST /executions/{execution_id}/cancel`
+pub async fn cancel(
+    State(state): State<AppState>,
+    tenant: TenantId,
+    Path(raw): Path<String>,
+    OptionalJsonBody(body): OptionalJsonBody,
+) -> Result<Json<ExecutionBody>, ApiError> {
+    let id = parse_id(&raw)?;
+    let mut f = Fields::new(body)?;
+    let reason = f.nullable("reason", text(0, REASON_MAX));
+    f.finish()?;
+    act(&state, &tenant, &id, Request::Plain(Action::Cancel { reason: reason.into_update().flatten() })).await
+}
+
+/// `POST /executions/{execution_id}/replay`
+pub async fn replay(
+    State(state): State<AppState>,
+    tenant: TenantId,
+    Path(raw): Path<String>,
+    OptionalJsonBody(body): OptionalJsonBody,
+) -> Result<Json<ExecutionBody>, ApiError> {
+    let id = parse_id(&raw)?;
+    let mut f = Fields::new(body)?;
+    let from = f.nullable("checkpoint_id", |v| Ok(v.clone()));
+    f.finish()?;
+    let from = match from {
+        Patch::Absent => ReplayFrom::Current,
+        Patch::Null => ReplayFrom::Start,
+        Patch::Value(v) => ReplayFrom::Checkpoint(body_id(&v, "checkpoint", CheckpointId::parse)?),
+    };
+    act(&state, &tenant, &id, Request::Replay(from)).await
+}
+
+/// `POST /executions/{execution_id}/rollback`
+pub async fn rollback(
+    State(state): State<AppState>,
+    tenant: TenantId,
+    Path(raw): Path<String>,
+    JsonBody(body): JsonBody,
+) -> Result<Json<ExecutionBody>, ApiError> {
+    let id = parse_id(&raw)?;
+    let mut f = Fields::new(body)?;
+    let to = f.required("checkpoint_id", |v| Ok(v.clone()));
+    f.finish()?;
+    let to = body_id(&to.unwrap_or_default(), "checkpoint", CheckpointId::parse)?;
+    act(&state, &tenant, &id, Request::Rollback(to)).await
+}
+
+/// Where a replay starts.
+#[derive(Debug, Clone)]
+enum ReplayFrom {
+    /// The execution's current checkpoint (the default).
+    Current,
+    /// The start (`"checkpoint_id": null`).
+    Start,
+    /// This checkpoint of the execution.
+    Checkpoint(CheckpointId),
+}
+
+/// An action as the client asked for it, before it is resolved against the execution.
+#[derive(Debug, Clone)]
+enum Request {
+    Plain(Action),
+    Fail { error: ExecutionError, details: Map<String, Value> },
+    Replay(ReplayFrom),
+    Rollback(CheckpointId),
+}
+
+/// A checkpoint of `execution`, or 404.
+async fn checkpoint_of(
+    state: &AppState,
+    tenant: &TenantId,
+    execution: &ExecutionId,
+    id: &CheckpointId,
+) -> Result<StoredCheckpoint, ApiError> {
+    match state.checkpoints.get(tenant, id).await? {
+        Some(stored) if stored.checkpoint.execution_id == *execution => Ok(stored),
+        _ => Err(ApiError::not_found("checkpoint", id.as_str())),
+    }
+}
+
+/// Applies `request` to the execution: read, check, build one transaction with every
+/// effect, commit conditioned on the version read; on a lost race, again.
+async fn act(
+    state: &AppState,
+    tenant: &TenantId,
+    id: &ExecutionId,
+    request: Request,
+) -> Result<Json<ExecutionBody>, ApiError> {
+    for attempt in 0..WRITE_ATTEMPTS {
+        if attempt > 0 {
+            tokio::time::sleep(backoff(attempt)).await;
+        }
+        let current = load(state, tenant, id).await?;
+        let now = state.clock.now();
+        let (action, target) = match &request {
+            Request::Plain(action) => (action.clone(), None),
+            Request::Fail { error, .. } => (Action::Fail { error: error.clone() }, None),
+            Request::Replay(from) => {
+                let from = match from {
+                    ReplayFrom::Current => current.current_checkpoint_id.clone(),
+                    ReplayFrom::Start => None,
+                    ReplayFrom::Checkpoint(cp) => Some(checkpoint_of(state, tenant, id, cp).await?.checkpoint.id),
+                };
+                (Action::Replay { from }, None)
+            }
+            Request::Rollback(to) => {
+                let target = checkpoint_of(state, tenant, id, to).await?;
+                (Action::Rollback { to: to.clone() }, Some(target))
+            }
+        };
+        current.check(&action)?;
+        let mut next = current.after(&action, now);
+        let mut tx = Transaction::new();
+        let mut extra = CounterChange::default();
+        let mut discarded = None;
+        let mut base = current.clone();
+        match (&request, &action) {
+            (Request::Fail { error, details }, _) => {
+                let failure = Failure::record(
+                    id.clone(),
+                    current.workflow_id.clone(),
+                    error.error_type.clone(),
+                    error.message.clone(),
+                    details.clone(),
+                    now,
+                );
+                next.failure_ids.push(failure.id.clone());
+                state.executions.stage_failure(&mut tx, tenant, &failure)?;
+            }
+            (_, Action::Complete { .. }) => {
+                for failure in open_failures(state, tenant, &current).await? {
+                    extra.merge(&state.executions.stage_failure_replace(
+                        &mut tx,
+                        tenant,
+                        &failure,
+                        &failure.resolved(now),
+                    )?);
+                }
+            }
+            (_, Action::Replay { .. }) => {
+                for failure in open_failures(state, tenant, &current).await? {
+                    let next_failure = failure.with_pending_commands(CommandStatus::Completed);
+                    if next_failure.recovery_commands != failure.recovery_commands {
+                        extra.merge(&state.executions.stage_failure_replace(
+                            &mut tx,
+                            tenant,
+                            &failure,
+                            &next_failure,
+                        )?);
+                    }
+                }
+                extra.add(&shared::counters::daily("attempts", now.date_naive()), 1);
+            }
+            _ => {}
+        }
+        if let Some(target) = target {
+            let later = state.checkpoints.later_than(tenant, id, target.checkpoint.sequence).await?;
+            match discard_in_batches(state, tenant, &current, &later, now).await {
+                Ok((interim, remaining)) => {
+                    for stored in &remaining {
+                        state.checkpoints.stage_delete(&mut tx, tenant, stored)?;
+                    }
+                    next = interim.after(&action, now);
+                    next.checkpoint_count = interim.checkpoint_count.saturating_sub(remaining.len() as u64);
+                    discarded = Some(later.len() as u64);
+                    base = interim;
+                }
+                Err(Lost) => continue,
+            }
+        }
+        let mut whole = Transaction::new();
+        state.executions.stage_replace(&mut whole, tenant, &base, &next, &extra)?;
+        whole.append(tx);
+        match whole.commit(state.executions.client()).await {
+            Ok(()) => {
+                let mut body = ExecutionBody::from(next);
+                body.discarded_checkpoints = discarded;
+                return Ok(Json(body));
+            }
+            Err(
+                TransactionError::Condition("execution" | "failure") | TransactionError::Store(StoreError::Conflict),
+            ) => {}
+            Err(other) => return Err(other.into()),
+        }
+    }
+    Err(ApiError::Unavailable("the execution kept changing during the write; retry".into()))
+}
+
+/// A race was lost; start over from a fresh read.
+struct Lost;
+
+/// When a rollback discards more than one transaction can hold, deletes all but the
+/// last batch first, highest sequences first, each batch in a transaction that also
+/// lowers `checkpoint_count` and is conditioned on the execution's version. Returns the
+/// execution after those batches and the checkpoints left for the final transaction.
+async fn discard_in_batches(
+    state: &AppState,
+    tenant: &TenantId,
+    current: &Execution,
+    later: &[StoredCheckpoint],
+    now: DateTime<Utc>,
+) -> Result<(Execution, Vec<StoredCheckpoint>), Lost> {
+    let mut batches: Vec<Vec<StoredCheckpoint>> = vec![Vec::new()];
+    let mut size = 0;
+    for stored in later {
+        if size + stored.deletion_size() > ROLLBACK_BATCH {
+            batches.push(Vec::new());
+            size = 0;
+        }
+        size += stored.deletion_size();
+        if let Some(batch) = batches.last_mut() {
+            batch.push(stored.clone());
+        }
+    }
+    let last = batches.pop().unwrap_or_default();
+    let mut interim = current.clone();
+    for batch in batches {
+        let mut next = interim.clone();
+        next.checkpoint_count = next.checkpoint_count.saturating_sub(batch.len() as u64);
+        next.version += 1;
+        next.updated_at = now;
+        let mut tx = Transaction::new();
+        state
+            .executions
+            .stage_replace(&mut tx, tenant, &interim, &next, &CounterChange::default())
+            .map_err(|_| Lost)?;
+        for stored in &batch {
+            state.checkpoints.stage_delete(&mut tx, tenant, stored).map_err(|_| Lost)?;
+        }
+        tx.commit(state.executions.client()).await.map_err(|_| Lost)?;
+        interim = next;
+    }
+    Ok((interim, last))
+}
+
+async fn open_failures(state: &AppState, tenant: &TenantId, execution: &Execution) -> Result<Vec<Failure>, ApiError> {
+    let failures = state.executions.failures(tenant, &execution.failure_ids).await?;
+    Ok(failures.into_iter().filter(|f| f.status == FailureStatus::Open).collect())
+}

@@ -1,0 +1,410 @@
+//! Checkpoints: the model and their storage, shared by the checkpoints function (which
+//! writes and reads them) and the executions function (replay and rollback).
+//!
+//! Table `checkpoints` (`tenant_id`, `entry`) holds every checkpoint twice, both written
+//! in one transaction and never changed afterwards:
+//! - the *by-id* entry (`entry` = `cp_…`) with the state inline when it is small;
+//! - the *by-execution* entry (`entry` = `exec_…#0000000042`) without state, so that
+//!   listing an execution's checkpoints in sequence order is one consistent query that
+//!   reads no state.
+//!
+//! A state is compressed; when it is still larger than [`INLINE_STATE_MAX`] it is split
+//! into parts of [`PART_SIZE`] in table `blobs` (`cp_…#0000`, …) written in the same
+//! transaction as the entries, so a reader never sees a half-written state and a failed
+//! write leaves nothing behind.
+
+use std::collections::{BTreeMap, HashMap};
+
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use shared::TenantId;
+use shared::dynamo::{Item, StoreError, Table, Tables, Transaction, b, batch_get, classify, query_window, s};
+use shared::ids::{CheckpointId, ExecutionId, WorkflowId};
+
+/// The largest state, as serialized JSON: 4 MiB.
+pub const STATE_MAX_BYTES: usize = 4 * 1024 * 1024;
+/// Compressed states up to this size sit in the by-id entry.
+pub const INLINE_STATE_MAX: usize = 300 * 1024;
+/// Size of one part of a larger compressed state.
+pub const PART_SIZE: usize = 350 * 1024;
+
+/// A checkpoint of an execution's state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checkpoint {
+    /// Its id.
+    pub id: CheckpointId,
+    /// The execution.
+    pub execution_id: ExecutionId,
+    /// The execution's workflow.
+    pub workflow_id: WorkflowId,
+    /// 1, 2, … within the execution; never reused.
+    pub sequence: u64,
+    /// The node or step.
+    pub name: Option<String>,
+    /// The checkpoint before it in this attempt (the replay point for the first
+    /// checkpoint of a replay).
+    pub parent_checkpoint_id: Option<CheckpointId>,
+    /// The execution's attempt when it was written.
+    pub attempt: u32,
+    /// String labels.
+    pub metadata: BTreeMap<String, String>,
+    /// Size of the state as serialized JSON.
+    pub state_size_bytes: u64,
+    /// When it was written.
+    pub created_at: DateTime<Utc>,
+}
+
+/// A state ready to store: serialized and compressed once.
+#[derive(Debug, Clone)]
+pub struct PackedState {
+    compressed: Vec<u8>,
+    /// Size of the serialized JSON.
+    pub size: usize,
+}
+
+impl PackedState {
+    /// Serializes and compresses `state`.
+    #[must_use]
+    pub fn pack(state: &Map<String, Value>) -> Self {
+        let json = serde_json::to_vec(state).unwrap_or_default();
+        Self { compressed: shared::blob::compress(&json), size: json.len() }
+    }
+
+    fn parts(&self) -> Vec<&[u8]> {
+        if self.compressed.len() <= INLINE_STATE_MAX { Vec::new() } else { self.compressed.chunks(PART_SIZE).collect() }
+    }
+}
+
+/// The stored form of both entries of a checkpoint.
+#[derive(Debug, Serialize, Deserialize)]
+struct CheckpointRecord {
+    tenant_id: String,
+    entry: String,
+    id: String,
+    execution_id: String,
+    workflow_id: String,
+    sequence: u64,
+    name: Option<String>,
+    parent_checkpoint_id: Option<String>,
+    attempt: u32,
+    metadata: BTreeMap<String, String>,
+    state_size_bytes: u64,
+    created_at: String,
+    /// Number of parts in `blobs`; 0 when the state is inline.
+    state_parts: u32,
+    /// The compressed state, in the by-id entry when small.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    state: Option<serde_bytes::ByteBuf>,
+}
+
+fn by_execution_entry(execution: &ExecutionId, sequence: u64) -> String {
+    format!("{execution}#{sequence:010}")
+}
+
+fn part_key(checkpoint: &CheckpointId, index: usize) -> String {
+    format!("{checkpoint}#{index:04}")
+}
+
+impl CheckpointRecord {
+    fn new(tenant: &TenantId, entry: String, c: &Checkpoint, state_parts: usize, state: Option<Vec<u8>>) -> Self {
+        Self {
+            tenant_id: tenant.as_str().to_owned(),
+            entry,
+            id: c.id.to_string(),
+            execution_id: c.execution_id.to_string(),
+            workflow_id: c.workflow_id.to_string(),
+            sequence: c.sequence,
+            name: c.name.clone(),
+            parent_checkpoint_id: c.parent_checkpoint_id.as_ref().map(ToString::to_string),
+            attempt: c.attempt,
+            metadata: c.metadata.clone(),
+            state_size_bytes: c.state_size_bytes,
+            created_at: shared::time::format(c.created_at),
+            state_parts: u32::try_from(state_parts).unwrap_or(u32::MAX),
+            state: state.map(serde_bytes::ByteBuf::from),
+        }
+    }
+
+    fn checkpoint(&self) -> Result<Checkpoint, StoreError> {
+        let corrupt = |what: &str| StoreError::Corrupt(format!("checkpoint {}: {what}", self.id));
+        Ok(Checkpoint {
+            id: CheckpointId::parse(&self.id).ok_or_else(|| corrupt("id"))?,
+            execution_id: ExecutionId::parse(&self.execution_id).ok_or_else(|| corrupt("execution_id"))?,
+            workflow_id: WorkflowId::parse(&self.workflow_id).ok_or_else(|| corrupt("workflow_id"))?,
+            sequence: self.sequence,
+            name: self.name.clone(),
+            parent_checkpoint_id: self
+                .parent_checkpoint_id
+                .as_deref()
+                .map(|p| CheckpointId::parse(p).ok_or_else(|| corrupt("parent_checkpoint_id")))
+                .transpose()?,
+            attempt: self.attempt,
+            metadata: self.metadata.clone(),
+            state_size_bytes: self.state_size_bytes,
+            created_at: shared::time::parse(&self.created_at).map_err(|_| corrupt("created_at"))?,
+        })
+    }
+}
+
+/// What deleting a checkpoint needs to know.
+#[derive(Debug, Clone)]
+pub struct StoredCheckpoint {
+    /// The checkpoint.
+    pub checkpoint: Checkpoint,
+    /// Parts of its state in `blobs`.
+    pub state_parts: u32,
+}
+
+impl StoredCheckpoint {
+    /// Operations this checkpoint's deletion takes (its entries and state parts).
+    #[must_use]
+    pub fn deletion_size(&self) -> usize {
+        2 + self.state_parts as usize
+    }
+}
+
+/// Checkpoints of every tenant; each call is scoped to the tenant it is given.
+#[derive(Debug, Clone)]
+pub struct CheckpointStore {
+    client: Client,
+    tables: Tables,
+}
+
+fn build<T, E: std::error::Error + Send + Sync + 'static>(result: Result<T, E>) -> Result<T, StoreError> {
+    result.map_err(|e| StoreError::Other(Box::new(e)))
+}
+
+impl CheckpointStore {
+    /// A store over `client` and the named tables.
+    #[must_use]
+    pub fn new(client: Client, tables: Tables) -> Self {
+        Self { client, tables }
+    }
+
+    fn table(&self) -> &str {
+        self.tables.name(Table::Checkpoints)
+    }
+
+    fn put(&self, record: CheckpointRecord) -> Result<TransactWriteItem, StoreError> {
+        let put = Put::builder()
+            .table_name(self.table())
+            .set_item(Some(serde_dynamo::to_item(record)?))
+            .condition_expression("attribute_not_exists(entry)");
+        Ok(TransactWriteItem::builder().put(build(put.build())?).build())
+    }
+
+    /// Adds a new checkpoint with its state to `tx`: both entries and any state parts.
+    ///
+    /// # Errors
+    /// [`StoreError`] if an operation cannot be built.
+    pub fn stage_create(
+        &self,
+        tx: &mut Transaction,
+        tenant: &TenantId,
+        c: &Checkpoint,
+        state: &PackedState,
+    ) -> Result<(), StoreError> {
+        let parts = state.parts();
+        let inline = parts.is_empty().then(|| state.compressed.clone());
+        let by_id = CheckpointRecord::new(tenant, c.id.to_string(), c, parts.len(), inline);
+        let by_execution =
+            CheckpointRecord::new(tenant, by_execution_entry(&c.execution_id, c.sequence), c, parts.len(), None);
+        tx.push("checkpoint", self.put(by_id)?);
+        tx.push("checkpoint", self.put(by_execution)?);
+        for (index, part) in parts.iter().enumerate() {
+            let put = Put::builder()
+                .table_name(self.tables.name(Table::Blobs))
+                .item("tenant_id", s(tenant.as_str()))
+                .item("part", s(part_key(&c.id, index)))
+                .item("data", b(part.to_vec()));
+            tx.push("checkpoint", TransactWriteItem::builder().put(build(put.build())?).build());
+        }
+        Ok(())
+    }
+
+    /// Adds the deletion of a checkpoint, its entries and its state, to `tx`.
+    ///
+    /// # Errors
+    /// [`StoreError`] if an operation cannot be built.
+    pub fn stage_delete(
+        &self,
+        tx: &mut Transaction,
+        tenant: &TenantId,
+        stored: &StoredCheckpoint,
+    ) -> Result<(), StoreError> {
+        let c = &stored.checkpoint;
+        for entry in [c.id.to_string(), by_execution_entry(&c.execution_id, c.sequence)] {
+            let delete =
+                Delete::builder().table_name(self.table()).key("tenant_id", s(tenant.as_str())).key("entry", s(entry));
+            tx.push("discard", TransactWriteItem::builder().delete(build(delete.build())?).build());
+        }
+        for index in 0..stored.state_parts as usize {
+            let delete = Delete::builder()
+                .table_name(self.tables.name(Table::Blobs))
+                .key("tenant_id", s(tenant.as_str()))
+                .key("part", s(part_key(&c.id, index)));
+            tx.push("discard", TransactWriteItem::builder().delete(build(delete.build())?).build());
+        }
+        Ok(())
+    }
+
+    async fn get_record(&self, tenant: &TenantId, id: &CheckpointId) -> Result<Option<CheckpointRecord>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(self.table())
+            .key("tenant_id", s(tenant.as_str()))
+            .key("entry", s(id.as_str()))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(classify)?;
+        out.item.map(|item| serde_dynamo::from_item(item).map_err(StoreError::from)).transpose()
+    }
+
+    /// The checkpoint `id` of `tenant`, if it exists.
+    ///
+    /// # Errors
+    /// The read's [`StoreError`].
+    pub async fn get(&self, tenant: &TenantId, id: &CheckpointId) -> Result<Option<StoredCheckpoint>, StoreError> {
+        let Some(record) = self.get_record(tenant, id).await? else { return Ok(None) };
+        Ok(Some(StoredCheckpoint { checkpoint: record.checkpoint()?, state_parts: record.state_parts }))
+    }
+
+    /// The checkpoint `id` with its state.
+    ///
+    /// # Errors
+    /// The reads' [`StoreError`]s; [`StoreError::Corrupt`] if the state does not
+    /// reassemble.
+    pub async fn get_with_state(
+        &self,
+        tenant: &TenantId,
+        id: &CheckpointId,
+    ) -> Result<Option<(Checkpoint, Value)>, StoreError> {
+        let Some(record) = self.get_record(tenant, id).await? else { return Ok(None) };
+        let checkpoint = record.checkpoint()?;
+        let compressed = match record.state {
+            Some(inline) => inline.into_vec(),
+            None => self.read_parts(tenant, &checkpoint.id, record.state_parts).await?,
+        };
+        let corrupt = |what: &str| StoreError::Corrupt(format!("checkpoint {}: {what}", checkpoint.id));
+        let json =
+            shared::blob::decompress(&compressed, STATE_MAX_BYTES).map_err(|_| corrupt("state does not inflate"))?;
+        let state = serde_json::from_slice(&json).map_err(|_| corrupt("state is not JSON"))?;
+        Ok(Some((checkpoint, state)))
+    }
+
+    async fn read_parts(&self, tenant: &TenantId, id: &CheckpointId, count: u32) -> Result<Vec<u8>, StoreError> {
+        let table = self.tables.name(Table::Blobs);
+        let keys: Vec<Item> = (0..count as usize)
+            .map(|i| {
+                HashMap::from([("tenant_id".to_owned(), s(tenant.as_str())), ("part".to_owned(), s(part_key(id, i)))])
+            })
+            .collect();
+        let found: BTreeMap<String, Vec<u8>> = batch_get(&self.client, table, keys)
+            .await?
+            .into_iter()
+            .map(|item| {
+                let part = item.get("part").and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
+                let data =
+                    item.get("data").and_then(|v| v.as_b().ok()).map(|b| b.as_ref().to_vec()).unwrap_or_default();
+                (part, data)
+            })
+            .collect();
+        if found.len() != count as usize {
+            return Err(StoreError::Corrupt(format!("checkpoint {id}: {} of {count} state parts", found.len())));
+        }
+        Ok(found.into_values().flatten().collect())
+    }
+
+    fn execution_range(
+        &self,
+        tenant: &TenantId,
+        execution: &ExecutionId,
+        from_sequence: u64,
+    ) -> aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder {
+        self.client
+            .query()
+            .table_name(self.table())
+            .key_condition_expression("tenant_id = :t AND entry BETWEEN :lo AND :hi")
+            .expression_attribute_values(":t", s(tenant.as_str()))
+            .expression_attribute_values(":lo", s(by_execution_entry(execution, from_sequence)))
+            .expression_attribute_values(":hi", s(by_execution_entry(execution, 9_999_999_999)))
+            .consistent_read(true)
+    }
+
+    /// A window of an execution's checkpoints in sequence order (no state is read).
+    ///
+    /// # Errors
+    /// The query's [`StoreError`].
+    pub async fn list(
+        &self,
+        tenant: &TenantId,
+        execution: &ExecutionId,
+        skip: usize,
+        take: usize,
+    ) -> Result<Vec<Checkpoint>, StoreError> {
+        let items = query_window(self.execution_range(tenant, execution, 1), "entry", skip, take).await?;
+        items.into_iter().map(|item| serde_dynamo::from_item::<_, CheckpointRecord>(item)?.checkpoint()).collect()
+    }
+
+    /// Every checkpoint of the execution with a sequence above `sequence`, highest first.
+    ///
+    /// # Errors
+    /// The query's [`StoreError`].
+    pub async fn later_than(
+        &self,
+        tenant: &TenantId,
+        execution: &ExecutionId,
+        sequence: u64,
+    ) -> Result<Vec<StoredCheckpoint>, StoreError> {
+        let query = self.execution_range(tenant, execution, sequence + 1).scan_index_forward(false);
+        let items = query_window(query, "entry", 0, usize::MAX).await?;
+        items
+            .into_iter()
+            .map(|item| {
+                let record: CheckpointRecord = serde_dynamo::from_item(item)?;
+                Ok(StoredCheckpoint { checkpoint: record.checkpoint()?, state_parts: record.state_parts })
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_states_are_inline_and_large_ones_split_into_parts() {
+        let mut small = Map::new();
+        small.insert("step".to_owned(), Value::from(3));
+        assert!(PackedState::pack(&small).parts().is_empty());
+
+        let mut seed = 0x9E37_79B9_7F4A_7C15_u64;
+        let noise: String = (0..1_200_000)
+            .map(|_| {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                char::from(b'A' + (seed % 26) as u8)
+            })
+            .collect();
+        let mut large = Map::new();
+        large.insert("blob".to_owned(), Value::from(noise));
+        let packed = PackedState::pack(&large);
+        let parts = packed.parts();
+        assert!(parts.len() >= 2, "{} bytes compressed", packed.compressed.len());
+        assert!(parts.iter().all(|p| p.len() <= PART_SIZE));
+        assert_eq!(parts.concat(), packed.compressed);
+    }
+
+    #[test]
+    fn by_execution_entries_sort_by_sequence() {
+        let e = ExecutionId::generate();
+        assert!(by_execution_entry(&e, 9) < by_execution_entry(&e, 10));
+        assert!(by_execution_entry(&e, 10) < by_execution_entry(&e, 9_999_999_999));
+    }
+}

@@ -1,0 +1,185 @@
+//! Failures as the executions function records and settles them. The failures
+//! function reads and changes the same records.
+
+use chrono::{DateTime, Utc};
+use serde_json::{Map, Value};
+use shared::body::WireEnum;
+use shared::ids::{CommandId, ExecutionId, FailureId, WorkflowId};
+
+/// A failure's status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureStatus {
+    /// Needs attention.
+    Open,
+    /// Settled.
+    Resolved,
+    /// Deliberately left alone.
+    Ignored,
+}
+
+impl WireEnum for FailureStatus {
+    const ALL: &'static [Self] = &[Self::Open, Self::Resolved, Self::Ignored];
+
+    fn wire(self) -> &'static str {
+        match self {
+            Self::Open => "open",
+            Self::Resolved => "resolved",
+            Self::Ignored => "ignored",
+        }
+    }
+}
+
+/// A recovery command's status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommandStatus {
+    /// Not done yet.
+    Pending,
+    /// Done (a replay ran).
+    Completed,
+    /// No longer needed (the failure was resolved).
+    Cancelled,
+}
+
+impl WireEnum for CommandStatus {
+    const ALL: &'static [Self] = &[Self::Pending, Self::Completed, Self::Cancelled];
+
+    fn wire(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Completed => "completed",
+            Self::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// A suggested way to recover; `retry` is the one type so far.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecoveryCommand {
+    /// Its id.
+    pub id: CommandId,
+    /// `retry`.
+    pub kind: String,
+    /// Its status.
+    pub status: CommandStatus,
+}
+
+/// A failure of an execution.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Failure {
+    /// Its id.
+    pub id: FailureId,
+    /// The execution that failed.
+    pub execution_id: ExecutionId,
+    /// Its workflow.
+    pub workflow_id: WorkflowId,
+    /// `AGENT_ERROR`, `TOOL_ERROR`, …
+    pub error_type: String,
+    /// What happened.
+    pub message: String,
+    /// `agent_name`, `task_id`, `traceback` and any other keys.
+    pub details: Map<String, Value>,
+    /// Its status.
+    pub status: FailureStatus,
+    /// Recovery commands.
+    pub recovery_commands: Vec<RecoveryCommand>,
+    /// Internal optimistic-concurrency version.
+    pub version: u64,
+    /// When it was recorded.
+    pub created_at: DateTime<Utc>,
+    /// When it was resolved.
+    pub resolved_at: Option<DateTime<Utc>>,
+}
+
+impl Failure {
+    /// A new open failure with one pending retry command.
+    #[must_use]
+    pub fn record(
+        execution_id: ExecutionId,
+        workflow_id: WorkflowId,
+        error_type: String,
+        message: String,
+        details: Map<String, Value>,
+        now: DateTime<Utc>,
+    ) -> Self {
+        Self {
+            id: FailureId::generate_at(now),
+            execution_id,
+            workflow_id,
+            error_type,
+            message,
+            details,
+            status: FailureStatus::Open,
+            recovery_commands: vec![RecoveryCommand {
+                id: CommandId::generate_at(now),
+                kind: "retry".to_owned(),
+                status: CommandStatus::Pending,
+            }],
+            version: 1,
+            created_at: now,
+            resolved_at: None,
+        }
+    }
+
+    /// The failure with its pending commands moved to `status`.
+    #[must_use]
+    pub fn with_pending_commands(&self, status: CommandStatus) -> Self {
+        let mut next = self.clone();
+        for command in &mut next.recovery_commands {
+            if command.status == CommandStatus::Pending {
+                command.status = status;
+            }
+        }
+        next.version += 1;
+        next
+    }
+
+    /// The failure resolved at `now`, its pending commands cancelled.
+    #[must_use]
+    pub fn resolved(&self, now: DateTime<Utc>) -> Self {
+        let mut next = self.with_pending_commands(CommandStatus::Cancelled);
+        next.status = FailureStatus::Resolved;
+        next.resolved_at = Some(now);
+        next
+    }
+
+    /// The counters this failure is counted under.
+    #[must_use]
+    pub fn counters(&self) -> Vec<String> {
+        vec![counter_name(None), counter_name(Some(self.status))]
+    }
+}
+
+/// The counter of failures in a status (all when `None`).
+#[must_use]
+pub fn counter_name(status: Option<FailureStatus>) -> String {
+    match status {
+        None => "failures".to_owned(),
+        Some(s) => format!("failures|status={}", s.wire()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolving_cancels_pending_commands_and_sets_resolved_at() {
+        let now = Utc::now();
+        let f = Failure::record(
+            ExecutionId::generate(),
+            WorkflowId::generate(),
+            "AGENT_ERROR".into(),
+            "m".into(),
+            Map::new(),
+            now,
+        );
+        assert_eq!(f.recovery_commands.len(), 1);
+        assert_eq!(f.recovery_commands[0].status, CommandStatus::Pending);
+        let r = f.resolved(now);
+        assert_eq!((r.status, r.resolved_at), (FailureStatus::Resolved, Some(now)));
+        assert_eq!(r.recovery_commands[0].status, CommandStatus::Cancelled);
+        let replayed = f.with_pending_commands(CommandStatus::Completed);
+        assert_eq!(replayed.recovery_commands[0].status, CommandStatus::Completed);
+        assert_eq!(replayed.status, FailureStatus::Open);
+    }
+}

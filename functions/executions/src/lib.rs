@@ -1,0 +1,80 @@
+//! The executions area (`/api/v1/executions`): start runs, report their outcome
+//! (complete, fail, pause, cancel), replay and roll back.
+//!
+//! The library also holds the run domain's storage that the checkpoints and failures
+//! functions share: [`checkpoint`] (checkpoints and their states) and [`failure`].
+
+pub mod api;
+pub mod checkpoint;
+pub mod failure;
+pub mod model;
+pub mod store;
+
+use std::sync::Arc;
+
+use aws_sdk_dynamodb::Client;
+use axum::Router;
+use axum::routing::{get, post};
+use shared::dynamo::Tables;
+use shared::http::{AuthState, BASE_PATH};
+use shared::time::Clock;
+use workflows::store::WorkflowStore;
+
+use crate::checkpoint::CheckpointStore;
+use crate::store::ExecutionStore;
+
+/// Every route of this function.
+pub const ROUTES: &[(&str, &str)] = &[
+    ("GET", "/api/v1/executions"),
+    ("POST", "/api/v1/executions"),
+    ("GET", "/api/v1/executions/{execution_id}"),
+    ("POST", "/api/v1/executions/{execution_id}/complete"),
+    ("POST", "/api/v1/executions/{execution_id}/fail"),
+    ("POST", "/api/v1/executions/{execution_id}/pause"),
+    ("POST", "/api/v1/executions/{execution_id}/cancel"),
+    ("POST", "/api/v1/executions/{execution_id}/replay"),
+    ("POST", "/api/v1/executions/{execution_id}/rollback"),
+];
+
+/// What the handlers share, built once per cold start.
+#[derive(Debug, Clone)]
+pub struct AppState {
+    /// Executions and failures.
+    pub executions: ExecutionStore,
+    /// Checkpoints (replay points, rollback).
+    pub checkpoints: CheckpointStore,
+    /// Workflows (starting needs an active one).
+    pub workflows: WorkflowStore,
+    /// Where "now" comes from.
+    pub clock: Arc<dyn Clock>,
+}
+
+impl AppState {
+    /// The state over one client and the named tables.
+    pub fn new(client: Client, tables: Tables, clock: Arc<dyn Clock>) -> Self {
+        Self {
+            executions: ExecutionStore::new(client.clone(), tables.clone()),
+            checkpoints: CheckpointStore::new(client.clone(), tables.clone()),
+            workflows: WorkflowStore::new(client, tables),
+            clock,
+        }
+    }
+}
+
+/// The function's router, with the shared edge (auth, errors, logs) around it.
+pub fn app(client: Client, tables: Tables, clock: Arc<dyn Clock>) -> Router {
+    let auth = AuthState { client: client.clone(), tables: tables.clone() };
+    let state = AppState::new(client, tables, clock);
+    let one = format!("{BASE_PATH}/executions/{{execution_id}}");
+    let routes = Router::new()
+        .route(&format!("{BASE_PATH}/executions"), get(api::list).post(api::create))
+        .route(&one, get(api::get))
+        .route(&format!("{one}/complete"), post(api::complete))
+        .route(&format!("{one}/fail"), post(api::fail))
+        .route(&format!("{one}/pause"), post(api::pause))
+        .route(&format!("{one}/cancel"), post(api::cancel))
+        .route(&format!("{one}/replay"), post(api::replay))
+        .route(&format!("{one}/rollback"), post(api::rollback))
+        .with_state(state);
+    shared::http::api(routes, auth)
+}

@@ -1,0 +1,604 @@
+//! Executions and their failures in DynamoDB.
+//!
+//! Table `executions` (`tenant_id`, `id`): ids are UUIDv7, so `id` ranges are time
+//! ranges and descending order is newest first. GSIs `by_status` (`tenant_status`),
+//! `by_workflow` (`tenant_workflow`) and `by_workflow_status` (`tenant_workflow_status`),
+//! each sorted by `id`, serve the filters without filter expressions. Input and output
+//! are compressed and inline when small, else in `blobs` (`exec_…#input`, `#output`).
+//!
+//! Table `failures` (`tenant_id`, `id`), GSI `by_status` (`tenant_status`, `id`).
+//!
+//! Every change is a whole-item put conditioned on the version that was read; totals come
+//! from counters changed in the same transaction.
+
+use std::collections::{BTreeMap, HashMap};
+
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use shared::TenantId;
+use shared::body::WireEnum;
+use shared::counters::{self, CounterChange};
+use shared::dynamo::{
+    Item, StoreError, Table, Tables, Transaction, b, batch_get, classify, n, newest_first_between, query_window, s,
+};
+use shared::ids::{CheckpointId, CommandId, ExecutionId, FailureId, WorkflowId};
+
+use crate::failure::{CommandStatus, Failure, FailureStatus, RecoveryCommand};
+use crate::model::{Execution, ExecutionError, ExecutionStatus, counter_name};
+
+/// Input or output compressed up to this size sits in the execution item.
+const INLINE_VALUE_MAX: usize = 96 * 1024;
+/// The largest input or output, as serialized JSON.
+pub const VALUE_MAX_BYTES: usize = 256 * 1024;
+
+fn build<T, E: std::error::Error + Send + Sync + 'static>(result: Result<T, E>) -> Result<T, StoreError> {
+    result.map_err(|e| StoreError::Other(Box::new(e)))
+}
+
+fn pack(value: &Value) -> Vec<u8> {
+    shared::blob::compress(&serde_json::to_vec(value).unwrap_or_default())
+}
+
+fn unpack(bytes: &[u8], what: &str) -> Result<Value, StoreError> {
+    let json = shared::blob::decompress(bytes, VALUE_MAX_BYTES)
+        .map_err(|_| StoreError::Corrupt(format!("{what} does not inflate")))?;
+    serde_json::from_slice(&json).map_err(|_| StoreError::Corrupt(format!("{what} is not JSON")))
+}
+
+/// Where a stored input or output is.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct StoredValue {
+    /// Compressed JSON when inline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    inline: Option<serde_bytes::ByteBuf>,
+    /// True when it is in `blobs`.
+    #[serde(default)]
+    external: bool,
+}
+
+impl StoredValue {
+    fn of(value: Option<&Value>) -> (Self, Option<Vec<u8>>) {
+        match value {
+            None => (Self::default(), None),
+            Some(v) => {
+                let packed = pack(v);
+                if packed.len() <= INLINE_VALUE_MAX {
+                    (Self { inline: Some(serde_bytes::ByteBuf::from(packed)), external: false }, None)
+                } else {
+                    (Self { inline: None, external: true }, Some(packed))
+                }
+            }
+        }
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct ExecutionRecord {
+    tenant_id: String,
+    id: String,
+    workflow_id: String,
+    status: String,
+    input: StoredValue,
+    output: StoredValue,
+    error_type: Option<String>,
+    error_message: Option<String>,
+    cancel_reason: Option<String>,
+    metadata: BTreeMap<String, String>,
+    attempt: u32,
+    current_checkpoint_id: Option<String>,
+    checkpoint_count: u64,
+    last_sequence: u64,
+    failure_ids: Vec<String>,
+    version: u64,
+    created_at: String,
+    updated_at: String,
+    ended_at: Option<String>,
+    tenant_status: String,
+    tenant_workflow: String,
+    tenant_workflow_status: String,
+}
+
+fn blob_key(tenant: &TenantId, part: String) -> Item {
+    HashMap::from([("tenant_id".to_owned(), s(tenant.as_str())), ("part".to_owned(), s(part))])
+}
+
+impl ExecutionRecord {
+    fn new(tenant: &TenantId, e: &Execution) -> (Self, Vec<(String, Vec<u8>)>) {
+        let t = tenant.as_str();
+        let (input, input_blob) = StoredValue::of(e.input.as_ref());
+        let (output, output_blob) = StoredValue::of(e.output.as_ref());
+        let blobs = [("input", input_blob), ("output", output_blob)]
+            .into_iter()
+            .filter_map(|(name, blob)| blob.map(|data| (format!("{}#{name}", e.id), data)))
+            .collect();
+        let record = Self {
+            tenant_id: t.to_owned(),
+            id: e.id.to_string(),
+            workflow_id: e.workflow_id.to_string(),
+            status: e.status.wire().to_owned(),
+            input,
+            output,
+            error_type: e.error.as_ref().map(|x| x.error_type.clone()),
+            error_message: e.error.as_ref().map(|x| x.message.clone()),
+            cancel_reason: e.cancel_reason.clone(),
+            metadata: e.metadata.clone(),
+            attempt: e.attempt,
+            current_checkpoint_id: e.current_checkpoint_id.as_ref().map(ToString::to_string),
+            checkpoint_count: e.checkpoint_count,
+            last_sequence: e.last_sequence,
+            failure_ids: e.failure_ids.iter().map(ToString::to_string).collect(),
+            version: e.version,
+            created_at: shared::time::format(e.created_at),
+            updated_at: shared::time::format(e.updated_at),
+            ended_at: e.ended_at.map(shared::time::format),
+            tenant_status: format!("{t}#{}", e.status.wire()),
+            tenant_workflow: format!("{t}#{}", e.workflow_id),
+            tenant_workflow_status: format!("{t}#{}#{}", e.workflow_id, e.status.wire()),
+        };
+        (record, blobs)
+    }
+
+    /// The blobs this record needs from `blobs`.
+    fn external_parts(&self) -> Vec<String> {
+        let mut parts = Vec::new();
+        if self.input.external {
+            parts.push(format!("{}#input", self.id));
+        }
+        if self.output.external {
+            parts.push(format!("{}#output", self.id));
+        }
+        parts
+    }
+
+    fn into_execution(self, blobs: &HashMap<String, Vec<u8>>) -> Result<Execution, StoreError> {
+        let id = self.id.clone();
+        let corrupt = |what: &str| StoreError::Corrupt(format!("execution {id}: {what}"));
+        let value = |stored: &StoredValue, name: &str| -> Result<Option<Value>, StoreError> {
+            if let Some(inline) = &stored.inline {
+                return unpack(inline, name).map(Some);
+            }
+            if stored.external {
+                let data = blobs.get(&format!("{id}#{name}")).ok_or_else(|| corrupt("missing blob"))?;
+                return unpack(data, name).map(Some);
+            }
+            Ok(None)
+        };
+        let time = |t: &str| shared::time::parse(t).map_err(|_| corrupt("timestamp"));
+        Ok(Execution {
+            id: ExecutionId::parse(&self.id).ok_or_else(|| corrupt("id"))?,
+            workflow_id: WorkflowId::parse(&self.workflow_id).ok_or_else(|| corrupt("workflow_id"))?,
+            status: ExecutionStatus::from_wire(&self.status).ok_or_else(|| corrupt("status"))?,
+            input: value(&self.input, "input")?,
+            output: value(&self.output, "output")?,
+            error: match (self.error_type, self.error_message) {
+                (Some(error_type), Some(message)) => Some(ExecutionError { error_type, message }),
+                _ => None,
+            },
+            cancel_reason: self.cancel_reason,
+            metadata: self.metadata,
+            attempt: self.attempt,
+            current_checkpoint_id: self
+                .current_checkpoint_id
+                .as_deref()
+                .map(|c| CheckpointId::parse(c).ok_or_else(|| corrupt("current_checkpoint_id")))
+                .transpose()?,
+            checkpoint_count: self.checkpoint_count,
+            last_sequence: self.last_sequence,
+            failure_ids: self
+                .failure_ids
+                .iter()
+                .map(|f| FailureId::parse(f).ok_or_else(|| corrupt("failure_ids")))
+                .collect::<Result<_, _>>()?,
+            version: self.version,
+            created_at: time(&self.created_at)?,
+            updated_at: time(&self.updated_at)?,
+            ended_at: self.ended_at.as_deref().map(time).transpose()?,
+        })
+    }
+}
+
+/// Filters of the execution list.
+#[derive(Debug, Clone, Default)]
+pub struct ListFilter {
+    /// Only this status.
+    pub status: Option<ExecutionStatus>,
+    /// Only this workflow's.
+    pub workflow_id: Option<WorkflowId>,
+    /// Only those created after this instant.
+    pub created_after: Option<DateTime<Utc>>,
+    /// Only those created before this instant.
+    pub created_before: Option<DateTime<Utc>>,
+}
+
+/// Executions and failures of every tenant; each call is scoped to the tenant given.
+#[derive(Debug, Clone)]
+pub struct ExecutionStore {
+    client: Client,
+    tables: Tables,
+}
+
+impl ExecutionStore {
+    /// A store over `client` and the named tables.
+    #[must_use]
+    pub fn new(client: Client, tables: Tables) -> Self {
+        Self { client, tables }
+    }
+
+    /// The client, for callers that commit transactions.
+    #[must_use]
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// The table names.
+    #[must_use]
+    pub fn tables(&self) -> &Tables {
+        &self.tables
+    }
+
+    fn put_item(
+        &self,
+        table: Table,
+        item: Item,
+        condition: &str,
+        expected: Option<u64>,
+    ) -> Result<TransactWriteItem, StoreError> {
+        let mut put =
+            Put::builder().table_name(self.tables.name(table)).set_item(Some(item)).condition_expression(condition);
+        if let Some(version) = expected {
+            put = put.expression_attribute_values(":expected", n(version));
+        }
+        Ok(TransactWriteItem::builder().put(build(put.build())?).build())
+    }
+
+    fn stage_blobs(
+        &self,
+        tx: &mut Transaction,
+        tenant: &TenantId,
+        blobs: Vec<(String, Vec<u8>)>,
+    ) -> Result<(), StoreError> {
+        for (part, data) in blobs {
+            let mut item = blob_key(tenant, part);
+            item.insert("data".to_owned(), b(data));
+            tx.push("blob", self.put_item(Table::Blobs, item, "attribute_not_exists(part)", None)?);
+        }
+        Ok(())
+    }
+
+    /// Adds a new execution, its counts and the day's attempt to `tx`.
+    ///
+    /// # Errors
+    /// [`StoreError`] if an operation cannot be built.
+    pub fn stage_create(&self, tx: &mut Transaction, tenant: &TenantId, e: &Execution) -> Result<(), StoreError> {
+        let (record, blobs) = ExecutionRecord::new(tenant, e);
+        tx.push(
+            "execution",
+            self.put_item(Table::Executions, serde_dynamo::to_item(record)?, "attribute_not_exists(id)", None)?,
+        );
+        self.stage_blobs(tx, tenant, blobs)?;
+        let mut change = CounterChange::between(&[], &e.counters());
+        change.add(&counters::daily("attempts", e.created_at.date_naive()), 1);
+        tx.extend("counters", change.transact_items(&self.tables, tenant)?);
+        Ok(())
+    }
+
+    /// Adds the change from `old` to `new` (and the moved counts) to `tx`, conditioned on
+    /// the stored version still being `old.version`. `extra` counts join the same update.
+    ///
+    /// # Errors
+    /// [`StoreError`] if an operation cannot be built.
+    pub fn stage_replace(
+        &self,
+        tx: &mut Transaction,
+        tenant: &TenantId,
+        old: &Execution,
+        new: &Execution,
+        extra: &CounterChange,
+    ) -> Result<(), StoreError> {
+        let (record, blobs) = ExecutionRecord::new(tenant, new);
+        let put =
+            self.put_item(Table::Executions, serde_dynamo::to_item(record)?, "version = :expected", Some(old.version))?;
+        tx.push("execution", put);
+        let changed: Vec<(String, Vec<u8>)> = blobs
+            .into_iter()
+            .filter(|(part, _)| {
+                (part.ends_with("#input") && old.input != new.input)
+                    || (part.ends_with("#output") && old.output != new.output)
+            })
+            .collect();
+        self.stage_blobs(tx, tenant, changed)?;
+        let mut change = CounterChange::between(&old.counters(), &new.counters());
+        change.merge(extra);
+        tx.extend("counters", change.transact_items(&self.tables, tenant)?);
+        Ok(())
+    }
+
+    async fn decode(&self, tenant: &TenantId, items: Vec<Item>) -> Result<Vec<Execution>, StoreError> {
+        let records =
+            items.into_iter().map(serde_dynamo::from_item::<_, ExecutionRecord>).collect::<Result<Vec<_>, _>>()?;
+        let parts: Vec<String> = records.iter().flat_map(ExecutionRecord::external_parts).collect();
+        let blobs = self.read_blobs(tenant, parts).await?;
+        records.into_iter().map(|r| r.into_execution(&blobs)).collect()
+    }
+
+    async fn read_blobs(&self, tenant: &TenantId, parts: Vec<String>) -> Result<HashMap<String, Vec<u8>>, StoreError> {
+        let keys = parts.into_iter().map(|p| blob_key(tenant, p)).collect();
+        let items = batch_get(&self.client, self.tables.name(Table::Blobs), keys).await?;
+        Ok(items
+            .into_iter()
+            .map(|item| {
+                let part = item.get("part").and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
+                let data =
+                    item.get("data").and_then(|v| v.as_b().ok()).map(|b| b.as_ref().to_vec()).unwrap_or_default();
+                (part, data)
+            })
+            .collect())
+    }
+
+    /// The execution `id` of `tenant`, if it exists.
+    ///
+    /// # Errors
+    /// The reads' [`StoreError`]s.
+    pub async fn get(&self, tenant: &TenantId, id: &ExecutionId) -> Result<Option<Execution>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(self.tables.name(Table::Executions))
+            .key("tenant_id", s(tenant.as_str()))
+            .key("id", s(id.as_str()))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(classify)?;
+        Ok(self.decode(tenant, out.item.into_iter().collect()).await?.pop())
+    }
+
+    /// One window of the tenant's executions, newest first, and the total matching.
+    ///
+    /// # Errors
+    /// The reads' [`StoreError`]s.
+    pub async fn list(
+        &self,
+        tenant: &TenantId,
+        filter: &ListFilter,
+        skip: usize,
+        take: usize,
+    ) -> Result<(Vec<Execution>, u64), StoreError> {
+        let t = tenant.as_str();
+        let (index, key, value) = match (&filter.status, &filter.workflow_id) {
+            (None, None) => (None, "tenant_id", t.to_owned()),
+            (Some(st), None) => (Some("by_status"), "tenant_status", format!("{t}#{}", st.wire())),
+            (None, Some(w)) => (Some("by_workflow"), "tenant_workflow", format!("{t}#{w}")),
+            (Some(st), Some(w)) => {
+                (Some("by_workflow_status"), "tenant_workflow_status", format!("{t}#{w}#{}", st.wire()))
+            }
+        };
+        let query = newest_first_between(
+            &self.client,
+            self.tables.name(Table::Executions),
+            index,
+            (key, value),
+            ExecutionId::PREFIX,
+            filter.created_after,
+            filter.created_before,
+        );
+        let timed = filter.created_after.is_some() || filter.created_before.is_some();
+        let total = async {
+            if timed {
+                count(query.clone()).await
+            } else {
+                counters::read(
+                    &self.client,
+                    &self.tables,
+                    tenant,
+                    &counter_name(filter.status, filter.workflow_id.as_ref()),
+                )
+                .await
+            }
+        };
+        let (items, total) = tokio::try_join!(query_window(query.clone(), "id", skip, take), total)?;
+        Ok((self.decode(tenant, items).await?, total))
+    }
+
+    /// Whether the tenant has ever had executions of `workflow` (its counter exists).
+    ///
+    /// # Errors
+    /// The read's [`StoreError`].
+    pub async fn workflow_seen(&self, tenant: &TenantId, workflow: &WorkflowId) -> Result<bool, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(self.tables.name(Table::Counters))
+            .key("tenant_id", s(tenant.as_str()))
+            .key("name", s(counter_name(None, Some(workflow))))
+            .send()
+            .await
+            .map_err(classify)?;
+        Ok(out.item.is_some())
+    }
+
+    // ---- failures ----
+
+    /// Adds a new failure, its counts and the day's failure to `tx`.
+    ///
+    /// # Errors
+    /// [`StoreError`] if an operation cannot be built.
+    pub fn stage_failure(&self, tx: &mut Transaction, tenant: &TenantId, f: &Failure) -> Result<(), StoreError> {
+        let item = serde_dynamo::to_item(FailureRecord::new(tenant, f))?;
+        tx.push("failure", self.put_item(Table::Failures, item, "attribute_not_exists(id)", None)?);
+        let mut change = CounterChange::between(&[], &f.counters());
+        change.add(&counters::daily("failures", f.created_at.date_naive()), 1);
+        tx.extend("counters", change.transact_items(&self.tables, tenant)?);
+        Ok(())
+    }
+
+    /// Adds the change of a failure from `old` to `new` to `tx`, without its counter
+    /// moves, which are returned to join the transaction's one counter update.
+    ///
+    /// # Errors
+    /// [`StoreError`] if an operation cannot be built.
+    pub fn stage_failure_replace(
+        &self,
+        tx: &mut Transaction,
+        tenant: &TenantId,
+        old: &Failure,
+        new: &Failure,
+    ) -> Result<CounterChange, StoreError> {
+        let item = serde_dynamo::to_item(FailureRecord::new(tenant, new))?;
+        tx.push("failure", self.put_item(Table::Failures, item, "version = :expected", Some(old.version))?);
+        Ok(CounterChange::between(&old.counters(), &new.counters()))
+    }
+
+    /// The failures with these ids (missing ones are left out).
+    ///
+    /// # Errors
+    /// The reads' [`StoreError`]s.
+    pub async fn failures(&self, tenant: &TenantId, ids: &[FailureId]) -> Result<Vec<Failure>, StoreError> {
+        let keys = ids
+            .iter()
+            .map(|id| HashMap::from([("tenant_id".to_owned(), s(tenant.as_str())), ("id".to_owned(), s(id.as_str()))]))
+            .collect();
+        let items = batch_get(&self.client, self.tables.name(Table::Failures), keys).await?;
+        items.into_iter().map(|item| serde_dynamo::from_item::<_, FailureRecord>(item)?.into_failure()).collect()
+    }
+
+    /// One window of a tenant's failures, newest first (optionally of one status).
+    ///
+    /// # Errors
+    /// The query's [`StoreError`]s.
+    pub async fn list_failures(
+        &self,
+        tenant: &TenantId,
+        status: Option<FailureStatus>,
+        created_after: Option<DateTime<Utc>>,
+        created_before: Option<DateTime<Utc>>,
+        skip: usize,
+        take: usize,
+    ) -> Result<Vec<Failure>, StoreError> {
+        let t = tenant.as_str();
+        let (index, key, value) = match status {
+            None => (None, "tenant_id", t.to_owned()),
+            Some(st) => (Some("by_status"), "tenant_status", format!("{t}#{}", st.wire())),
+        };
+        let table = self.tables.name(Table::Failures);
+        let query = newest_first_between(
+            &self.client,
+            table,
+            index,
+            (key, value),
+            FailureId::PREFIX,
+            created_after,
+            created_before,
+        );
+        let items = query_window(query, "id", skip, take).await?;
+        items.into_iter().map(|item| serde_dynamo::from_item::<_, FailureRecord>(item)?.into_failure()).collect()
+    }
+}
+
+/// Counts the items of a query (keys only are returned; capacity is still spent on the
+/// items' size, which is why untimed totals come from counters instead).
+async fn count(query: aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder) -> Result<u64, StoreError> {
+    let mut total = 0_u64;
+    let mut start = None;
+    loop {
+        let out = query
+            .clone()
+            .select(aws_sdk_dynamodb::types::Select::Count)
+            .set_exclusive_start_key(start)
+            .send()
+            .await
+            .map_err(classify)?;
+        total += u64::try_from(out.count).unwrap_or(0);
+        match out.last_evaluated_key {
+            Some(key) if !key.is_empty() => start = Some(key),
+            _ => return Ok(total),
+        }
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct CommandRecord {
+    id: String,
+    #[serde(rename = "type")]
+    kind: String,
+    status: String,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct FailureRecord {
+    tenant_id: String,
+    id: String,
+    execution_id: String,
+    workflow_id: String,
+    error_type: String,
+    message: String,
+    /// JSON text of the details object.
+    details: String,
+    status: String,
+    recovery_commands: Vec<CommandRecord>,
+    version: u64,
+    created_at: String,
+    resolved_at: Option<String>,
+    tenant_status: String,
+}
+
+impl FailureRecord {
+    fn new(tenant: &TenantId, f: &Failure) -> Self {
+        Self {
+            tenant_id: tenant.as_str().to_owned(),
+            id: f.id.to_string(),
+            execution_id: f.execution_id.to_string(),
+            workflow_id: f.workflow_id.to_string(),
+            error_type: f.error_type.clone(),
+            message: f.message.clone(),
+            details: Value::Object(f.details.clone()).to_string(),
+            status: f.status.wire().to_owned(),
+            recovery_commands: f
+                .recovery_commands
+                .iter()
+                .map(|c| CommandRecord {
+                    id: c.id.to_string(),
+                    kind: c.kind.clone(),
+                    status: c.status.wire().to_owned(),
+                })
+                .collect(),
+            version: f.version,
+            created_at: shared::time::format(f.created_at),
+            resolved_at: f.resolved_at.map(shared::time::format),
+            tenant_status: format!("{}#{}", tenant.as_str(), f.status.wire()),
+        }
+    }
+
+    fn into_failure(self) -> Result<Failure, StoreError> {
+        let id = self.id.clone();
+        let corrupt = |what: &str| StoreError::Corrupt(format!("failure {id}: {what}"));
+        let time = |t: &str| shared::time::parse(t).map_err(|_| corrupt("timestamp"));
+        let details: Map<String, Value> = serde_json::from_str(&self.details).map_err(|_| corrupt("details"))?;
+        Ok(Failure {
+            id: FailureId::parse(&self.id).ok_or_else(|| corrupt("id"))?,
+            execution_id: ExecutionId::parse(&self.execution_id).ok_or_else(|| corrupt("execution_id"))?,
+            workflow_id: WorkflowId::parse(&self.workflow_id).ok_or_else(|| corrupt("workflow_id"))?,
+            error_type: self.error_type,
+            message: self.message,
+            details,
+            status: FailureStatus::from_wire(&self.status).ok_or_else(|| corrupt("status"))?,
+            recovery_commands: self
+                .recovery_commands
+                .into_iter()
+                .map(|c| {
+                    Ok(RecoveryCommand {
+                        id: CommandId::parse(&c.id).ok_or_else(|| corrupt("command id"))?,
+                        kind: c.kind,
+                        status: CommandStatus::from_wire(&c.status).ok_or_else(|| corrupt("command status"))?,
+                    })
+                })
+                .collect::<Result<_, StoreError>>()?,
+            version: self.version,
+            created_at: time(&self.created_at)?,
+            resolved_at: self.resolved_at.as_deref().map(time).transpose()?,
+        })
+    }
+}
