@@ -1,5 +1,5 @@
 # Cairn: the two commands of the README, and a few helpers.
-.PHONY: dev test fmt lint admin clean-local
+.PHONY: dev test bench fmt lint clean-local
 
 ## The whole API on http://127.0.0.1:3000/api/v1 with DynamoDB Local and a demo key.
 dev:
@@ -8,6 +8,10 @@ dev:
 ## Every check and test; what CI runs.
 test:
 	bash infra/scripts/test.sh
+
+## Benchmarks against DynamoDB Local (release build); figures in the README.
+bench:
+	bash infra/scripts/bench.sh
 
 fmt:
 	cargo fmt --all

@@ -108,7 +108,13 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 /// environment. Timeouts and retries are bounded so a failing dependency gives a
 /// 503, never a hang.
 pub async fn client() -> Client {
-    let config = aws_config::defaults(BehaviorVersion::latest())
+    Client::new(&sdk_config().await)
+}
+
+/// The SDK configuration [`client`] is built from, for callers that add to it (the
+/// benchmarks add an interceptor that counts round trips and capacity).
+pub async fn sdk_config() -> aws_config::SdkConfig {
+    aws_config::defaults(BehaviorVersion::latest())
         .timeout_config(
             TimeoutConfig::builder()
                 .operation_timeout(OPERATION_TIMEOUT)
@@ -118,8 +124,7 @@ pub async fn client() -> Client {
         )
         .retry_config(RetryConfig::standard().with_max_attempts(3))
         .load()
-        .await;
-    Client::new(&config)
+        .await
 }
 
 /// What a storage call can fail with, as facts the domain can act on.

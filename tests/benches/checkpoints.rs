@@ -1,0 +1,169 @@
+//! Checkpoint write and read cost against DynamoDB Local: DynamoDB round trips,
+//! consumed capacity and latency per operation, for states of 1 KiB, 256 KiB and 4 MiB,
+//! through the real handlers (in process).
+//!
+//! Run with `make bench` (it starts DynamoDB Local and creates the tables).
+//! Goal (the executions issue): a 4 MiB checkpoint in at most 3 round trips each way.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use aws_smithy_runtime_api::box_error::BoxError;
+use aws_smithy_runtime_api::client::interceptors::Intercept;
+use aws_smithy_runtime_api::client::interceptors::context::{
+    AfterDeserializationInterceptorContextRef, BeforeTransmitInterceptorContextMut,
+};
+use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
+use aws_smithy_types::body::SdkBody;
+use aws_smithy_types::config_bag::ConfigBag;
+use http::{Method, Request};
+use serde_json::{Map, Value, json};
+use shared::dynamo::Tables;
+use shared::time::SystemClock;
+use tower::ServiceExt;
+
+/// Counts DynamoDB calls and the capacity they report (it asks every call for it).
+#[derive(Debug, Default, Clone)]
+struct Meter {
+    calls: Arc<AtomicU64>,
+    capacity: Arc<Mutex<f64>>,
+}
+
+impl Meter {
+    fn take(&self) -> (u64, f64) {
+        let calls = self.calls.swap(0, Ordering::SeqCst);
+        let mut capacity = self.capacity.lock().expect("lock");
+        let units = *capacity;
+        *capacity = 0.0;
+        (calls, units)
+    }
+}
+
+impl Intercept for Meter {
+    fn name(&self) -> &'static str {
+        "Meter"
+    }
+
+    fn modify_before_signing(
+        &self,
+        context: &mut BeforeTransmitInterceptorContextMut<'_>,
+        _: &RuntimeComponents,
+        _: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        let request = context.request_mut();
+        let Some(bytes) = request.body().bytes() else { return Ok(()) };
+        let Ok(Value::Object(mut body)) = serde_json::from_slice::<Value>(bytes) else { return Ok(()) };
+        body.insert("ReturnConsumedCapacity".to_owned(), json!("TOTAL"));
+        let text = serde_json::to_vec(&body)?;
+        request.headers_mut().insert("content-length", text.len().to_string());
+        *request.body_mut() = SdkBody::from(text);
+        Ok(())
+    }
+
+    fn read_after_deserialization(
+        &self,
+        context: &AfterDeserializationInterceptorContextRef<'_>,
+        _: &RuntimeComponents,
+        _: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        let units = context
+            .response()
+            .body()
+            .bytes()
+            .and_then(|b| serde_json::from_slice::<Value>(b).ok())
+            .map_or(0.0, |body| capacity_units(&body["ConsumedCapacity"]));
+        *self.capacity.lock().expect("lock") += units;
+        Ok(())
+    }
+}
+
+fn capacity_units(value: &Value) -> f64 {
+    match value {
+        Value::Array(list) => list.iter().map(capacity_units).sum(),
+        Value::Object(map) => map.get("CapacityUnits").and_then(Value::as_f64).unwrap_or(0.0),
+        _ => 0.0,
+    }
+}
+
+fn state_of_size(size: usize) -> Value {
+    let mut seed = 0x2545_F491_4F6C_DD1D_u64;
+    let alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let text: String = (0..size - r#"{"blob":""}"#.len())
+        .map(|_| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            char::from(alphabet[(seed % 64) as usize])
+        })
+        .collect();
+    let mut map = Map::new();
+    map.insert("blob".to_owned(), Value::String(text));
+    Value::Object(map)
+}
+
+async fn call(app: &axum::Router, key: &str, method: Method, uri: &str, body: Option<&Value>) -> Value {
+    let mut request = Request::builder().method(method).uri(uri).header("x-api-key", key);
+    let bytes = body.map(|b| serde_json::to_vec(b).expect("json")).unwrap_or_default();
+    if body.is_some() {
+        request = request.header("content-type", "application/json");
+    }
+    let response = app.clone().oneshot(request.body(axum::body::Body::from(bytes)).expect("request")).await.expect("call");
+    let status = response.status();
+    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX).await.expect("body");
+    assert!(status.is_success(), "{status}: {}", String::from_utf8_lossy(&bytes[..bytes.len().min(500)]));
+    serde_json::from_slice(&bytes).expect("json")
+}
+
+fn median(mut values: Vec<Duration>) -> Duration {
+    values.sort_unstable();
+    values[values.len() / 2]
+}
+
+#[tokio::main]
+async fn main() {
+    let prefix = std::env::var("TABLE_PREFIX").expect("TABLE_PREFIX: run with `make bench`");
+    let tables = Tables::new(&prefix);
+    let meter = Meter::default();
+    let config = shared::dynamo::sdk_config().await;
+    let client = aws_sdk_dynamodb::Client::from_conf(
+        aws_sdk_dynamodb::config::Builder::from(&config).interceptor(meter.clone()).build(),
+    );
+    let now = shared::time::format(chrono::Utc::now());
+    let tenant = infra::admin::create_tenant(&client, &tables, "bench", &now).await.expect("tenant");
+    let (_, key) = infra::admin::create_key(&client, &tables, tenant.as_str(), &now).await.expect("key");
+    let clock = Arc::new(SystemClock);
+    let workflows = workflows::app(client.clone(), tables.clone(), clock.clone());
+    let executions = executions::app(client.clone(), tables.clone(), clock.clone());
+    let checkpoints = checkpoints::app(client.clone(), tables.clone(), clock);
+    let wf = call(&workflows, &key, Method::POST, "/api/v1/workflows", Some(&json!({"name": "bench", "workflow_type": "custom"}))).await;
+    let run = json!({"workflow_id": wf["id"]});
+    let execution = call(&executions, &key, Method::POST, "/api/v1/executions", Some(&run)).await;
+    let iterations = 5;
+    println!("checkpoint cost against DynamoDB Local ({iterations} runs each; round trips and capacity per operation)");
+    println!("{:<10} {:<6} {:>11} {:>10} {:>12}", "state", "op", "round trips", "capacity", "median ms");
+    for (label, size) in [("1 KiB", 1024), ("256 KiB", 256 * 1024), ("4 MiB", 4 * 1024 * 1024)] {
+        let state = state_of_size(size);
+        let body = json!({"execution_id": execution["id"], "state": state});
+        let (mut write_times, mut read_times) = (Vec::new(), Vec::new());
+        let (mut write_cost, mut read_cost) = ((0, 0.0), (0, 0.0));
+        meter.take();
+        for _ in 0..iterations {
+            let started = Instant::now();
+            let created = call(&checkpoints, &key, Method::POST, "/api/v1/checkpoints", Some(&body)).await;
+            write_times.push(started.elapsed());
+            write_cost = meter.take();
+            let uri = format!("/api/v1/checkpoints/{}?include_state=true", created["id"].as_str().expect("id"));
+            let started = Instant::now();
+            let back = call(&checkpoints, &key, Method::GET, &uri, None).await;
+            read_times.push(started.elapsed());
+            read_cost = meter.take();
+            assert_eq!(back["state"], state);
+        }
+        // Each request authenticates first: one of the round trips is the API key lookup.
+        println!("{label:<10} {:<6} {:>11} {:>10.1} {:>12.1}", "write", write_cost.0, write_cost.1, median(write_times).as_secs_f64() * 1e3);
+        println!("{label:<10} {:<6} {:>11} {:>10.1} {:>12.1}", "read", read_cost.0, read_cost.1, median(read_times).as_secs_f64() * 1e3);
+    }
+    println!("(round trips include the API key lookup every request makes; capacity is what DynamoDB Local reports)");
+}
