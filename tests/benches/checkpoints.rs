@@ -109,7 +109,8 @@ async fn call(app: &axum::Router, key: &str, method: Method, uri: &str, body: Op
     if body.is_some() {
         request = request.header("content-type", "application/json");
     }
-    let response = app.clone().oneshot(request.body(axum::body::Body::from(bytes)).expect("request")).await.expect("call");
+    let response =
+        app.clone().oneshot(request.body(axum::body::Body::from(bytes)).expect("request")).await.expect("call");
     let status = response.status();
     let bytes = axum::body::to_bytes(response.into_body(), usize::MAX).await.expect("body");
     assert!(status.is_success(), "{status}: {}", String::from_utf8_lossy(&bytes[..bytes.len().min(500)]));
@@ -137,7 +138,14 @@ async fn main() {
     let workflows = workflows::app(client.clone(), tables.clone(), clock.clone());
     let executions = executions::app(client.clone(), tables.clone(), clock.clone());
     let checkpoints = checkpoints::app(client.clone(), tables.clone(), clock);
-    let wf = call(&workflows, &key, Method::POST, "/api/v1/workflows", Some(&json!({"name": "bench", "workflow_type": "custom"}))).await;
+    let wf = call(
+        &workflows,
+        &key,
+        Method::POST,
+        "/api/v1/workflows",
+        Some(&json!({"name": "bench", "workflow_type": "custom"})),
+    )
+    .await;
     let run = json!({"workflow_id": wf["id"]});
     let execution = call(&executions, &key, Method::POST, "/api/v1/executions", Some(&run)).await;
     let iterations = 5;
@@ -162,8 +170,20 @@ async fn main() {
             assert_eq!(back["state"], state);
         }
         // Each request authenticates first: one of the round trips is the API key lookup.
-        println!("{label:<10} {:<6} {:>11} {:>10.1} {:>12.1}", "write", write_cost.0, write_cost.1, median(write_times).as_secs_f64() * 1e3);
-        println!("{label:<10} {:<6} {:>11} {:>10.1} {:>12.1}", "read", read_cost.0, read_cost.1, median(read_times).as_secs_f64() * 1e3);
+        println!(
+            "{label:<10} {:<6} {:>11} {:>10.1} {:>12.1}",
+            "write",
+            write_cost.0,
+            write_cost.1,
+            median(write_times).as_secs_f64() * 1e3
+        );
+        println!(
+            "{label:<10} {:<6} {:>11} {:>10.1} {:>12.1}",
+            "read",
+            read_cost.0,
+            read_cost.1,
+            median(read_times).as_secs_f64() * 1e3
+        );
     }
     println!("(round trips include the API key lookup every request makes; capacity is what DynamoDB Local reports)");
 }
