@@ -81,3 +81,26 @@ export_local_aws() {
   export AWS_ENDPOINT_URL_DYNAMODB="http://127.0.0.1:$1"
   export AWS_EC2_METADATA_DISABLED=true
 }
+
+# Sends one unauthenticated request to each area under base URL $1 until each answers
+# 401 (its function instance is up); at most 180 seconds in all.
+warm_up() {
+  python3 - "$@" <<'PY'
+import sys, time, urllib.request, urllib.error
+base, areas = sys.argv[1], sys.argv[2:]
+deadline = time.time() + 180
+for area in areas:
+    while True:
+        try:
+            urllib.request.urlopen(f"{base}/{area}", timeout=60)
+            sys.exit(f"{area}: answered without a key")
+        except urllib.error.HTTPError as e:
+            if e.code == 401:
+                break
+        except OSError:
+            pass
+        if time.time() > deadline:
+            sys.exit(f"{area}: no function instance answered")
+        time.sleep(0.5)
+PY
+}

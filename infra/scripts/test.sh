@@ -37,12 +37,16 @@ target_dir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import js
 
 api_port=$(free_port)
 log "starting cargo lambda watch on 127.0.0.1:$api_port"
-setsid cargo lambda watch --ignore-changes --concurrency 4 --invoke-address 127.0.0.1 --invoke-port "$api_port" \
+setsid cargo lambda watch --ignore-changes --invoke-address 127.0.0.1 --invoke-port "$api_port" \
   --env-var "TABLE_PREFIX=$TABLE_PREFIX" --env-var "AWS_ENDPOINT_URL_DYNAMODB=$AWS_ENDPOINT_URL_DYNAMODB" \
   >"$run_dir/watch.log" 2>&1 &
 WATCH_PID=$!
 wait_for_port "$api_port" 120 || { cat "$run_dir/watch.log" >&2; exit 1; }
 export CAIRN_API_URL="http://127.0.0.1:$api_port/api/v1"
+# Start every function's instance now: cargo lambda watch starts one with `cargo run`,
+# which would wait for cargo's locks while `cargo test` below holds them.
+log "starting the function instances"
+warm_up "$CAIRN_API_URL" workflows executions checkpoints failures || { tail -n 30 "$run_dir/watch.log" >&2; exit 1; }
 export CAIRN_WATCH_LOG="$run_dir/watch.log"
 
 log "cargo test"

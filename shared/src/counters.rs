@@ -5,7 +5,7 @@
 //! A counter name describes a filter combination of a list, for example
 //! `workflows`, `workflows|status=draft`, `workflows|status=draft|type=crewai`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{TransactWriteItem, Update};
@@ -21,10 +21,24 @@ pub fn executions_of_workflow(workflow_id: &str, status: &str) -> String {
 }
 
 /// The counter of one day's events of a kind (`attempts`, `failures`), for rates over
-/// a window of days. `day` is `YYYY-MM-DD` (UTC).
+/// a window of days. One item a day holds every kind as its own attribute, so a window
+/// of 30 days is 30 small items. `day` is the UTC date.
 #[must_use]
 pub fn daily(kind: &str, day: chrono::NaiveDate) -> String {
-    format!("{kind}|day={day}")
+    format!("{}{ATTRIBUTE_MARK}{kind}", daily_item(day))
+}
+
+/// The item holding one day's counters.
+#[must_use]
+pub fn daily_item(day: chrono::NaiveDate) -> String {
+    format!("daily|{day}")
+}
+
+/// Separates an item's name from the attribute a counter lives in (`value` when absent).
+const ATTRIBUTE_MARK: char = '@';
+
+fn item_and_attribute(name: &str) -> (&str, &str) {
+    name.split_once(ATTRIBUTE_MARK).unwrap_or((name, VALUE))
 }
 
 /// Attribute holding a counter's value.
@@ -76,16 +90,27 @@ impl CounterChange {
     /// # Errors
     /// [`StoreError::Other`] if an update cannot be built (a bug).
     pub fn transact_items(&self, tables: &Tables, tenant: &TenantId) -> Result<Vec<TransactWriteItem>, StoreError> {
-        self.0
-            .iter()
-            .map(|(name, delta)| {
-                let update = Update::builder()
+        let mut by_item: BTreeMap<&str, Vec<(&str, i64)>> = BTreeMap::new();
+        for (name, delta) in &self.0 {
+            let (item, attribute) = item_and_attribute(name);
+            by_item.entry(item).or_default().push((attribute, *delta));
+        }
+        by_item
+            .into_iter()
+            .map(|(item, changes)| {
+                let mut update = Update::builder()
                     .table_name(tables.name(Table::Counters))
                     .key("tenant_id", s(tenant.as_str()))
-                    .key("name", s(name))
-                    .update_expression("ADD #value :delta")
-                    .expression_attribute_names("#value", VALUE)
-                    .expression_attribute_values(":delta", n(delta))
+                    .key("name", s(item));
+                let mut adds = Vec::new();
+                for (i, (attribute, delta)) in changes.into_iter().enumerate() {
+                    adds.push(format!("#a{i} :d{i}"));
+                    update = update
+                        .expression_attribute_names(format!("#a{i}"), attribute)
+                        .expression_attribute_values(format!(":d{i}"), n(delta));
+                }
+                let update = update
+                    .update_expression(format!("ADD {}", adds.join(", ")))
                     .build()
                     .map_err(|e| StoreError::Other(Box::new(e)))?;
                 Ok(TransactWriteItem::builder().update(update).build())
@@ -122,25 +147,29 @@ pub async fn read_many(
     tenant: &TenantId,
     names: &[String],
 ) -> Result<Vec<u64>, StoreError> {
-    let keys = names
+    let mut items: Vec<&str> = names.iter().map(|name| item_and_attribute(name).0).collect();
+    items.sort_unstable();
+    items.dedup();
+    let keys = items
         .iter()
-        .map(|name| {
-            std::collections::HashMap::from([
-                ("tenant_id".to_owned(), s(tenant.as_str())),
-                ("name".to_owned(), s(name)),
-            ])
-        })
+        .map(|name| HashMap::from([("tenant_id".to_owned(), s(tenant.as_str())), ("name".to_owned(), s(*name))]))
         .collect();
-    let items = crate::dynamo::batch_get(client, tables.name(Table::Counters), keys).await?;
-    let values: std::collections::HashMap<String, u64> = items
-        .into_iter()
-        .map(|item| {
-            let name = item.get("name").and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
-            let value = item.get(VALUE).and_then(|v| v.as_n().ok()).and_then(|v| v.parse::<i64>().ok()).unwrap_or(0);
-            (name, u64::try_from(value).unwrap_or(0))
-        })
-        .collect();
-    Ok(names.iter().map(|name| values.get(name).copied().unwrap_or(0)).collect())
+    let found: HashMap<String, crate::dynamo::Item> =
+        crate::dynamo::batch_get(client, tables.name(Table::Counters), keys)
+            .await?
+            .into_iter()
+            .map(|item| (item.get("name").and_then(|v| v.as_s().ok()).cloned().unwrap_or_default(), item))
+            .collect();
+    let value = |name: &String| {
+        let (item, attribute) = item_and_attribute(name);
+        found
+            .get(item)
+            .and_then(|i| i.get(attribute))
+            .and_then(|v| v.as_n().ok())
+            .and_then(|v| v.parse::<i64>().ok())
+            .map_or(0, |v| u64::try_from(v).unwrap_or(0))
+    };
+    Ok(names.iter().map(value).collect())
 }
 
 /// The current value of one counter (0 when it was never written).
@@ -180,6 +209,13 @@ mod tests {
         let expected: BTreeMap<String, i64> =
             [("wf|status=draft".to_owned(), -1), ("wf|status=published".to_owned(), 1)].into_iter().collect();
         assert_eq!(change.0, expected);
+    }
+
+    #[test]
+    fn daily_counters_of_one_day_share_an_item() {
+        let day = chrono::NaiveDate::from_ymd_opt(2026, 11, 21).expect("date");
+        assert_eq!(item_and_attribute(&daily("attempts", day)), ("daily|2026-11-21", "attempts"));
+        assert_eq!(item_and_attribute("workflows|status=draft"), ("workflows|status=draft", VALUE));
     }
 
     #[test]

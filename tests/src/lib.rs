@@ -138,12 +138,17 @@ pub enum Transport {
 impl Transport {
     /// Every function's router over `env`.
     pub fn in_process(env: &Env) -> Self {
-        let clock = Arc::new(SystemClock);
+        Self::in_process_with_clock(env, Arc::new(SystemClock))
+    }
+
+    /// Every function's router over `env`, telling time by `clock`.
+    pub fn in_process_with_clock(env: &Env, clock: Arc<dyn shared::time::Clock>) -> Self {
         let (client, tables) = (&env.client, &env.tables);
         Self::InProcess(Arc::new(vec![
             workflows::app(client.clone(), tables.clone(), clock.clone()),
             executions::app(client.clone(), tables.clone(), clock.clone()),
-            checkpoints::app(client.clone(), tables.clone(), clock),
+            checkpoints::app(client.clone(), tables.clone(), clock.clone()),
+            failures::app(client.clone(), tables.clone(), clock),
         ]))
     }
 
@@ -168,7 +173,6 @@ impl Transport {
                 (parts.status.as_u16(), parts.headers, raw)
             }
             Self::Http { origin, client } => {
-                let _shared = if HOLDS_EMULATOR.get() { None } else { Some(EMULATOR.read().await) };
                 let (parts, body) = request.into_parts();
                 let url = format!("{origin}{}", parts.uri);
                 let response = client
@@ -189,37 +193,13 @@ impl Transport {
 }
 
 /// The areas served in process, in the order of [`Transport::in_process`].
-const AREAS: [&str; 3] = ["workflows", "executions", "checkpoints"];
+const AREAS: [&str; 4] = ["workflows", "executions", "checkpoints", "failures"];
 
 /// The router of the function that serves `path` (by its first segment after /api/v1).
 fn pick<'a>(routers: &'a [axum::Router], path: &str) -> &'a axum::Router {
     let area = path.trim_start_matches("/api/v1/").split('/').next().unwrap_or_default();
     let index = AREAS.iter().position(|a| *a == area).unwrap_or(0);
     &routers[index]
-}
-
-/// `cargo lambda watch` sometimes loses a request of a few hundred KiB or more (a 500
-/// of its own, or no answer) while other requests to the same function are in flight;
-/// API Gateway and Lambda do not. Tests that move large payloads over HTTP hold this
-/// lock exclusively ([`Api::exclusive`]); every other HTTP request holds it shared.
-static EMULATOR: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
-
-thread_local! {
-    /// Whether this test's thread (each test runs on its own thread and runtime) holds
-    /// [`EMULATOR`] exclusively, so its own requests pass.
-    static HOLDS_EMULATOR: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// Held by a test that moves large payloads through the emulator.
-#[derive(Debug)]
-pub struct Exclusive(
-    #[allow(dead_code, reason = "held for its Drop")] Option<tokio::sync::RwLockWriteGuard<'static, ()>>,
-);
-
-impl Drop for Exclusive {
-    fn drop(&mut self) {
-        HOLDS_EMULATOR.set(false);
-    }
 }
 
 /// A client of the API for one test.
@@ -233,19 +213,6 @@ impl Api {
     #[must_use]
     pub fn new(transport: Transport) -> Self {
         Self { transport }
-    }
-
-    /// Keeps every other HTTP request of this test binary out until the guard drops
-    /// (see [`EMULATOR`]); nothing in process.
-    pub async fn exclusive(&self) -> Exclusive {
-        match self.transport {
-            Transport::Http { .. } => {
-                let guard = EMULATOR.write().await;
-                HOLDS_EMULATOR.set(true);
-                Exclusive(Some(guard))
-            }
-            Transport::InProcess(_) => Exclusive(None),
-        }
     }
 
     /// Starts a request; `path` is relative to `/api/v1`.

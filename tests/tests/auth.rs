@@ -12,13 +12,14 @@ async fn every_route_refuses_missing_unknown_revoked_and_basic_credentials(api: 
     let revoked = env.revoked_key(&t).await;
     let unknown = format!("cairn_{}", "Z".repeat(43));
     let routes = infra::template::Template::embedded().expect("template").routes().expect("routes");
-    assert!(routes.len() >= 17, "{} routes", routes.len());
+    assert!(routes.len() >= 22, "{} routes", routes.len());
     for route in routes {
         let path = route
             .path
             .replace("{workflow_id}", "wf_0193a6f21c2b7d3e8f000123456789ab")
             .replace("{execution_id}", "exec_0193a6f21c2b7d3e8f000123456789ab")
             .replace("{checkpoint_id}", "cp_0193a6f21c2b7d3e8f000123456789ab")
+            .replace("{failure_id}", "fail_0193a6f21c2b7d3e8f000123456789ab")
             .replace("/api/v1", "");
         let method = Method::from_bytes(route.method.as_bytes()).expect("method");
         let credentials: [Option<(&'static str, String)>; 5] = [

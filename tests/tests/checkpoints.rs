@@ -10,34 +10,11 @@ both_paths!(
     list_is_by_sequence_with_limit_offset_and_total,
     list_and_get_refuse_invalid_queries_and_unknown_ids,
     a_state_stored_in_parts_round_trips_byte_identical,
+    a_4_mib_state_round_trips_byte_identical_and_one_byte_more_is_413,
+    a_rollback_larger_than_one_transaction_discards_everything_later,
     concurrent_writes_get_distinct_dense_sequence_numbers,
     rollback_while_checkpoints_are_written_leaves_a_consistent_execution,
 );
-
-/// In process only, like the next test: `cargo lambda watch` intermittently stops
-/// answering after relaying a multi-MiB body (seen here with 4 MiB requests and
-/// responses, whatever else was running), which API Gateway and Lambda do not. The
-/// emulator path is covered with a state of several parts by
-/// `a_state_stored_in_parts_round_trips_byte_identical`.
-#[tokio::test]
-async fn a_4_mib_state_round_trips_byte_identical_and_one_byte_more_is_413_in_process() {
-    let env = api_tests::env().await;
-    a_4_mib_state_round_trips_byte_identical_and_one_byte_more_is_413(
-        Api::new(api_tests::Transport::in_process(&env)),
-        env,
-    )
-    .await;
-}
-
-#[tokio::test]
-async fn a_rollback_larger_than_one_transaction_discards_everything_later_in_process() {
-    let env = api_tests::env().await;
-    a_rollback_larger_than_one_transaction_discards_everything_later(
-        Api::new(api_tests::Transport::in_process(&env)),
-        env,
-    )
-    .await;
-}
 
 async fn running_execution(api: &Api, key: &str) -> String {
     let wf = api.post(key, "/workflows", &json!({"name": "wf", "workflow_type": "custom"})).await;
@@ -200,7 +177,6 @@ fn state_of_size(size: usize) -> Value {
 }
 
 async fn a_4_mib_state_round_trips_byte_identical_and_one_byte_more_is_413(api: Api, env: Env) {
-    let _large_payloads = api.exclusive().await;
     let t = env.tenant().await;
     let e = running_execution(&api, &t.key).await;
     let limit = 4 * 1024 * 1024;
@@ -220,7 +196,6 @@ async fn a_4_mib_state_round_trips_byte_identical_and_one_byte_more_is_413(api: 
 }
 
 async fn a_state_stored_in_parts_round_trips_byte_identical(api: Api, env: Env) {
-    let _large_payloads = api.exclusive().await;
     let t = env.tenant().await;
     let e = running_execution(&api, &t.key).await;
     let state = state_of_size(640 * 1024);
@@ -289,7 +264,6 @@ async fn rollback_while_checkpoints_are_written_leaves_a_consistent_execution(ap
 }
 
 async fn a_rollback_larger_than_one_transaction_discards_everything_later(api: Api, env: Env) {
-    let _large_payloads = api.exclusive().await;
     let t = env.tenant().await;
     let e = running_execution(&api, &t.key).await;
     let first = write(&api, &t.key, &e, json!({"step": 0})).await.expect(201).body.clone();

@@ -54,7 +54,6 @@ fn fail_body() -> Value {
 }
 
 async fn start_returns_201_running_with_every_field(api: Api, env: Env) {
-    let _large_payloads = api.exclusive().await;
     let t = env.tenant().await;
     let wf = workflow(&api, &t.key).await;
     let reply = api

@@ -22,8 +22,12 @@ fn as_set(routes: impl IntoIterator<Item = Route>) -> RouteSet {
 }
 
 fn function_routes() -> RouteSet {
-    let areas: [(&str, &[(&str, &str)]); 3] =
-        [("workflows", workflows::ROUTES), ("executions", executions::ROUTES), ("checkpoints", checkpoints::ROUTES)];
+    let areas: [(&str, &[(&str, &str)]); 4] = [
+        ("workflows", workflows::ROUTES),
+        ("executions", executions::ROUTES),
+        ("checkpoints", checkpoints::ROUTES),
+        ("failures", failures::ROUTES),
+    ];
     areas
         .iter()
         .flat_map(|(function, routes)| {

@@ -465,10 +465,11 @@ impl ExecutionStore {
         items.into_iter().map(|item| serde_dynamo::from_item::<_, FailureRecord>(item)?.into_failure()).collect()
     }
 
-    /// One window of a tenant's failures, newest first (optionally of one status).
+    /// One window of a tenant's failures, newest first (optionally of one status and
+    /// time range), and the total matching.
     ///
     /// # Errors
-    /// The query's [`StoreError`]s.
+    /// The reads' [`StoreError`]s.
     pub async fn list_failures(
         &self,
         tenant: &TenantId,
@@ -477,7 +478,7 @@ impl ExecutionStore {
         created_before: Option<DateTime<Utc>>,
         skip: usize,
         take: usize,
-    ) -> Result<Vec<Failure>, StoreError> {
+    ) -> Result<(Vec<Failure>, u64), StoreError> {
         let t = tenant.as_str();
         let (index, key, value) = match status {
             None => (None, "tenant_id", t.to_owned()),
@@ -493,8 +494,19 @@ impl ExecutionStore {
             created_after,
             created_before,
         );
-        let items = query_window(query, "id", skip, take).await?;
-        items.into_iter().map(|item| serde_dynamo::from_item::<_, FailureRecord>(item)?.into_failure()).collect()
+        let total = async {
+            if created_after.is_some() || created_before.is_some() {
+                count(query.clone()).await
+            } else {
+                counters::read(&self.client, &self.tables, tenant, &crate::failure::counter_name(status)).await
+            }
+        };
+        let (items, total) = tokio::try_join!(query_window(query.clone(), "id", skip, take), total)?;
+        let failures = items
+            .into_iter()
+            .map(|item| serde_dynamo::from_item::<_, FailureRecord>(item)?.into_failure())
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok((failures, total))
     }
 }
 

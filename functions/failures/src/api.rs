@@ -1,0 +1,252 @@
+//! The failure endpoints.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use chrono::TimeDelta;
+use executions::failure::{Failure, FailureStatus, counter_name};
+use serde::Serialize;
+use serde_json::{Map, Value};
+use shared::body::WireEnum;
+use shared::counters;
+use shared::dynamo::{StoreError, Transaction, TransactionError, backoff};
+use shared::ids::FailureId;
+use shared::pagination::{OffsetBody, OffsetRequest};
+use shared::query::Query;
+use shared::{ApiError, TenantId};
+
+use crate::AppState;
+
+/// Days in the window of `failure_rate_last_30_days` (today, UTC, and the 29 before).
+pub const RATE_WINDOW_DAYS: i64 = 30;
+/// Tries of a read-modify-write before giving up under contention.
+const WRITE_ATTEMPTS: u32 = 10;
+
+/// A failure in a list.
+#[derive(Debug, Serialize)]
+pub struct FailureItem {
+    id: String,
+    execution_id: String,
+    workflow_id: String,
+    error_type: String,
+    message: String,
+    status: &'static str,
+    created_at: String,
+    resolved_at: Option<String>,
+}
+
+impl From<&Failure> for FailureItem {
+    fn from(f: &Failure) -> Self {
+        Self {
+            id: f.id.to_string(),
+            execution_id: f.execution_id.to_string(),
+            workflow_id: f.workflow_id.to_string(),
+            error_type: f.error_type.clone(),
+            message: f.message.clone(),
+            status: f.status.wire(),
+            created_at: shared::time::format(f.created_at),
+            resolved_at: f.resolved_at.map(shared::time::format),
+        }
+    }
+}
+
+/// A recovery command on the wire.
+#[derive(Debug, Serialize)]
+struct CommandBody {
+    id: String,
+    #[serde(rename = "type")]
+    kind: String,
+    status: &'static str,
+}
+
+/// A failure in detail.
+#[derive(Debug, Serialize)]
+pub struct FailureDetail {
+    #[serde(flatten)]
+    item: FailureItem,
+    details: Map<String, Value>,
+    recovery_commands: Vec<CommandBody>,
+}
+
+impl From<Failure> for FailureDetail {
+    fn from(f: Failure) -> Self {
+        Self {
+            item: FailureItem::from(&f),
+            recovery_commands: f
+                .recovery_commands
+                .iter()
+                .map(|c| CommandBody { id: c.id.to_string(), kind: c.kind.clone(), status: c.status.wire() })
+                .collect(),
+            details: f.details,
+        }
+    }
+}
+
+/// `GET /failures`
+pub async fn list(
+    State(state): State<AppState>,
+    tenant: TenantId,
+    mut query: Query,
+) -> Result<Json<OffsetBody<FailureItem>>, ApiError> {
+    let status = query.one_of::<FailureStatus>("status");
+    let created_after = query.timestamp("created_after");
+    let created_before = query.timestamp("created_before");
+    let window = OffsetRequest::read(&mut query);
+    query.finish()?;
+    executions::api::check_range(created_after, created_before)?;
+    let (items, total) = Box::pin(state.store.list_failures(
+        &tenant,
+        status,
+        created_after,
+        created_before,
+        window.offset as usize,
+        window.limit as usize,
+    ))
+    .await?;
+    Ok(Json(window.respond(items.iter().map(FailureItem::from).collect(), total)))
+}
+
+fn parse_id(raw: &str) -> Result<FailureId, ApiError> {
+    FailureId::parse(raw).ok_or_else(|| ApiError::not_found("failure", raw))
+}
+
+async fn load(state: &AppState, tenant: &TenantId, id: &FailureId) -> Result<Failure, ApiError> {
+    state
+        .store
+        .failures(tenant, std::slice::from_ref(id))
+        .await?
+        .pop()
+        .ok_or_else(|| ApiError::not_found("failure", id.as_str()))
+}
+
+/// `GET /failures/{failure_id}`
+pub async fn get(
+    State(state): State<AppState>,
+    tenant: TenantId,
+    Path(raw): Path<String>,
+) -> Result<Json<FailureDetail>, ApiError> {
+    let id = parse_id(&raw)?;
+    Ok(Json(load(&state, &tenant, &id).await?.into()))
+}
+
+/// Failure statistics.
+#[derive(Debug, Serialize)]
+pub struct Stats {
+    total_failures: u64,
+    open_failures: u64,
+    resolved_failures: u64,
+    ignored_failures: u64,
+    failure_rate_last_30_days: f64,
+}
+
+/// `GET /failures/stats`: four counters and the 30 daily buckets, one batch read.
+pub async fn stats(State(state): State<AppState>, tenant: TenantId) -> Result<Json<Stats>, ApiError> {
+    let today = state.clock.now().date_naive();
+    let days: Vec<_> =
+        (0..RATE_WINDOW_DAYS).filter_map(|back| today.checked_sub_signed(TimeDelta::days(back))).collect();
+    let mut names = vec![
+        counter_name(None),
+        counter_name(Some(FailureStatus::Open)),
+        counter_name(Some(FailureStatus::Resolved)),
+        counter_name(Some(FailureStatus::Ignored)),
+    ];
+    names.extend(days.iter().map(|day| counters::daily("failures", *day)));
+    names.extend(days.iter().map(|day| counters::daily("attempts", *day)));
+    let values = counters::read_many(state.store.client(), state.store.tables(), &tenant, &names).await?;
+    let window = days.len();
+    let failures: u64 = values[4..4 + window].iter().sum();
+    let attempts: u64 = values[4 + window..].iter().sum();
+    let rate = if attempts == 0 { 0.0 } else { (failures as f64 / attempts as f64).min(1.0) };
+    Ok(Json(Stats {
+        total_failures: values[0],
+        open_failures: values[1],
+        resolved_failures: values[2],
+        ignored_failures: values[3],
+        failure_rate_last_30_days: rate,
+    }))
+}
+
+/// The answer to resolve and ignore.
+#[derive(Debug, Serialize)]
+pub struct Settled {
+    id: String,
+    status: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resolved_at: Option<String>,
+    message: &'static str,
+}
+
+/// `POST /failures/{failure_id}/resolve`: open or ignored -> resolved; already resolved
+/// answers 200 with the original `resolved_at`.
+pub async fn resolve(
+    State(state): State<AppState>,
+    tenant: TenantId,
+    Path(raw): Path<String>,
+) -> Result<Json<Settled>, ApiError> {
+    let id = parse_id(&raw)?;
+    let settled = settle(&state, &tenant, &id, |current, now| match current.status {
+        FailureStatus::Resolved => Ok(None),
+        FailureStatus::Open | FailureStatus::Ignored => Ok(Some(current.resolved(now))),
+    })
+    .await?;
+    Ok(Json(Settled {
+        id: settled.id.to_string(),
+        status: settled.status.wire(),
+        resolved_at: settled.resolved_at.map(shared::time::format),
+        message: "Failure resolved",
+    }))
+}
+
+/// `POST /failures/{failure_id}/ignore`: open -> ignored.
+pub async fn ignore(
+    State(state): State<AppState>,
+    tenant: TenantId,
+    Path(raw): Path<String>,
+) -> Result<Json<Settled>, ApiError> {
+    let id = parse_id(&raw)?;
+    let settled = settle(&state, &tenant, &id, |current, _| match current.status {
+        FailureStatus::Open => {
+            let mut next = current.clone();
+            next.status = FailureStatus::Ignored;
+            next.version += 1;
+            Ok(Some(next))
+        }
+        other => Err(ApiError::InvalidState(format!(
+            "failure {} is {}; only an open failure can be ignored",
+            current.id,
+            other.wire()
+        ))),
+    })
+    .await?;
+    Ok(Json(Settled {
+        id: settled.id.to_string(),
+        status: settled.status.wire(),
+        resolved_at: None,
+        message: "Failure ignored",
+    }))
+}
+
+/// Reads the failure, applies `change` (`None`: nothing to do) and writes it with its
+/// counter moves in one transaction conditioned on the version read.
+async fn settle(
+    state: &AppState,
+    tenant: &TenantId,
+    id: &FailureId,
+    change: impl Fn(&Failure, chrono::DateTime<chrono::Utc>) -> Result<Option<Failure>, ApiError>,
+) -> Result<Failure, ApiError> {
+    for attempt in 0..WRITE_ATTEMPTS {
+        if attempt > 0 {
+            tokio::time::sleep(backoff(attempt)).await;
+        }
+        let current = load(state, tenant, id).await?;
+        let Some(next) = change(&current, state.clock.now())? else { return Ok(current) };
+        let mut tx = Transaction::new();
+        let counts = state.store.stage_failure_replace(&mut tx, tenant, &current, &next)?;
+        tx.extend("counters", counts.transact_items(state.store.tables(), tenant)?);
+        match tx.commit(state.store.client()).await {
+            Ok(()) => return Ok(next),
+            Err(TransactionError::Condition("failure") | TransactionError::Store(StoreError::Conflict)) => {}
+            Err(other) => return Err(other.into()),
+        }
+    }
+    Err(ApiError::Unavailable("the failure kept changing during the write; retry".into()))
+}

@@ -1,0 +1,48 @@
+//! The failures area (`/api/v1/failures`): investigate failed runs and track them to
+//! resolution. Failures are recorded by the executions function when an execution
+//! fails; their records live in `executions::failure` and `executions::store`.
+
+pub mod api;
+
+use std::sync::Arc;
+
+use aws_sdk_dynamodb::Client;
+use axum::Router;
+use axum::routing::{get, post};
+use executions::store::ExecutionStore;
+use shared::dynamo::Tables;
+use shared::http::{AuthState, BASE_PATH};
+use shared::time::Clock;
+
+/// Every route of this function.
+pub const ROUTES: &[(&str, &str)] = &[
+    ("GET", "/api/v1/failures"),
+    ("GET", "/api/v1/failures/stats"),
+    ("GET", "/api/v1/failures/{failure_id}"),
+    ("POST", "/api/v1/failures/{failure_id}/resolve"),
+    ("POST", "/api/v1/failures/{failure_id}/ignore"),
+];
+
+/// What the handlers share, built once per cold start.
+#[derive(Debug, Clone)]
+pub struct AppState {
+    /// Failures (and the executions they belong to).
+    pub store: ExecutionStore,
+    /// Where "now" comes from: the 30-day window of the statistics moves with it.
+    pub clock: Arc<dyn Clock>,
+}
+
+/// The function's router, with the shared edge (auth, errors, logs) around it.
+pub fn app(client: Client, tables: Tables, clock: Arc<dyn Clock>) -> Router {
+    let auth = AuthState { client: client.clone(), tables: tables.clone() };
+    let state = AppState { store: ExecutionStore::new(client, tables), clock };
+    let one = format!("{BASE_PATH}/failures/{{failure_id}}");
+    let routes = Router::new()
+        .route(&format!("{BASE_PATH}/failures"), get(api::list))
+        .route(&format!("{BASE_PATH}/failures/stats"), get(api::stats))
+        .route(&one, get(api::get))
+        .route(&format!("{one}/resolve"), post(api::resolve))
+        .route(&format!("{one}/ignore"), post(api::ignore))
+        .with_state(state);
+    shared::http::api(routes, auth)
+}
