@@ -34,7 +34,7 @@ cat >&2 <<BANNER
 
   Cairn is starting on http://127.0.0.1:$API_PORT/api/v1
 
-  Demo API key (also in .local/demo-key):
+  Demo API key (with 1000 credits; tenant id and key are in .local/demo-key):
 
     $key
 

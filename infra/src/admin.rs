@@ -163,3 +163,45 @@ pub async fn key_is_live(client: &Client, tables: &Tables, key: &str) -> Result<
         .map_err(classify)?;
     Ok(out.item.is_some_and(|item| !item.contains_key("revoked_at")))
 }
+
+/// Grants `credits` to a tenant: a `topup` ledger entry described as a manual grant.
+/// Returns the balance after.
+///
+/// # Errors
+/// When the tenant does not exist, the amount is out of range, or storage fails.
+pub async fn grant_credits(client: &Client, tables: &Tables, tenant: &str, credits: i64) -> Result<i64> {
+    if !(1..=10_000_000).contains(&credits) {
+        bail!("--credits must be a whole number from 1 to 10000000");
+    }
+    let id = TenantKey::parse(tenant).ok_or_else(|| anyhow!("unknown tenant {tenant}"))?;
+    let found = client
+        .get_item()
+        .table_name(tables.name(Table::Tenants))
+        .key("tenant_id", s(id.as_str()))
+        .consistent_read(true)
+        .send()
+        .await
+        .map_err(classify)?;
+    if found.item.is_none() {
+        bail!("unknown tenant {tenant}");
+    }
+    let ledger = billing::ledger::Ledger::new(client.clone(), tables.clone());
+    let entry = billing::ledger::NewEntry {
+        kind: billing::ledger::EntryType::Topup,
+        amount: credits,
+        description: "Manual grant".to_owned(),
+        payment_status: Some("completed".to_owned()),
+    };
+    let tenant = shared::auth::trusted::tenant(&id);
+    let stored = ledger.record(&tenant, entry, &shared::time::SystemClock).await.map_err(|e| anyhow!("{e}"))?;
+    Ok(stored.credits_after)
+}
+
+/// The credits of a tenant.
+///
+/// # Errors
+/// When storage fails.
+pub async fn balance(client: &Client, tables: &Tables, tenant: &TenantKey) -> Result<i64> {
+    let ledger = billing::ledger::Ledger::new(client.clone(), tables.clone());
+    Ok(ledger.account(&shared::auth::trusted::tenant(tenant)).await?.credits)
+}

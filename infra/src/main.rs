@@ -31,13 +31,18 @@ enum Command {
         #[command(subcommand)]
         command: KeyCommand,
     },
+    /// Credits.
+    Credits {
+        #[command(subcommand)]
+        command: CreditsCommand,
+    },
     /// Tables.
     Tables {
         #[command(subcommand)]
         command: TablesCommand,
     },
-    /// Makes sure a demo tenant with a live key exists and prints the key
-    /// (kept in FILE, so the same key is printed again on the next run).
+    /// Makes sure a demo tenant with a live key and credits exists and prints the key
+    /// (kept in FILE with the tenant id, so the same key is printed on the next run).
     Demo {
         /// Where the demo key is kept between runs.
         #[arg(long, value_name = "FILE")]
@@ -74,6 +79,20 @@ enum KeyCommand {
         /// The key's id (key_…).
         #[arg(long)]
         key_id: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum CreditsCommand {
+    /// Grants credits (1 credit = US$0.01): a topup transaction described as a manual
+    /// grant. Prints the new balance.
+    Grant {
+        /// The tenant's id.
+        #[arg(long)]
+        tenant: String,
+        /// Credits to add.
+        #[arg(long)]
+        credits: i64,
     },
 }
 
@@ -125,6 +144,9 @@ async fn run(cli: Cli) -> Result<()> {
                 Revoked::Already => eprintln!("{key_id} was already revoked"),
             }
         }
+        Command::Credits { command: CreditsCommand::Grant { tenant, credits } } => {
+            println!("{}", admin::grant_credits(&client, tables, &tenant, credits).await?);
+        }
         Command::Tables { command: TablesCommand::Create } => {
             let prefix = std::env::var("TABLE_PREFIX").context("TABLE_PREFIX")?;
             for name in infra::tables::create_missing(&client, &prefix).await? {
@@ -137,18 +159,38 @@ async fn run(cli: Cli) -> Result<()> {
 }
 
 async fn demo(client: &aws_sdk_dynamodb::Client, tables: &Tables, key_file: &std::path::Path) -> Result<String> {
-    if let Ok(saved) = std::fs::read_to_string(key_file) {
-        let key = saved.trim().to_owned();
-        if admin::key_is_live(client, tables, &key).await? {
-            return Ok(key);
-        }
+    let saved = std::fs::read_to_string(key_file).unwrap_or_default();
+    let saved = saved.split_whitespace().collect::<Vec<_>>();
+    if let [tenant, key] = saved.as_slice()
+        && let Some(tenant) = shared::ids::TenantKey::parse(tenant)
+        && admin::key_is_live(client, tables, key).await?
+    {
+        top_up_demo(client, tables, &tenant).await?;
+        return Ok((*key).to_owned());
     }
     let tenant = admin::create_tenant(client, tables, "Demo tenant", &now()).await?;
     let (_, key) = admin::create_key(client, tables, tenant.as_str(), &now()).await?;
     if let Some(dir) = key_file.parent() {
         std::fs::create_dir_all(dir)?;
     }
-    std::fs::write(key_file, format!("{key}\n")).with_context(|| format!("writing {}", key_file.display()))?;
+    std::fs::write(key_file, format!("{tenant} {key}\n")).with_context(|| format!("writing {}", key_file.display()))?;
     eprintln!("created demo tenant {tenant}");
+    top_up_demo(client, tables, &tenant).await?;
     Ok(key)
+}
+
+/// Credits the demo tenant starts with (and is topped up to when it runs low).
+const DEMO_CREDITS: i64 = 1000;
+
+async fn top_up_demo(
+    client: &aws_sdk_dynamodb::Client,
+    tables: &Tables,
+    tenant: &shared::ids::TenantKey,
+) -> Result<()> {
+    let balance = admin::balance(client, tables, tenant).await?;
+    if balance < DEMO_CREDITS / 10 {
+        let after = admin::grant_credits(client, tables, tenant.as_str(), DEMO_CREDITS - balance).await?;
+        eprintln!("granted the demo tenant credits; balance {after}");
+    }
+    Ok(())
 }

@@ -77,3 +77,22 @@ fn demo_prints_the_same_live_key_on_every_run_and_replaces_a_revoked_one() {
     assert!(shared::auth::is_well_formed_key(&third));
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn credits_grant_prints_the_new_balance_and_refuses_bad_input() {
+    let tenant = stdout(&admin(&["tenant", "create", "--name", "Credits"]));
+    assert_eq!(stdout(&admin(&["credits", "grant", "--tenant", &tenant, "--credits", "250"])), "250");
+    assert_eq!(stdout(&admin(&["credits", "grant", "--tenant", &tenant, "--credits", "50"])), "300");
+    for (args, message) in [
+        (
+            vec!["credits", "grant", "--tenant", "ten_0193a6f21c2b7d3e8f000123456789ab", "--credits", "5"],
+            "unknown tenant",
+        ),
+        (vec!["credits", "grant", "--tenant", tenant.as_str(), "--credits", "0"], "--credits"),
+        (vec!["credits", "grant", "--tenant", tenant.as_str(), "--credits=-5"], "--credits"),
+    ] {
+        let output = admin(&args);
+        assert!(!output.status.success(), "{args:?}");
+        assert!(stderr(&output).contains(message), "{args:?}: {}", stderr(&output));
+    }
+}

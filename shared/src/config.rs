@@ -4,6 +4,7 @@
 //! |---|---|---|
 //! | `TABLE_PREFIX` | prefix of every table name (`cairn-` makes `cairn-workflows`) | required |
 //! | `AWS_ENDPOINT_URL_DYNAMODB` | the SDK's own endpoint override (DynamoDB Local) | AWS |
+//! | `EXECUTION_COST_CREDITS` | credits charged per execution start and replay | 1 |
 //!
 //! Region and credentials come from the SDK's standard chain (`AWS_REGION`, …).
 
@@ -47,6 +48,20 @@ impl Config {
         }
         Ok(Self { tables: Tables::new(&prefix) })
     }
+}
+
+/// Credits charged per execution start and per replay (`EXECUTION_COST_CREDITS`,
+/// default 1; an invalid value is taken as the default and logged once).
+#[must_use]
+pub fn execution_cost_credits() -> i64 {
+    static COST: std::sync::OnceLock<i64> = std::sync::OnceLock::new();
+    *COST.get_or_init(|| match std::env::var("EXECUTION_COST_CREDITS") {
+        Err(_) => 1,
+        Ok(raw) => raw.parse::<i64>().ok().filter(|c| *c >= 0).unwrap_or_else(|| {
+            tracing::error!(value = raw, "EXECUTION_COST_CREDITS is not a whole number >= 0; using 1");
+            1
+        }),
+    })
 }
 
 #[cfg(test)]

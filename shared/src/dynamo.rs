@@ -44,11 +44,15 @@ pub enum Table {
     Blobs,
     /// Failures recorded when executions fail (`tenant_id`, `id`).
     Failures,
+    /// Credit balances (`tenant_id`).
+    Accounts,
+    /// Every balance change (`tenant_id`, `seq`).
+    Ledger,
 }
 
 impl Table {
     /// Every table.
-    pub const ALL: [Self; 8] = [
+    pub const ALL: [Self; 10] = [
         Self::Tenants,
         Self::ApiKeys,
         Self::Workflows,
@@ -57,6 +61,8 @@ impl Table {
         Self::Checkpoints,
         Self::Blobs,
         Self::Failures,
+        Self::Accounts,
+        Self::Ledger,
     ];
 
     /// The part of the table's name after the prefix.
@@ -71,6 +77,8 @@ impl Table {
             Self::Checkpoints => "checkpoints",
             Self::Blobs => "blobs",
             Self::Failures => "failures",
+            Self::Accounts => "accounts",
+            Self::Ledger => "ledger",
         }
     }
 }
@@ -434,6 +442,15 @@ pub async fn query_window(
         }
     }
     Ok(items)
+}
+
+/// The result of an SDK builder's `build()`, as a [`StoreError`] (a failed build is a
+/// bug: a required field was not set).
+///
+/// # Errors
+/// [`StoreError::Other`] with the builder's error.
+pub fn built<T, E: std::error::Error + Send + Sync + 'static>(result: Result<T, E>) -> Result<T, StoreError> {
+    result.map_err(|e| StoreError::Other(Box::new(e)))
 }
 
 /// A binary attribute.

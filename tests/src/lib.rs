@@ -57,10 +57,18 @@ fn now() -> String {
 }
 
 impl Env {
-    /// A new tenant with one live key.
+    /// A new tenant with one live key and 1000 credits.
     pub async fn tenant(&self) -> Tenant {
+        self.tenant_with_credits(1000).await
+    }
+
+    /// A new tenant with one live key and `credits` (granted as a manual top-up).
+    pub async fn tenant_with_credits(&self, credits: i64) -> Tenant {
         let id = infra::admin::create_tenant(&self.client, &self.tables, "test tenant", &now()).await.expect("tenant");
         let (_, key) = infra::admin::create_key(&self.client, &self.tables, id.as_str(), &now()).await.expect("key");
+        if credits > 0 {
+            infra::admin::grant_credits(&self.client, &self.tables, id.as_str(), credits).await.expect("credits");
+        }
         Tenant { id: id.to_string(), key }
     }
 
@@ -148,7 +156,8 @@ impl Transport {
             workflows::app(client.clone(), tables.clone(), clock.clone()),
             executions::app(client.clone(), tables.clone(), clock.clone()),
             checkpoints::app(client.clone(), tables.clone(), clock.clone()),
-            failures::app(client.clone(), tables.clone(), clock),
+            failures::app(client.clone(), tables.clone(), clock.clone()),
+            billing::app(client.clone(), tables.clone(), clock),
         ]))
     }
 
@@ -193,7 +202,7 @@ impl Transport {
 }
 
 /// The areas served in process, in the order of [`Transport::in_process`].
-const AREAS: [&str; 4] = ["workflows", "executions", "checkpoints", "failures"];
+const AREAS: [&str; 5] = ["workflows", "executions", "checkpoints", "failures", "billing"];
 
 /// The router of the function that serves `path` (by its first segment after /api/v1).
 fn pick<'a>(routers: &'a [axum::Router], path: &str) -> &'a axum::Router {

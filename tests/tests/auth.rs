@@ -12,7 +12,7 @@ async fn every_route_refuses_missing_unknown_revoked_and_basic_credentials(api: 
     let revoked = env.revoked_key(&t).await;
     let unknown = format!("cairn_{}", "Z".repeat(43));
     let routes = infra::template::Template::embedded().expect("template").routes().expect("routes");
-    assert!(routes.len() >= 22, "{} routes", routes.len());
+    assert!(routes.len() >= 24, "{} routes", routes.len());
     for route in routes {
         let path = route
             .path

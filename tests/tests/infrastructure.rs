@@ -22,11 +22,12 @@ fn as_set(routes: impl IntoIterator<Item = Route>) -> RouteSet {
 }
 
 fn function_routes() -> RouteSet {
-    let areas: [(&str, &[(&str, &str)]); 4] = [
+    let areas: [(&str, &[(&str, &str)]); 5] = [
         ("workflows", workflows::ROUTES),
         ("executions", executions::ROUTES),
         ("checkpoints", checkpoints::ROUTES),
         ("failures", failures::ROUTES),
+        ("billing", billing::ROUTES),
     ];
     areas
         .iter()

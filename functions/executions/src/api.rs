@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
+use billing::ledger::{EntryType, NewEntry};
 use chrono::{DateTime, Utc};
 use http::{HeaderValue, StatusCode, header};
 use serde::Serialize;
@@ -36,7 +37,7 @@ const MESSAGE_MAX: usize = 4096;
 /// Longest cancellation reason.
 const REASON_MAX: usize = 1000;
 /// Tries of a read-modify-write before giving up under contention.
-const WRITE_ATTEMPTS: u32 = 30;
+const WRITE_ATTEMPTS: u32 = 60;
 /// Operations one transaction may hold besides a rollback's deletions.
 const ROLLBACK_BATCH: usize = 80;
 
@@ -125,30 +126,52 @@ pub async fn create(
     if workflow.status == WorkflowStatus::Archived {
         return Err(archived(&workflow_id));
     }
-    let execution = Execution::start(
-        workflow_id.clone(),
-        input.into_update().flatten(),
-        metadata.unwrap_or_default(),
-        state.clock.now(),
-    );
-    let mut tx = Transaction::new();
-    state.executions.stage_create(&mut tx, &tenant, &execution)?;
-    tx.push("workflow", state.workflows.check_active(&tenant, &workflow_id)?);
-    match tx.commit(state.executions.client()).await {
-        Ok(()) => {}
-        Err(TransactionError::Condition("workflow")) => {
-            return Err(match state.workflows.get(&tenant, &workflow_id).await? {
-                Some(_) => archived(&workflow_id),
-                None => ApiError::not_found("workflow", workflow_id.as_str()),
-            });
+    let input = input.into_update().flatten();
+    let metadata = metadata.unwrap_or_default();
+    let mut started = None;
+    for attempt in 0..billing::ledger::RACE_ATTEMPTS {
+        if attempt > 0 {
+            tokio::time::sleep(backoff(attempt)).await;
         }
-        Err(other) => return Err(other.into()),
+        let now = state.clock.now();
+        let execution = Execution::start(workflow_id.clone(), input.clone(), metadata.clone(), now);
+        let account = state.ledger.account(&tenant).await?;
+        let mut tx = Transaction::new();
+        state.ledger.stage(&mut tx, &tenant, account, charge(&state, &execution, "started"), now)?;
+        state.executions.stage_create(&mut tx, &tenant, &execution)?;
+        tx.push("workflow", state.workflows.check_active(&tenant, &workflow_id)?);
+        match tx.commit(state.executions.client()).await {
+            Ok(()) => {
+                started = Some(execution);
+                break;
+            }
+            Err(TransactionError::Condition("workflow")) => {
+                return Err(match state.workflows.get(&tenant, &workflow_id).await? {
+                    Some(_) => archived(&workflow_id),
+                    None => ApiError::not_found("workflow", workflow_id.as_str()),
+                });
+            }
+            Err(e) if billing::ledger::is_race(&e) => {}
+            Err(other) => return Err(other.into()),
+        }
     }
+    let execution = started
+        .ok_or_else(|| ApiError::Unavailable("the credit balance kept changing during the start; retry".into()))?;
     let location = HeaderValue::from_str(&format!("{}/executions/{}", shared::http::BASE_PATH, execution.id))
         .map_err(ApiError::internal)?;
     let mut response = (StatusCode::CREATED, Json(ExecutionBody::from(execution))).into_response();
     response.headers_mut().insert(header::LOCATION, location);
     Ok(response)
+}
+
+/// The usage entry of a start or replay.
+fn charge(state: &AppState, execution: &Execution, what: &str) -> NewEntry {
+    NewEntry {
+        kind: EntryType::Usage,
+        amount: -state.execution_cost,
+        description: format!("execution {} {what} (attempt {})", execution.id, execution.attempt),
+        payment_status: None,
+    }
 }
 
 fn archived(id: &WorkflowId) -> ApiError {
@@ -415,6 +438,8 @@ async fn act(
                     }
                 }
                 extra.add(&shared::counters::daily("attempts", now.date_naive()), 1);
+                let account = state.ledger.account(tenant).await?;
+                state.ledger.stage(&mut tx, tenant, account, charge(state, &next, "replayed"), now)?;
             }
             _ => {}
         }
@@ -443,7 +468,8 @@ async fn act(
                 return Ok(Json(body));
             }
             Err(
-                TransactionError::Condition("execution" | "failure") | TransactionError::Store(StoreError::Conflict),
+                TransactionError::Condition("execution" | "failure" | "account")
+                | TransactionError::Store(StoreError::Conflict),
             ) => {}
             Err(other) => return Err(other.into()),
         }

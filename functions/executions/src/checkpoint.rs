@@ -21,7 +21,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use shared::TenantId;
-use shared::dynamo::{Item, StoreError, Table, Tables, Transaction, b, batch_get, classify, query_window, s};
+use shared::dynamo::{Item, StoreError, Table, Tables, Transaction, b, batch_get, built, classify, query_window, s};
 use shared::ids::{CheckpointId, ExecutionId, WorkflowId};
 
 /// The largest state, as serialized JSON: 4 MiB.
@@ -173,10 +173,6 @@ pub struct CheckpointStore {
     tables: Tables,
 }
 
-fn build<T, E: std::error::Error + Send + Sync + 'static>(result: Result<T, E>) -> Result<T, StoreError> {
-    result.map_err(|e| StoreError::Other(Box::new(e)))
-}
-
 impl CheckpointStore {
     /// A store over `client` and the named tables.
     #[must_use]
@@ -193,7 +189,7 @@ impl CheckpointStore {
             .table_name(self.table())
             .set_item(Some(serde_dynamo::to_item(record)?))
             .condition_expression("attribute_not_exists(entry)");
-        Ok(TransactWriteItem::builder().put(build(put.build())?).build())
+        Ok(TransactWriteItem::builder().put(built(put.build())?).build())
     }
 
     /// Adds a new checkpoint with its state to `tx`: both entries and any state parts.
@@ -220,7 +216,7 @@ impl CheckpointStore {
                 .item("tenant_id", s(tenant.as_str()))
                 .item("part", s(part_key(&c.id, index)))
                 .item("data", b(part.to_vec()));
-            tx.push("checkpoint", TransactWriteItem::builder().put(build(put.build())?).build());
+            tx.push("checkpoint", TransactWriteItem::builder().put(built(put.build())?).build());
         }
         Ok(())
     }
@@ -239,14 +235,14 @@ impl CheckpointStore {
         for entry in [c.id.to_string(), by_execution_entry(&c.execution_id, c.sequence)] {
             let delete =
                 Delete::builder().table_name(self.table()).key("tenant_id", s(tenant.as_str())).key("entry", s(entry));
-            tx.push("discard", TransactWriteItem::builder().delete(build(delete.build())?).build());
+            tx.push("discard", TransactWriteItem::builder().delete(built(delete.build())?).build());
         }
         for index in 0..stored.state_parts as usize {
             let delete = Delete::builder()
                 .table_name(self.tables.name(Table::Blobs))
                 .key("tenant_id", s(tenant.as_str()))
                 .key("part", s(part_key(&c.id, index)));
-            tx.push("discard", TransactWriteItem::builder().delete(build(delete.build())?).build());
+            tx.push("discard", TransactWriteItem::builder().delete(built(delete.build())?).build());
         }
         Ok(())
     }

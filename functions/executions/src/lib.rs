@@ -15,6 +15,7 @@ use std::sync::Arc;
 use aws_sdk_dynamodb::Client;
 use axum::Router;
 use axum::routing::{get, post};
+use billing::ledger::Ledger;
 use shared::dynamo::Tables;
 use shared::http::{AuthState, BASE_PATH};
 use shared::time::Clock;
@@ -45,6 +46,10 @@ pub struct AppState {
     pub checkpoints: CheckpointStore,
     /// Workflows (starting needs an active one).
     pub workflows: WorkflowStore,
+    /// The credit ledger (starts and replays are charged).
+    pub ledger: Ledger,
+    /// Credits per start and per replay.
+    pub execution_cost: i64,
     /// Where "now" comes from.
     pub clock: Arc<dyn Clock>,
 }
@@ -55,7 +60,9 @@ impl AppState {
         Self {
             executions: ExecutionStore::new(client.clone(), tables.clone()),
             checkpoints: CheckpointStore::new(client.clone(), tables.clone()),
-            workflows: WorkflowStore::new(client, tables),
+            workflows: WorkflowStore::new(client.clone(), tables.clone()),
+            ledger: Ledger::new(client, tables),
+            execution_cost: shared::config::execution_cost_credits(),
             clock,
         }
     }

@@ -22,7 +22,8 @@ use shared::TenantId;
 use shared::body::WireEnum;
 use shared::counters::{self, CounterChange};
 use shared::dynamo::{
-    Item, StoreError, Table, Tables, Transaction, b, batch_get, classify, n, newest_first_between, query_window, s,
+    Item, StoreError, Table, Tables, Transaction, b, batch_get, built, classify, n, newest_first_between, query_window,
+    s,
 };
 use shared::ids::{CheckpointId, CommandId, ExecutionId, FailureId, WorkflowId};
 
@@ -33,10 +34,6 @@ use crate::model::{Execution, ExecutionError, ExecutionStatus, counter_name};
 const INLINE_VALUE_MAX: usize = 96 * 1024;
 /// The largest input or output, as serialized JSON.
 pub const VALUE_MAX_BYTES: usize = 256 * 1024;
-
-fn build<T, E: std::error::Error + Send + Sync + 'static>(result: Result<T, E>) -> Result<T, StoreError> {
-    result.map_err(|e| StoreError::Other(Box::new(e)))
-}
 
 fn pack(value: &Value) -> Vec<u8> {
     shared::blob::compress(&serde_json::to_vec(value).unwrap_or_default())
@@ -251,7 +248,7 @@ impl ExecutionStore {
         if let Some(version) = expected {
             put = put.expression_attribute_values(":expected", n(version));
         }
-        Ok(TransactWriteItem::builder().put(build(put.build())?).build())
+        Ok(TransactWriteItem::builder().put(built(put.build())?).build())
     }
 
     fn stage_blobs(

@@ -1,0 +1,280 @@
+//! The credit ledger: a tenant's balance and every change to it, written together.
+//!
+//! Table `accounts` (`tenant_id`): `credits` and `seq`, the number of ledger entries so
+//! far. Table `ledger` (`tenant_id`, `seq`): one entry per balance change with
+//! `credits_before` and `credits_after`; GSI `by_type` (`tenant_type`, `seq`). An entry
+//! and the account's new balance are written in one transaction conditioned on the `seq`
+//! that was read, so entries chain exactly (each `credits_before` is the previous
+//! `credits_after`), the balance never disagrees with the ledger and never goes below 0.
+//! Any other write (an execution start) can join that transaction.
+
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use shared::body::WireEnum;
+use shared::counters::{self, CounterChange};
+use shared::dynamo::{StoreError, Table, Tables, Transaction, built, classify, n, query_window, s};
+use shared::ids::TransactionId;
+use shared::{ApiError, TenantId};
+
+/// The kind of a ledger entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryType {
+    /// Credits bought (a Stripe top-up or an operator's grant).
+    Topup,
+    /// Credits spent (execution starts and replays); negative amounts.
+    Usage,
+    /// Credits granted by a subscription's paid invoice.
+    Subscription,
+}
+
+impl WireEnum for EntryType {
+    const ALL: &'static [Self] = &[Self::Topup, Self::Usage, Self::Subscription];
+
+    fn wire(self) -> &'static str {
+        match self {
+            Self::Topup => "topup",
+            Self::Usage => "usage",
+            Self::Subscription => "subscription",
+        }
+    }
+}
+
+/// A tenant's balance as read, with the position the next entry takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Account {
+    /// Current credits.
+    pub credits: i64,
+    /// Entries written so far.
+    pub seq: u64,
+}
+
+/// A change to write.
+#[derive(Debug, Clone)]
+pub struct NewEntry {
+    /// Its kind.
+    pub kind: EntryType,
+    /// Credits added (negative for usage).
+    pub amount: i64,
+    /// Free text.
+    pub description: String,
+    /// `completed` for money received; `None` for usage.
+    pub payment_status: Option<String>,
+}
+
+/// A ledger entry (a Transaction of the API).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    /// Its id (`txn_…`).
+    pub id: String,
+    /// `topup`, `usage` or `subscription`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Credits added; negative for usage. 1 credit = US$0.01.
+    pub amount: i64,
+    /// Always `usd`.
+    pub currency: String,
+    /// Balance before.
+    pub credits_before: i64,
+    /// Balance after.
+    pub credits_after: i64,
+    /// Free text.
+    pub description: String,
+    /// `completed` for a top-up; `null` for usage.
+    pub payment_status: Option<String>,
+    /// When it happened.
+    pub created_at: String,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct EntryRecord {
+    tenant_id: String,
+    seq: u64,
+    tenant_type: String,
+    #[serde(flatten)]
+    entry: Entry,
+}
+
+/// The ledger of every tenant; each call is scoped to the tenant it is given.
+#[derive(Debug, Clone)]
+pub struct Ledger {
+    client: Client,
+    tables: Tables,
+}
+
+impl Ledger {
+    /// A ledger over `client` and the named tables.
+    #[must_use]
+    pub fn new(client: Client, tables: Tables) -> Self {
+        Self { client, tables }
+    }
+
+    /// The tenant's balance (0 for a tenant that never had credits).
+    ///
+    /// # Errors
+    /// The read's [`StoreError`].
+    pub async fn account(&self, tenant: &TenantId) -> Result<Account, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(self.tables.name(Table::Accounts))
+            .key("tenant_id", s(tenant.as_str()))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(classify)?;
+        let number = |item: &shared::dynamo::Item, name: &str| {
+            item.get(name).and_then(|v| v.as_n().ok()).and_then(|v| v.parse::<i64>().ok()).unwrap_or(0)
+        };
+        Ok(out.item.map_or_else(Account::default, |item| Account {
+            credits: number(&item, "credits"),
+            seq: u64::try_from(number(&item, "seq")).unwrap_or(0),
+        }))
+    }
+
+    /// Adds `entry` and the account's new balance to `tx`, conditioned on the account
+    /// still being as read (label `account`). Returns the entry as it will be stored.
+    ///
+    /// # Errors
+    /// [`ApiError::InsufficientCredits`] when the balance would go below 0 (nothing is
+    /// staged); a [`StoreError`] if an operation cannot be built.
+    pub fn stage(
+        &self,
+        tx: &mut Transaction,
+        tenant: &TenantId,
+        account: Account,
+        entry: NewEntry,
+        now: DateTime<Utc>,
+    ) -> Result<Entry, ApiError> {
+        let after = account.credits + entry.amount;
+        if after < 0 {
+            return Err(ApiError::InsufficientCredits(format!(
+                "this needs {} credits and the balance is {}; top up with POST /billing/topup",
+                -entry.amount, account.credits
+            )));
+        }
+        let seq = account.seq + 1;
+        let condition =
+            if account.seq == 0 { "attribute_not_exists(seq) OR seq = :expected" } else { "seq = :expected" };
+        let put = Put::builder()
+            .table_name(self.tables.name(Table::Accounts))
+            .item("tenant_id", s(tenant.as_str()))
+            .item("credits", n(after))
+            .item("seq", n(seq))
+            .condition_expression(condition)
+            .expression_attribute_values(":expected", n(account.seq));
+        tx.push("account", TransactWriteItem::builder().put(built(put.build())?).build());
+        let stored = Entry {
+            id: TransactionId::generate_at(now).to_string(),
+            kind: entry.kind.wire().to_owned(),
+            amount: entry.amount,
+            currency: "usd".to_owned(),
+            credits_before: account.credits,
+            credits_after: after,
+            description: entry.description,
+            payment_status: entry.payment_status,
+            created_at: shared::time::format(now),
+        };
+        let record = EntryRecord {
+            tenant_id: tenant.as_str().to_owned(),
+            seq,
+            tenant_type: format!("{}#{}", tenant.as_str(), entry.kind.wire()),
+            entry: stored.clone(),
+        };
+        let put = Put::builder()
+            .table_name(self.tables.name(Table::Ledger))
+            .set_item(Some(serde_dynamo::to_item(record).map_err(StoreError::from)?))
+            .condition_expression("attribute_not_exists(seq)");
+        tx.push("ledger", TransactWriteItem::builder().put(built(put.build())?).build());
+        let counts = CounterChange::between(&[], &[counter_name(None), counter_name(Some(entry.kind))]);
+        tx.extend("ledger", counts.transact_items(&self.tables, tenant)?);
+        Ok(stored)
+    }
+
+    /// A page of the tenant's ledger, newest first, and the total matching.
+    ///
+    /// # Errors
+    /// The reads' [`StoreError`]s.
+    pub async fn list(
+        &self,
+        tenant: &TenantId,
+        kind: Option<EntryType>,
+        skip: usize,
+        take: usize,
+    ) -> Result<(Vec<Entry>, u64), StoreError> {
+        let t = tenant.as_str();
+        let (index, key, value) = match kind {
+            None => (None, "tenant_id", t.to_owned()),
+            Some(k) => (Some("by_type"), "tenant_type", format!("{t}#{}", k.wire())),
+        };
+        let query = self
+            .client
+            .query()
+            .table_name(self.tables.name(Table::Ledger))
+            .set_index_name(index.map(str::to_owned))
+            .key_condition_expression("#pk = :pk")
+            .expression_attribute_names("#pk", key)
+            .expression_attribute_values(":pk", s(value))
+            .scan_index_forward(false)
+            .consistent_read(index.is_none());
+        let total_name = counter_name(kind);
+        let (items, total) = tokio::try_join!(
+            query_window(query, "seq", skip, take),
+            counters::read(&self.client, &self.tables, tenant, &total_name),
+        )?;
+        let entries = items
+            .into_iter()
+            .map(|item| Ok(serde_dynamo::from_item::<_, EntryRecord>(item)?.entry))
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        Ok((entries, total))
+    }
+
+    /// Writes one entry on its own (a grant), retrying while other writes race it.
+    ///
+    /// # Errors
+    /// [`ApiError::InsufficientCredits`], or storage errors.
+    pub async fn record(
+        &self,
+        tenant: &TenantId,
+        entry: NewEntry,
+        clock: &dyn shared::time::Clock,
+    ) -> Result<Entry, ApiError> {
+        for attempt in 0..RACE_ATTEMPTS {
+            if attempt > 0 {
+                tokio::time::sleep(shared::dynamo::backoff(attempt)).await;
+            }
+            let account = self.account(tenant).await?;
+            let mut tx = Transaction::new();
+            let stored = self.stage(&mut tx, tenant, account, entry.clone(), clock.now())?;
+            match tx.commit(&self.client).await {
+                Ok(()) => return Ok(stored),
+                Err(e) if is_race(&e) => {}
+                Err(other) => return Err(other.into()),
+            }
+        }
+        Err(ApiError::Unavailable("the balance kept changing during the write; retry".into()))
+    }
+}
+
+/// Tries of a write that races other balance changes (each try re-reads the balance).
+pub const RACE_ATTEMPTS: u32 = 100;
+
+/// Whether a failed commit lost a race on the account (and should be tried again).
+#[must_use]
+pub fn is_race(error: &shared::dynamo::TransactionError) -> bool {
+    matches!(
+        error,
+        shared::dynamo::TransactionError::Condition("account")
+            | shared::dynamo::TransactionError::Store(StoreError::Conflict)
+    )
+}
+
+/// The counter of ledger entries (of one type).
+#[must_use]
+pub fn counter_name(kind: Option<EntryType>) -> String {
+    match kind {
+        None => "transactions".to_owned(),
+        Some(k) => format!("transactions|type={}", k.wire()),
+    }
+}
