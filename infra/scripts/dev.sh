@@ -9,6 +9,7 @@ cd "$ROOT"
 DDB_PORT=${DDB_PORT:-8000}
 API_PORT=${API_PORT:-3000}
 export TABLE_PREFIX=${TABLE_PREFIX:-cairn-}
+export STRIPE_WEBHOOK_SECRET=${STRIPE_WEBHOOK_SECRET:-whsec_cairn_local_dev}
 
 ensure_tools
 require_free_port "$DDB_PORT"
@@ -46,4 +47,5 @@ cat >&2 <<BANNER
 BANNER
 
 cargo lambda watch --invoke-address 127.0.0.1 --invoke-port "$API_PORT" \
-  --env-var "TABLE_PREFIX=$TABLE_PREFIX" --env-var "AWS_ENDPOINT_URL_DYNAMODB=$AWS_ENDPOINT_URL_DYNAMODB"
+  --env-var "TABLE_PREFIX=$TABLE_PREFIX" --env-var "AWS_ENDPOINT_URL_DYNAMODB=$AWS_ENDPOINT_URL_DYNAMODB" \
+  --env-var "STRIPE_WEBHOOK_SECRET=$STRIPE_WEBHOOK_SECRET"

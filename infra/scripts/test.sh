@@ -31,6 +31,7 @@ log "starting DynamoDB Local (in memory) on 127.0.0.1:$ddb_port"
 start_dynamodb "$ddb_port" "" "$run_dir/dynamodb.log"
 export_local_aws "$ddb_port"
 export TABLE_PREFIX="test-"
+export STRIPE_WEBHOOK_SECRET="whsec_cairn_test_$(python3 -c 'import secrets; print(secrets.token_hex(16))')"
 
 target_dir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 "$target_dir/debug/cairn-admin" tables create
@@ -39,6 +40,7 @@ api_port=$(free_port)
 log "starting cargo lambda watch on 127.0.0.1:$api_port"
 setsid cargo lambda watch --ignore-changes --invoke-address 127.0.0.1 --invoke-port "$api_port" \
   --env-var "TABLE_PREFIX=$TABLE_PREFIX" --env-var "AWS_ENDPOINT_URL_DYNAMODB=$AWS_ENDPOINT_URL_DYNAMODB" \
+  --env-var "STRIPE_WEBHOOK_SECRET=$STRIPE_WEBHOOK_SECRET" \
   >"$run_dir/watch.log" 2>&1 &
 WATCH_PID=$!
 wait_for_port "$api_port" 120 || { cat "$run_dir/watch.log" >&2; exit 1; }

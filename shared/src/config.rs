@@ -5,6 +5,7 @@
 //! | `TABLE_PREFIX` | prefix of every table name (`cairn-` makes `cairn-workflows`) | required |
 //! | `AWS_ENDPOINT_URL_DYNAMODB` | the SDK's own endpoint override (DynamoDB Local) | AWS |
 //! | `EXECUTION_COST_CREDITS` | credits charged per execution start and replay | 1 |
+//! | `STRIPE_WEBHOOK_SECRET` | the signing secret of the Stripe webhook endpoint | unset: webhooks are 503 |
 //!
 //! Region and credentials come from the SDK's standard chain (`AWS_REGION`, …).
 
@@ -62,6 +63,12 @@ pub fn execution_cost_credits() -> i64 {
             1
         }),
     })
+}
+
+/// The Stripe webhook signing secret (`STRIPE_WEBHOOK_SECRET`), if configured.
+#[must_use]
+pub fn stripe_webhook_secret() -> Option<String> {
+    std::env::var("STRIPE_WEBHOOK_SECRET").ok().filter(|s| !s.is_empty())
 }
 
 #[cfg(test)]

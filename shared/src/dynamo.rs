@@ -48,11 +48,13 @@ pub enum Table {
     Accounts,
     /// Every balance change (`tenant_id`, `seq`).
     Ledger,
+    /// Stripe events already applied (`tenant_id`, `event_id`), kept 30 days.
+    StripeEvents,
 }
 
 impl Table {
     /// Every table.
-    pub const ALL: [Self; 10] = [
+    pub const ALL: [Self; 11] = [
         Self::Tenants,
         Self::ApiKeys,
         Self::Workflows,
@@ -63,6 +65,7 @@ impl Table {
         Self::Failures,
         Self::Accounts,
         Self::Ledger,
+        Self::StripeEvents,
     ];
 
     /// The part of the table's name after the prefix.
@@ -79,6 +82,7 @@ impl Table {
             Self::Failures => "failures",
             Self::Accounts => "accounts",
             Self::Ledger => "ledger",
+            Self::StripeEvents => "stripe-events",
         }
     }
 }

@@ -43,10 +43,17 @@ pub struct AuthState {
 /// panic safety, request ids and the access log around everything. Unknown paths and
 /// methods get problem+json too.
 pub fn api(routes: Router, auth: AuthState) -> Router {
+    api_with_public(routes, Router::new(), auth)
+}
+
+/// Like [`api`], with `public` routes that authenticate themselves (the Stripe
+/// webhook, by its signature) and so are served without an API key.
+pub fn api_with_public(routes: Router, public: Router, auth: AuthState) -> Router {
     routes
         .fallback(no_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(from_fn_with_state(auth, require_api_key))
+        .merge(public)
         .layer(CatchPanicLayer::custom(panic_response))
         .layer(from_fn(request_context))
 }

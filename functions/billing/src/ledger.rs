@@ -110,6 +110,12 @@ impl Ledger {
         Self { client, tables }
     }
 
+    /// The client, for callers that commit transactions.
+    #[must_use]
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
     /// The tenant's balance (0 for a tenant that never had credits).
     ///
     /// # Errors

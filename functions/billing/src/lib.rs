@@ -2,17 +2,19 @@
 //!
 //! 1 credit = US$0.01. Credits are spent by execution starts and replays (charged by the
 //! executions function through [`ledger`], in the same transaction as the execution) and
-//! granted by operators (`cairn-admin credits grant`). Stripe top-ups and subscriptions
-//! are not built yet.
+//! granted by operators (`cairn-admin credits grant`) and by Stripe top-ups, whose
+//! `payment_intent.succeeded` events arrive at [`webhook`]. Creating top-ups and
+//! subscriptions through Stripe is not built yet.
 
 pub mod api;
 pub mod ledger;
+pub mod webhook;
 
 use std::sync::Arc;
 
 use aws_sdk_dynamodb::Client;
 use axum::Router;
-use axum::routing::get;
+use axum::routing::{get, post};
 use shared::dynamo::Tables;
 use shared::http::{AuthState, BASE_PATH};
 use shared::time::Clock;
@@ -20,13 +22,24 @@ use shared::time::Clock;
 use crate::ledger::Ledger;
 
 /// Every route of this function.
-pub const ROUTES: &[(&str, &str)] = &[("GET", "/api/v1/billing/balance"), ("GET", "/api/v1/billing/transactions")];
+pub const ROUTES: &[(&str, &str)] = &[
+    ("GET", "/api/v1/billing/balance"),
+    ("GET", "/api/v1/billing/transactions"),
+    ("POST", "/api/v1/billing/webhooks/stripe"),
+];
+
+/// The routes served without an API key (authenticated by their own means).
+pub const PUBLIC_ROUTES: &[(&str, &str)] = &[("POST", "/api/v1/billing/webhooks/stripe")];
 
 /// What the handlers share, built once per cold start.
 #[derive(Debug, Clone)]
 pub struct AppState {
     /// The ledger.
     pub ledger: Ledger,
+    /// The table names.
+    pub tables: Tables,
+    /// The Stripe webhook signing secret, if configured.
+    pub webhook_secret: Option<String>,
     /// Where "now" comes from.
     pub clock: Arc<dyn Clock>,
 }
@@ -34,10 +47,17 @@ pub struct AppState {
 /// The function's router, with the shared edge (auth, errors, logs) around it.
 pub fn app(client: Client, tables: Tables, clock: Arc<dyn Clock>) -> Router {
     let auth = AuthState { client: client.clone(), tables: tables.clone() };
-    let state = AppState { ledger: Ledger::new(client, tables), clock };
+    let state = AppState {
+        ledger: Ledger::new(client, tables.clone()),
+        tables,
+        webhook_secret: shared::config::stripe_webhook_secret(),
+        clock,
+    };
     let routes = Router::new()
         .route(&format!("{BASE_PATH}/billing/balance"), get(api::balance))
         .route(&format!("{BASE_PATH}/billing/transactions"), get(api::transactions))
-        .with_state(state);
-    shared::http::api(routes, auth)
+        .with_state(state.clone());
+    let public =
+        Router::new().route(&format!("{BASE_PATH}/billing/webhooks/stripe"), post(webhook::stripe)).with_state(state);
+    shared::http::api_with_public(routes, public, auth)
 }
