@@ -8,20 +8,27 @@ cd "$ROOT"
 
 DDB_PORT=${DDB_PORT:-8000}
 API_PORT=${API_PORT:-3000}
+STRIPE_PORT=${STRIPE_PORT:-8420}
 export TABLE_PREFIX=${TABLE_PREFIX:-cairn-}
 export STRIPE_WEBHOOK_SECRET=${STRIPE_WEBHOOK_SECRET:-whsec_cairn_local_dev}
+export STRIPE_API_BASE="http://127.0.0.1:$STRIPE_PORT" STRIPE_SECRET_KEY="sk_test_cairn_local"
 
 ensure_tools
 require_free_port "$DDB_PORT"
 require_free_port "$API_PORT"
+require_free_port "$STRIPE_PORT"
 
-cleanup() { stop_group "${DYNAMODB_PID:-}"; }
+cleanup() { stop_group "${LOCALSTRIPE_PID:-}"; stop_group "${DYNAMODB_PID:-}"; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 log "starting DynamoDB Local on 127.0.0.1:$DDB_PORT (data in .local/dynamodb)"
 start_dynamodb "$DDB_PORT" "$LOCAL/dynamodb" "$LOCAL/dynamodb.log"
 export_local_aws "$DDB_PORT"
+
+log "starting localstripe (a local Stripe) on 127.0.0.1:$STRIPE_PORT (state in .local/localstripe.pickle)"
+start_localstripe "$STRIPE_PORT" "$LOCAL/localstripe.pickle" "$LOCAL/localstripe.log" \
+  "http://127.0.0.1:$API_PORT/api/v1/billing/webhooks/stripe" "$STRIPE_WEBHOOK_SECRET"
 
 log "building the functions and cairn-admin"
 cargo build --workspace --bins
@@ -48,4 +55,5 @@ BANNER
 
 cargo lambda watch --invoke-address 127.0.0.1 --invoke-port "$API_PORT" \
   --env-var "TABLE_PREFIX=$TABLE_PREFIX" --env-var "AWS_ENDPOINT_URL_DYNAMODB=$AWS_ENDPOINT_URL_DYNAMODB" \
-  --env-var "STRIPE_WEBHOOK_SECRET=$STRIPE_WEBHOOK_SECRET"
+  --env-var "STRIPE_WEBHOOK_SECRET=$STRIPE_WEBHOOK_SECRET" \
+  --env-var "STRIPE_API_BASE=$STRIPE_API_BASE" --env-var "STRIPE_SECRET_KEY=$STRIPE_SECRET_KEY"

