@@ -5,6 +5,7 @@
 //! | `TABLE_PREFIX` | prefix of every table name (`cairn-` makes `cairn-workflows`) | required |
 //! | `AWS_ENDPOINT_URL_DYNAMODB` | the SDK's own endpoint override (DynamoDB Local) | AWS |
 //! | `EXECUTION_COST_CREDITS` | credits charged per execution start and replay | 1 |
+//! | `RATE_LIMIT_PER_MINUTE` | requests per tenant and minute (0: off), see `rate_limit` | 1200 |
 //! | `STRIPE_WEBHOOK_SECRET` | the signing secret of the Stripe webhook endpoint | unset: webhooks are 503 |
 //!
 //! Region and credentials come from the SDK's standard chain (`AWS_REGION`, …).

@@ -50,11 +50,13 @@ pub enum Table {
     Ledger,
     /// Stripe events already applied (`tenant_id`, `event_id`), kept 30 days.
     StripeEvents,
+    /// Requests per tenant and minute (`tenant_id`, `window`), expired by TTL.
+    RateLimits,
 }
 
 impl Table {
     /// Every table.
-    pub const ALL: [Self; 11] = [
+    pub const ALL: [Self; 12] = [
         Self::Tenants,
         Self::ApiKeys,
         Self::Workflows,
@@ -66,6 +68,7 @@ impl Table {
         Self::Accounts,
         Self::Ledger,
         Self::StripeEvents,
+        Self::RateLimits,
     ];
 
     /// The part of the table's name after the prefix.
@@ -83,6 +86,7 @@ impl Table {
             Self::Accounts => "accounts",
             Self::Ledger => "ledger",
             Self::StripeEvents => "stripe-events",
+            Self::RateLimits => "rate-limits",
         }
     }
 }

@@ -37,6 +37,16 @@ pub struct AuthState {
     pub client: Client,
     /// The table names.
     pub tables: Tables,
+    /// Requests per tenant and minute (0: no limit).
+    pub rate_limit: u32,
+}
+
+impl AuthState {
+    /// The edge's state, with the rate limit from `RATE_LIMIT_PER_MINUTE`.
+    #[must_use]
+    pub fn new(client: Client, tables: Tables) -> Self {
+        Self { client, tables, rate_limit: crate::rate_limit::per_minute_from_env() }
+    }
 }
 
 /// Wraps an area's routes in the shared edge: authentication on every route, then
@@ -71,15 +81,35 @@ fn panic_response(_panic: Box<dyn std::any::Any + Send + 'static>) -> Response {
 }
 
 async fn require_api_key(State(auth): State<AuthState>, mut request: Request, next: Next) -> Response {
-    match authenticate(&auth.client, &auth.tables, request.headers()).await {
-        Ok(tenant) => {
-            request.extensions_mut().insert(tenant.clone());
-            let mut response = next.run(request).await;
-            response.extensions_mut().insert(tenant);
-            response
+    let tenant = match authenticate(&auth.client, &auth.tables, request.headers()).await {
+        Ok(tenant) => tenant,
+        Err(error) => return error.into_response(),
+    };
+    let standing = if auth.rate_limit == 0 {
+        None
+    } else {
+        let now = chrono::Utc::now().timestamp();
+        match crate::rate_limit::count(&auth.client, &auth.tables, &tenant, auth.rate_limit, now).await {
+            Ok(standing) => Some(standing),
+            Err(error) => {
+                // The limit protects the service; a failure to count does not refuse work.
+                tracing::warn!(error = %error, "rate limit not counted");
+                None
+            }
         }
-        Err(error) => error.into_response(),
+    };
+    let mut response = match standing {
+        Some(standing) if standing.exceeded => ApiError::RateLimited { retry_after: standing.reset }.into_response(),
+        _ => {
+            request.extensions_mut().insert(tenant.clone());
+            next.run(request).await
+        }
+    };
+    if let Some(standing) = standing {
+        standing.write_headers(response.headers_mut());
     }
+    response.extensions_mut().insert(tenant);
+    response
 }
 
 /// Sets the request id for the request's task, adds `X-Request-Id` and writes the

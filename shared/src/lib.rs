@@ -16,6 +16,7 @@ pub mod http;
 pub mod ids;
 pub mod pagination;
 pub mod query;
+pub mod rate_limit;
 pub mod time;
 
 pub use auth::TenantId;

@@ -50,7 +50,7 @@ pub struct AppState {
 
 /// The function's router, with the shared edge (auth, errors, logs) around it.
 pub fn app(client: Client, tables: Tables, clock: Arc<dyn Clock>) -> Router {
-    let auth = AuthState { client: client.clone(), tables: tables.clone() };
+    let auth = AuthState::new(client.clone(), tables.clone());
     let state = AppState {
         ledger: Ledger::new(client, tables.clone()),
         tables,

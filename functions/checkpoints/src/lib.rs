@@ -38,7 +38,7 @@ pub struct AppState {
 
 /// The function's router, with the shared edge (auth, errors, logs) around it.
 pub fn app(client: Client, tables: Tables, clock: Arc<dyn Clock>) -> Router {
-    let auth = AuthState { client: client.clone(), tables: tables.clone() };
+    let auth = AuthState::new(client.clone(), tables.clone());
     let state = AppState {
         executions: ExecutionStore::new(client.clone(), tables.clone()),
         checkpoints: CheckpointStore::new(client, tables),

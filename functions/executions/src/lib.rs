@@ -70,7 +70,7 @@ impl AppState {
 
 /// The function's router, with the shared edge (auth, errors, logs) around it.
 pub fn app(client: Client, tables: Tables, clock: Arc<dyn Clock>) -> Router {
-    let auth = AuthState { client: client.clone(), tables: tables.clone() };
+    let auth = AuthState::new(client.clone(), tables.clone());
     let state = AppState::new(client, tables, clock);
     let one = format!("{BASE_PATH}/executions/{{execution_id}}");
     let routes = Router::new()

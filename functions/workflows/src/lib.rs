@@ -39,7 +39,7 @@ pub struct AppState {
 
 /// The function's router, with the shared edge (auth, errors, logs) around it.
 pub fn app(client: Client, tables: Tables, clock: Arc<dyn Clock>) -> Router {
-    let auth = AuthState { client: client.clone(), tables: tables.clone() };
+    let auth = AuthState::new(client.clone(), tables.clone());
     let state = AppState { store: WorkflowStore::new(client, tables), clock };
     let routes = Router::new()
         .route(&format!("{BASE_PATH}/workflows"), get(api::list).post(api::create))
