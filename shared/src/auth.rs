@@ -12,7 +12,7 @@ use http::{HeaderMap, header};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::dynamo::{Table, Tables, classify, s};
+use crate::dynamo::{Table, Tables, get_item};
 use crate::error::ApiError;
 use crate::ids::TenantKey;
 
@@ -258,15 +258,8 @@ pub fn presented_key(headers: &HeaderMap) -> Option<&str> {
 /// [`ApiError::Unavailable`] when the key cannot be looked up.
 pub async fn authenticate(client: &Client, tables: &Tables, headers: &HeaderMap) -> Result<TenantId, ApiError> {
     let key = presented_key(headers).filter(|k| is_well_formed_key(k)).ok_or(ApiError::Unauthorized)?;
-    let out = client
-        .get_item()
-        .table_name(tables.name(Table::ApiKeys))
-        .key("key_hash", s(hash_key(key)))
-        .consistent_read(true)
-        .send()
-        .await
-        .map_err(classify)?;
-    let Some(item) = out.item else { return Err(ApiError::Unauthorized) };
+    let item = get_item(client, tables.name(Table::ApiKeys), &[("key_hash", &hash_key(key))]).await?;
+    let Some(item) = item else { return Err(ApiError::Unauthorized) };
     let record: ApiKeyRecord = serde_dynamo::from_item(item).map_err(crate::dynamo::StoreError::from)?;
     if record.revoked_at.is_some() {
         return Err(ApiError::Unauthorized);

@@ -11,7 +11,7 @@ use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{TransactWriteItem, Update};
 
 use crate::TenantId;
-use crate::dynamo::{StoreError, Table, Tables, classify, n, s};
+use crate::dynamo::{StoreError, Table, Tables, get_item, n, s};
 
 /// The counter of a workflow's executions in one status. Shared because the workflows
 /// function refuses to delete a workflow while it has running or paused executions.
@@ -177,16 +177,9 @@ pub async fn read_many(
 /// # Errors
 /// The read's [`StoreError`]; [`StoreError::Corrupt`] for a non-numeric value.
 pub async fn read(client: &Client, tables: &Tables, tenant: &TenantId, name: &str) -> Result<u64, StoreError> {
-    let out = client
-        .get_item()
-        .table_name(tables.name(Table::Counters))
-        .key("tenant_id", s(tenant.as_str()))
-        .key("name", s(name))
-        .consistent_read(true)
-        .send()
-        .await
-        .map_err(classify)?;
-    let Some(value) = out.item.as_ref().and_then(|item| item.get(VALUE)) else { return Ok(0) };
+    let item =
+        get_item(client, tables.name(Table::Counters), &[("tenant_id", tenant.as_str()), ("name", name)]).await?;
+    let Some(value) = item.as_ref().and_then(|item| item.get(VALUE)) else { return Ok(0) };
     let number = value.as_n().map_err(|_| StoreError::Corrupt(format!("counter {name} is not a number")))?;
     let count: i64 = number.parse().map_err(|_| StoreError::Corrupt(format!("counter {name} = {number}")))?;
     Ok(u64::try_from(count).unwrap_or(0))

@@ -335,6 +335,17 @@ impl Transaction {
     }
 }
 
+/// Reads one item by its key (string attributes), strongly consistent.
+///
+/// # Errors
+/// The read's [`StoreError`].
+pub async fn get_item(client: &Client, table: &str, key: &[(&str, &str)]) -> Result<Option<Item>, StoreError> {
+    let key = key.iter().map(|(name, value)| ((*name).to_owned(), s(*value))).collect();
+    let out =
+        client.get_item().table_name(table).set_key(Some(key)).consistent_read(true).send().await.map_err(classify)?;
+    Ok(out.item)
+}
+
 /// Reads items by key, 100 keys a call, retrying what DynamoDB leaves unprocessed.
 /// Strongly consistent. Missing items are left out; the order is not the keys'.
 ///

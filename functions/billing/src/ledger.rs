@@ -14,7 +14,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use shared::body::WireEnum;
 use shared::counters::{self, CounterChange};
-use shared::dynamo::{StoreError, Table, Tables, Transaction, built, classify, n, query_window, s};
+use shared::dynamo::{StoreError, Table, Tables, Transaction, built, get_item, n, query_window, s};
 use shared::ids::TransactionId;
 use shared::{ApiError, TenantId};
 
@@ -121,19 +121,11 @@ impl Ledger {
     /// # Errors
     /// The read's [`StoreError`].
     pub async fn account(&self, tenant: &TenantId) -> Result<Account, StoreError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(self.tables.name(Table::Accounts))
-            .key("tenant_id", s(tenant.as_str()))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(classify)?;
+        let item = get_item(&self.client, self.tables.name(Table::Accounts), &[("tenant_id", tenant.as_str())]).await?;
         let number = |item: &shared::dynamo::Item, name: &str| {
             item.get(name).and_then(|v| v.as_n().ok()).and_then(|v| v.parse::<i64>().ok()).unwrap_or(0)
         };
-        Ok(out.item.map_or_else(Account::default, |item| Account {
+        Ok(item.map_or_else(Account::default, |item| Account {
             credits: number(&item, "credits"),
             seq: u64::try_from(number(&item, "seq")).unwrap_or(0),
         }))

@@ -21,7 +21,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use shared::TenantId;
-use shared::dynamo::{Item, StoreError, Table, Tables, Transaction, b, batch_get, built, classify, query_window, s};
+use shared::dynamo::{Item, StoreError, Table, Tables, Transaction, b, batch_get, built, get_item, query_window, s};
 use shared::ids::{CheckpointId, ExecutionId, WorkflowId};
 
 /// The largest state, as serialized JSON: 4 MiB.
@@ -248,17 +248,9 @@ impl CheckpointStore {
     }
 
     async fn get_record(&self, tenant: &TenantId, id: &CheckpointId) -> Result<Option<CheckpointRecord>, StoreError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(self.table())
-            .key("tenant_id", s(tenant.as_str()))
-            .key("entry", s(id.as_str()))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(classify)?;
-        out.item.map(|item| serde_dynamo::from_item(item).map_err(StoreError::from)).transpose()
+        let item =
+            get_item(&self.client, self.table(), &[("tenant_id", tenant.as_str()), ("entry", id.as_str())]).await?;
+        item.map(|item| serde_dynamo::from_item(item).map_err(StoreError::from)).transpose()
     }
 
     /// The checkpoint `id` of `tenant`, if it exists.

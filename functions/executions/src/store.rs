@@ -22,8 +22,8 @@ use shared::TenantId;
 use shared::body::WireEnum;
 use shared::counters::{self, CounterChange};
 use shared::dynamo::{
-    Item, StoreError, Table, Tables, Transaction, b, batch_get, built, classify, n, newest_first_between, query_window,
-    s,
+    Item, StoreError, Table, Tables, Transaction, b, batch_get, built, classify, get_item, n, newest_first_between,
+    query_window, s,
 };
 use shared::ids::{CheckpointId, CommandId, ExecutionId, FailureId, WorkflowId};
 
@@ -340,17 +340,13 @@ impl ExecutionStore {
     /// # Errors
     /// The reads' [`StoreError`]s.
     pub async fn get(&self, tenant: &TenantId, id: &ExecutionId) -> Result<Option<Execution>, StoreError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(self.tables.name(Table::Executions))
-            .key("tenant_id", s(tenant.as_str()))
-            .key("id", s(id.as_str()))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(classify)?;
-        Ok(self.decode(tenant, out.item.into_iter().collect()).await?.pop())
+        let item = get_item(
+            &self.client,
+            self.tables.name(Table::Executions),
+            &[("tenant_id", tenant.as_str()), ("id", id.as_str())],
+        )
+        .await?;
+        Ok(self.decode(tenant, item.into_iter().collect()).await?.pop())
     }
 
     /// One window of the tenant's executions, newest first, and the total matching.
@@ -405,16 +401,9 @@ impl ExecutionStore {
     /// # Errors
     /// The read's [`StoreError`].
     pub async fn workflow_seen(&self, tenant: &TenantId, workflow: &WorkflowId) -> Result<bool, StoreError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(self.tables.name(Table::Counters))
-            .key("tenant_id", s(tenant.as_str()))
-            .key("name", s(counter_name(None, Some(workflow))))
-            .send()
-            .await
-            .map_err(classify)?;
-        Ok(out.item.is_some())
+        let name = counter_name(None, Some(workflow));
+        let key = [("tenant_id", tenant.as_str()), ("name", name.as_str())];
+        Ok(get_item(&self.client, self.tables.name(Table::Counters), &key).await?.is_some())
     }
 
     // ---- failures ----

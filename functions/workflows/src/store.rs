@@ -15,7 +15,7 @@ use shared::TenantId;
 use shared::body::WireEnum;
 use shared::counters::{self, CounterChange};
 use shared::dynamo::{
-    Item, StoreError, Table, Tables, Transaction, TransactionError, classify, n, query_window, s, transact,
+    Item, StoreError, Table, Tables, Transaction, TransactionError, get_item, n, query_window, s, transact,
 };
 use shared::ids::WorkflowId;
 use shared::pagination::PageRequest;
@@ -169,17 +169,8 @@ impl WorkflowStore {
     /// # Errors
     /// The read's [`StoreError`].
     pub async fn get(&self, tenant: &TenantId, id: &WorkflowId) -> Result<Option<Workflow>, StoreError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(self.table())
-            .key("tenant_id", s(tenant.as_str()))
-            .key("id", s(id.as_str()))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(classify)?;
-        out.item.map(decode).transpose()
+        let item = get_item(&self.client, self.table(), &[("tenant_id", tenant.as_str()), ("id", id.as_str())]).await?;
+        item.map(decode).transpose()
     }
 
     /// Replaces `old` with `new` if the stored version is still `old.version`, and moves
