@@ -11,7 +11,7 @@ API_PORT=${API_PORT:-3000}
 STRIPE_PORT=${STRIPE_PORT:-8420}
 export TABLE_PREFIX=${TABLE_PREFIX:-cairn-}
 export STRIPE_WEBHOOK_SECRET=${STRIPE_WEBHOOK_SECRET:-whsec_cairn_local_dev}
-export STRIPE_API_BASE="http://127.0.0.1:$STRIPE_PORT" STRIPE_SECRET_KEY="sk_test_cairn_local"
+export_local_stripe "$STRIPE_PORT"
 
 ensure_tools
 require_free_port "$DDB_PORT"
@@ -55,5 +55,4 @@ BANNER
 
 cargo lambda watch --invoke-address 127.0.0.1 --invoke-port "$API_PORT" \
   --env-var "TABLE_PREFIX=$TABLE_PREFIX" --env-var "AWS_ENDPOINT_URL_DYNAMODB=$AWS_ENDPOINT_URL_DYNAMODB" \
-  --env-var "STRIPE_WEBHOOK_SECRET=$STRIPE_WEBHOOK_SECRET" \
-  --env-var "STRIPE_API_BASE=$STRIPE_API_BASE" --env-var "STRIPE_SECRET_KEY=$STRIPE_SECRET_KEY"
+  "${STRIPE_ENV_ARGS[@]}"

@@ -115,6 +115,21 @@ for area in areas:
 PY
 }
 
+# Points the functions at the local Stripe on 127.0.0.1:$1 with its test plan prices
+# (run_localstripe.py creates a plan for each STRIPE_PRICE_*), and sets STRIPE_ENV_ARGS,
+# the same settings as `cargo lambda watch` arguments. STRIPE_WEBHOOK_SECRET must be set.
+export_local_stripe() {
+  export STRIPE_API_BASE="http://127.0.0.1:$1" STRIPE_SECRET_KEY="sk_test_cairn_local"
+  export STRIPE_PRICE_DEVELOPER=price_cairn_developer STRIPE_PRICE_PRO=price_cairn_pro \
+    STRIPE_PRICE_ENTERPRISE=price_cairn_enterprise
+  STRIPE_ENV_ARGS=()
+  local name
+  for name in STRIPE_WEBHOOK_SECRET STRIPE_API_BASE STRIPE_SECRET_KEY \
+    STRIPE_PRICE_DEVELOPER STRIPE_PRICE_PRO STRIPE_PRICE_ENTERPRISE; do
+    STRIPE_ENV_ARGS+=(--env-var "$name=${!name}")
+  done
+}
+
 # Starts localstripe on 127.0.0.1:$1 with its state in file $2 (logs to $3), in its own
 # process group, and registers the webhook: $4 is our webhook URL, $5 its secret.
 # Sets LOCALSTRIPE_PID.

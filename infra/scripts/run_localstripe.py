@@ -3,11 +3,19 @@ webhooks) for the local stack and the tests: bound to 127.0.0.1 only (it binds e
 interface by default) and with its state in a file of ours instead of
 /tmp/localstripe.pickle.
 
+localstripe lacks Checkout Sessions, Billing Portal sessions, the
+`customer.subscription.updated` and `invoice.paid` events. The TEST-ONLY ADDITIONS below
+add minimal versions of them. They exist only here, in the local stand-in; Cairn's
+functions call Stripe's real API paths and never these helpers.
+
 Usage: python3 run_localstripe.py PORT STATE_FILE (named so as not to shadow the package)
+Prices: one plan per STRIPE_PRICE_DEVELOPER|PRO|ENTERPRISE found in the environment.
 """
 
 import builtins
+import html
 import logging
+import os
 import socket
 import sys
 
@@ -15,8 +23,155 @@ from aiohttp import web
 
 import localstripe.resources as resources
 from localstripe import server
+from localstripe.errors import UserError
+from localstripe.resources import (Customer, Event, Invoice, PaymentMethod, Plan,
+                                   Subscription, random_id, store)
+from localstripe.webhooks import schedule_webhook
 
 DEFAULT_STATE = "/tmp/localstripe.pickle"
+
+
+# ---------------------------------------------------------------------------------------
+# TEST-ONLY ADDITIONS (not Stripe's API surface beyond the two session endpoints).
+# ---------------------------------------------------------------------------------------
+
+# Monthly price in cents of each plan's test price (1 credit = 1 cent).
+PLAN_AMOUNTS = {"DEVELOPER": 1_000, "PRO": 10_000, "ENTERPRISE": 100_000}
+
+# Sessions live in memory: a restart forgets open checkouts, which a fake may.
+SESSIONS = {}
+
+
+class Exported:
+    """Anything localstripe's Event can carry: a plain dict."""
+
+    def __init__(self, data):
+        self.data = data
+
+    def _export(self, expand=None):
+        return dict(self.data)
+
+
+def base_url(request):
+    return f"http://{request.host}"
+
+
+def create_plans():
+    for name, amount in PLAN_AMOUNTS.items():
+        price = os.environ.get(f"STRIPE_PRICE_{name}")
+        if price and store.get(f"plan:{price}") is None:
+            Plan(id=price, amount=amount, currency="usd", interval="month",
+                 product={"name": f"Cairn {name.capitalize()}"})
+
+
+async def create_checkout_session(request):
+    """POST /v1/checkout/sessions (mode=subscription, one line item)."""
+    data = await server.get_post_data(request) or {}
+    items = data.get("line_items") or []
+    if data.get("mode") != "subscription" or len(items) != 1:
+        raise UserError(400, "only subscription checkouts with one line item are faked")
+    Customer._api_retrieve(data.get("customer", ""))
+    Plan._api_retrieve(items[0].get("price", ""))
+    session_id = "cs_test_" + random_id(24)
+    session = {
+        "id": session_id, "object": "checkout.session", "mode": "subscription",
+        "customer": data["customer"], "client_reference_id": data.get("client_reference_id"),
+        "metadata": data.get("metadata") or {}, "price": items[0]["price"],
+        "subscription_metadata": (data.get("subscription_data") or {}).get("metadata") or {},
+        "success_url": data.get("success_url"), "cancel_url": data.get("cancel_url"),
+        "status": "open", "payment_status": "unpaid", "subscription": None,
+        "url": f"{base_url(request)}/_config/cairn_test/checkout/{session_id}",
+    }
+    SESSIONS[session_id] = session
+    return server.json_response(session)
+
+
+async def checkout_page(request):
+    """GET: the hosted checkout page (a button that completes the checkout)."""
+    session = SESSIONS.get(request.match_info["id"])
+    if session is None:
+        raise UserError(404, "No such checkout session")
+    action = f"/_config/cairn_test/checkout/{session['id']}/complete"
+    body = (f"<!doctype html><title>Test checkout</title><h1>Test checkout (localstripe)</h1>"
+            f"<p>Subscribe to {html.escape(session['price'])} with the test card 4242.</p>"
+            f"<form method=post action='{action}'><input type=hidden name=redirect value=1>"
+            f"<button>Pay and subscribe</button></form>")
+    return web.Response(text=body, content_type="text/html")
+
+
+async def complete_checkout(request):
+    """POST: pays the checkout as a customer would: saves the card (payment_method,
+    default pm_card_visa), creates the subscription (its invoice is charged), then sends
+    the signed checkout.session.completed and invoice.paid events."""
+    session = SESSIONS.get(request.match_info["id"])
+    if session is None:
+        raise UserError(404, "No such checkout session")
+    if session["status"] != "open":
+        raise UserError(409, "The checkout session is already complete")
+    data = await server.get_post_data(request) or {}
+    card = PaymentMethod._api_retrieve(data.get("payment_method") or "pm_card_visa")
+    PaymentMethod._api_attach(card.id, customer=session["customer"])
+    Customer._api_update(session["customer"], invoice_settings={"default_payment_method": card.id})
+    subscription = Subscription._api_create(
+        customer=session["customer"], items=[{"plan": session["price"]}],
+        metadata=dict(session["subscription_metadata"]))
+    session.update(status="complete", payment_status="paid", subscription=subscription.id)
+    public = {k: v for k, v in session.items() if k not in ("price", "subscription_metadata")}
+    schedule_webhook(Event("checkout.session.completed", Exported(public)))
+    for invoice in Invoice._api_list_all(None, customer=session["customer"],
+                                         subscription=subscription.id, limit=99)._list:
+        if invoice.status == "paid":
+            schedule_webhook(Event("invoice.paid", invoice))
+    if data.get("redirect"):
+        raise web.HTTPSeeOther(session["success_url"])
+    return server.json_response(public)
+
+
+async def create_portal_session(request):
+    """POST /v1/billing_portal/sessions"""
+    data = await server.get_post_data(request) or {}
+    customer = Customer._api_retrieve(data.get("customer", ""))
+    session_id = "bps_" + random_id(24)
+    session = {"id": session_id, "object": "billing_portal.session", "customer": customer.id,
+               "return_url": data.get("return_url"),
+               "url": f"{base_url(request)}/_config/cairn_test/portal/{session_id}"}
+    SESSIONS[session_id] = session
+    return server.json_response(session)
+
+
+async def portal_page(request):
+    session = SESSIONS.get(request.match_info["id"])
+    if session is None:
+        raise UserError(404, "No such portal session")
+    subscriptions = Subscription._api_list_all(None, customer=session["customer"], limit=99)._list
+    rows = "".join(f"<li>{html.escape(s.id)}: {html.escape(s.status)}</li>" for s in subscriptions)
+    body = (f"<!doctype html><title>Test portal</title><h1>Billing portal (localstripe)</h1>"
+            f"<ul>{rows}</ul><a href='{html.escape(session['return_url'] or '/')}'>Back</a>")
+    return web.Response(text=body, content_type="text/html")
+
+
+def send_subscription_updated():
+    """localstripe updates subscriptions without telling anyone; Stripe sends
+    customer.subscription.updated."""
+    update = Subscription._api_update.__func__
+
+    def _api_update(cls, id, **data):
+        subscription = update(cls, id, **data)
+        schedule_webhook(Event("customer.subscription.updated", subscription))
+        return subscription
+
+    Subscription._api_update = classmethod(_api_update)
+
+
+def add_test_only_routes(app):
+    app.router.add_post("/v1/checkout/sessions", create_checkout_session)
+    app.router.add_post("/v1/billing_portal/sessions", create_portal_session)
+    app.router.add_get("/_config/cairn_test/checkout/{id}", checkout_page)
+    app.router.add_post("/_config/cairn_test/checkout/{id}/complete", complete_checkout)
+    app.router.add_get("/_config/cairn_test/portal/{id}", portal_page)
+    send_subscription_updated()
+
+# ---------------------------------------------------------------------------------------
 
 
 def main() -> None:
@@ -28,11 +183,18 @@ def main() -> None:
     # localstripe opens its state file by that literal path; point it at ours.
     resources.open = redirected_open
     resources.store.try_load_from_disk()
+    add_test_only_routes(server.app)
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", port))
     logging.basicConfig(level=logging.INFO)
+
+    async def on_startup(app):
+        create_plans()  # Plan() schedules a webhook, so it needs the running loop.
+        store.dump_to_disk()
+
+    server.app.on_startup.append(on_startup)
     web.run_app(server.app, sock=sock, print=None)
 
 

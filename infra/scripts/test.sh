@@ -2,6 +2,7 @@
 # `make test`, also what CI runs: formatting, lints, unit tests, and the integration and
 # black-box tests against a DynamoDB Local and a `cargo lambda watch` that this script
 # starts on free ports and stops afterwards (in memory: every run starts empty).
+# Arguments go to `cargo test` (e.g. `bash infra/scripts/test.sh --test subscriptions`).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
@@ -42,7 +43,7 @@ target_dir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import js
 
 api_port=$(free_port)
 stripe_port=$(free_port)
-export STRIPE_API_BASE="http://127.0.0.1:$stripe_port" STRIPE_SECRET_KEY="sk_test_cairn_local"
+export_local_stripe "$stripe_port"
 log "starting localstripe on 127.0.0.1:$stripe_port"
 start_localstripe "$stripe_port" "$run_dir/localstripe.pickle" "$run_dir/localstripe.log" \
   "http://127.0.0.1:$api_port/api/v1/billing/webhooks/stripe" "$STRIPE_WEBHOOK_SECRET"
@@ -50,8 +51,7 @@ start_localstripe "$stripe_port" "$run_dir/localstripe.pickle" "$run_dir/localst
 log "starting cargo lambda watch on 127.0.0.1:$api_port"
 setsid cargo lambda watch --ignore-changes --invoke-address 127.0.0.1 --invoke-port "$api_port" \
   --env-var "TABLE_PREFIX=$TABLE_PREFIX" --env-var "AWS_ENDPOINT_URL_DYNAMODB=$AWS_ENDPOINT_URL_DYNAMODB" \
-  --env-var "STRIPE_WEBHOOK_SECRET=$STRIPE_WEBHOOK_SECRET" \
-  --env-var "STRIPE_API_BASE=$STRIPE_API_BASE" --env-var "STRIPE_SECRET_KEY=$STRIPE_SECRET_KEY" \
+  "${STRIPE_ENV_ARGS[@]}" \
   >"$run_dir/watch.log" 2>&1 &
 WATCH_PID=$!
 wait_for_port "$api_port" 120 || { cat "$run_dir/watch.log" >&2; exit 1; }
@@ -63,7 +63,7 @@ warm_up "$CAIRN_API_URL" workflows executions checkpoints failures billing/balan
 export CAIRN_WATCH_LOG="$run_dir/watch.log"
 
 log "cargo test"
-if ! cargo test --workspace --locked; then
+if ! cargo test --workspace --locked "$@"; then
   echo "---- last lines of the cargo lambda watch log ----" >&2
   tail -n 50 "$run_dir/watch.log" >&2
   exit 1

@@ -50,6 +50,9 @@ pub enum ApiError {
         /// The id as the client gave it.
         id: String,
     },
+    /// 404: the tenant has no such thing yet (no subscription, no billing customer).
+    #[error("{0}")]
+    Absent(String),
     /// 404 for a path no route serves.
     #[error("no route for {0}")]
     NoRoute(String),
@@ -117,7 +120,7 @@ impl ApiError {
             Self::MalformedRequest(_) => StatusCode::BAD_REQUEST,
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
             Self::InsufficientCredits(_) => StatusCode::PAYMENT_REQUIRED,
-            Self::NotFound { .. } | Self::NoRoute(_) => StatusCode::NOT_FOUND,
+            Self::NotFound { .. } | Self::Absent(_) | Self::NoRoute(_) => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::InvalidState(_) | Self::IdempotencyInProgress => StatusCode::CONFLICT,
             Self::VersionMismatch { .. } => StatusCode::PRECONDITION_FAILED,
@@ -137,7 +140,7 @@ impl ApiError {
             Self::MalformedRequest(_) => "malformed_request",
             Self::Unauthorized => "unauthorized",
             Self::InsufficientCredits(_) => "insufficient_credits",
-            Self::NotFound { .. } | Self::NoRoute(_) => "not_found",
+            Self::NotFound { .. } | Self::Absent(_) | Self::NoRoute(_) => "not_found",
             Self::MethodNotAllowed => "method_not_allowed",
             Self::InvalidState(_) => "invalid_state",
             Self::IdempotencyInProgress => "idempotency_in_progress",

@@ -17,6 +17,8 @@ use shared::dynamo::Tables;
 use shared::time::SystemClock;
 use tower::ServiceExt;
 
+pub mod stripe;
+
 /// Fails a test run that was started without the local stack.
 fn required_env(name: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| {

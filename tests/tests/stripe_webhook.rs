@@ -2,7 +2,8 @@
 //! through `cargo lambda watch`. Events are signed here with the run's
 //! `STRIPE_WEBHOOK_SECRET`, exactly as Stripe signs them.
 
-use api_tests::{Api, Env, Reply, both_paths};
+use api_tests::stripe::{balance, deliver, now, secret, signed};
+use api_tests::{Api, Env, both_paths};
 use http::Method;
 use serde_json::{Value, json};
 
@@ -12,14 +13,6 @@ both_paths!(
     forged_stale_tampered_and_unsigned_events_are_400_and_write_nothing,
     payment_intents_that_are_not_topups_credit_nothing,
 );
-
-fn secret() -> String {
-    std::env::var("STRIPE_WEBHOOK_SECRET").expect("STRIPE_WEBHOOK_SECRET is set by make test")
-}
-
-fn now() -> i64 {
-    chrono::Utc::now().timestamp()
-}
 
 fn topup_event(tenant: &str, cents: i64) -> Value {
     let suffix = shared::ids::TransactionId::generate().to_string().replace("txn_", "");
@@ -38,25 +31,6 @@ fn topup_event(tenant: &str, cents: i64) -> Value {
             "metadata": {"tenant_id": tenant, "credits": cents.to_string(), "cairn_kind": "topup"}
         }}
     })
-}
-
-async fn deliver(api: &Api, payload: &[u8], signature: Option<String>) -> Reply {
-    let mut call = api
-        .request(Method::POST, "/billing/webhooks/stripe")
-        .raw_body("application/json; charset=utf-8", payload.to_vec());
-    if let Some(signature) = signature {
-        call = call.header("stripe-signature", &signature);
-    }
-    call.send().await
-}
-
-async fn signed(api: &Api, event: &Value) -> Reply {
-    let payload = serde_json::to_vec_pretty(event).expect("json");
-    deliver(api, &payload, Some(shared::auth::stripe::sign(&payload, &secret(), now()))).await
-}
-
-async fn balance(api: &Api, key: &str) -> i64 {
-    api.get(key, "/billing/balance").await.expect(200).body["credits_balance"].as_i64().expect("credits")
 }
 
 async fn a_signed_topup_event_credits_its_amount_once(api: Api, env: Env) {

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use api_tests::stripe::balance;
 use api_tests::{Api, Env, both_paths};
 use serde_json::{Value, json};
 
@@ -15,22 +16,7 @@ both_paths!(
 
 /// Calls localstripe as a client (Stripe.js) would.
 async fn stripe(path: &str, form: &str) -> (u16, Value) {
-    let base = std::env::var("STRIPE_API_BASE").expect("STRIPE_API_BASE is set by make test");
-    let key = std::env::var("STRIPE_SECRET_KEY").expect("STRIPE_SECRET_KEY is set by make test");
-    let response = reqwest::Client::new()
-        .post(format!("{base}{path}"))
-        .bearer_auth(key)
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(form.to_owned())
-        .send()
-        .await
-        .expect("localstripe answers");
-    let status = response.status().as_u16();
-    (status, response.json().await.unwrap_or(Value::Null))
-}
-
-async fn balance(api: &Api, key: &str) -> i64 {
-    api.get(key, "/billing/balance").await.expect(200).body["credits_balance"].as_i64().expect("credits")
+    api_tests::stripe::local(http::Method::POST, path, form).await
 }
 
 async fn start_topup(api: &Api, key: &str, cents: i64) -> String {

@@ -4,13 +4,16 @@ use axum::Json;
 use axum::extract::State;
 use http::HeaderMap;
 use serde::Serialize;
-use shared::body::{Fields, JsonBody, integer};
+use serde_json::Value;
+use shared::body::{Fields, JsonBody, WireEnum, integer, one_of};
 use shared::pagination::{PageBody, PageRequest};
 use shared::query::Query;
 use shared::{ApiError, TenantId};
 
 use crate::AppState;
 use crate::ledger::{Entry, EntryType};
+use crate::stripe::Stripe;
+use crate::subscription::{Plan, Subscription};
 
 /// Default `page_size` of the transaction list.
 const DEFAULT_PAGE_SIZE: u32 = 50;
@@ -65,16 +68,8 @@ pub async fn topup(
     let amount = f.required("amount_cents", integer(TOPUP_CENTS.0, TOPUP_CENTS.1));
     f.finish()?;
     let amount = amount.ok_or_else(|| ApiError::internal("validated field missing"))?;
-    let key = match headers.get("idempotency-key") {
-        None => uuid::Uuid::now_v7().to_string(),
-        Some(value) => value
-            .to_str()
-            .ok()
-            .filter(|k| (1..=255).contains(&k.len()))
-            .map(str::to_owned)
-            .ok_or_else(|| ApiError::field("Idempotency-Key", "must be 1 to 255 visible ASCII characters"))?,
-    };
-    let stripe = state.stripe.as_ref().ok_or_else(|| ApiError::Unavailable("payments are not configured".into()))?;
+    let key = stripe_key(&headers, &tenant, "topup")?;
+    let stripe = payments(&state)?;
     let (marker, value) = crate::webhook::TOPUP_MARKER;
     let form: Vec<(String, String)> = vec![
         ("amount".to_owned(), amount.to_string()),
@@ -84,10 +79,194 @@ pub async fn topup(
         ("metadata[credits]".to_owned(), amount.to_string()),
         (format!("metadata[{marker}]"), value.to_owned()),
     ];
-    // Scoped by tenant, so two tenants' keys never meet at Stripe.
-    let intent = stripe.create_payment_intent(&form, &format!("{}:topup:{key}", tenant.as_str())).await?;
+    let intent = stripe.create_payment_intent(&form, &key).await?;
     let client_secret = intent
         .client_secret
         .ok_or_else(|| ApiError::PaymentProcessor("the payment processor sent no client secret".to_owned()))?;
     Ok(Json(Topup { client_secret, payment_intent_id: intent.id, amount_cents: amount, credits: amount }))
+}
+
+/// The longest return URL accepted.
+const MAX_URL_LEN: usize = 2048;
+
+/// A body field holding an absolute `http` or `https` URL.
+fn absolute_url(value: &Value) -> Result<String, String> {
+    const MUST: &str = "must be an absolute http or https URL";
+    let text = value.as_str().ok_or_else(|| MUST.to_owned())?;
+    if text.len() > MAX_URL_LEN {
+        return Err(format!("must be at most {MAX_URL_LEN} characters"));
+    }
+    let parsed = url::Url::parse(text).map_err(|_| MUST.to_owned())?;
+    let web = matches!(parsed.scheme(), "http" | "https") && parsed.host_str().is_some_and(|h| !h.is_empty());
+    if web { Ok(text.to_owned()) } else { Err(MUST.to_owned()) }
+}
+
+/// The request's `Idempotency-Key`, scoped to the tenant and the operation, or a fresh
+/// one: what Cairn passes on to Stripe.
+fn stripe_key(headers: &HeaderMap, tenant: &TenantId, operation: &str) -> Result<String, ApiError> {
+    let key = match headers.get("idempotency-key") {
+        None => uuid::Uuid::now_v7().to_string(),
+        Some(value) => value
+            .to_str()
+            .ok()
+            .filter(|k| (1..=255).contains(&k.len()))
+            .map(str::to_owned)
+            .ok_or_else(|| ApiError::field("Idempotency-Key", "must be 1 to 255 visible ASCII characters"))?,
+    };
+    // Scoped by tenant, so two tenants' keys never meet at Stripe.
+    Ok(format!("{}:{operation}:{key}", tenant.as_str()))
+}
+
+fn payments(state: &AppState) -> Result<&Stripe, ApiError> {
+    state.stripe.as_ref().ok_or_else(|| ApiError::Unavailable("payments are not configured".into()))
+}
+
+/// A hosted checkout page.
+#[derive(Debug, Serialize)]
+pub struct Checkout {
+    checkout_url: String,
+}
+
+/// `POST /billing/subscriptions/create-checkout`: a Stripe Checkout Session in
+/// subscription mode for the plan's price; the tenant's Stripe customer is created on
+/// first use. 409 while a live subscription exists.
+pub async fn create_checkout(
+    State(state): State<AppState>,
+    tenant: TenantId,
+    headers: HeaderMap,
+    JsonBody(body): JsonBody,
+) -> Result<Json<Checkout>, ApiError> {
+    let mut f = Fields::new(body)?;
+    let plan = f.required("plan_id", one_of(Plan::ALL));
+    let return_url = f.required("return_url", absolute_url);
+    f.finish()?;
+    let (Some(plan), Some(return_url)) = (plan, return_url) else {
+        return Err(ApiError::internal("validated field missing"));
+    };
+    let key = stripe_key(&headers, &tenant, "checkout")?;
+    let stripe = payments(&state)?;
+    let price = state
+        .plans
+        .price(plan)
+        .ok_or_else(|| ApiError::Unavailable(format!("STRIPE_PRICE_{} is not configured", plan.wire()).into()))?;
+    let billing = state.subscriptions.read(&tenant).await?;
+    if let Some(live) = billing.subscription.as_ref().filter(|s| s.is_live()) {
+        return Err(ApiError::InvalidState(format!(
+            "the account already has a live subscription ({}, status {}); cancel it or change plans in the portal",
+            live.subscription_id, live.status
+        )));
+    }
+    let customer = match billing.customer {
+        Some(customer) => customer,
+        None => {
+            let form = [("metadata[tenant_id]".to_owned(), tenant.as_str().to_owned())];
+            // One customer per tenant, even when two checkouts race.
+            let created = stripe.create_customer(&form, &format!("{}:customer", tenant.as_str())).await?;
+            state.subscriptions.link_customer(&tenant, &created.id).await?
+        }
+    };
+    let t = tenant.as_str().to_owned();
+    let form: Vec<(String, String)> = vec![
+        ("mode".into(), "subscription".into()),
+        ("customer".into(), customer),
+        ("client_reference_id".into(), t.clone()),
+        ("line_items[0][price]".into(), price.to_owned()),
+        ("line_items[0][quantity]".into(), "1".into()),
+        ("success_url".into(), return_url.clone()),
+        ("cancel_url".into(), return_url),
+        ("metadata[tenant_id]".into(), t.clone()),
+        ("metadata[plan_id]".into(), plan.wire().into()),
+        ("subscription_data[metadata][tenant_id]".into(), t),
+        ("subscription_data[metadata][plan_id]".into(), plan.wire().into()),
+    ];
+    let session = stripe.create_checkout_session(&form, &key).await?;
+    Ok(Json(Checkout { checkout_url: session.url }))
+}
+
+/// `GET /billing/subscriptions/status`: 404 when the tenant never subscribed.
+pub async fn status(State(state): State<AppState>, tenant: TenantId) -> Result<Json<Subscription>, ApiError> {
+    let billing = state.subscriptions.read(&tenant).await?;
+    billing.subscription.map(Json).ok_or_else(|| ApiError::Absent("this account has no subscription".to_owned()))
+}
+
+/// A hosted customer-portal page.
+#[derive(Debug, Serialize)]
+pub struct Portal {
+    portal_url: String,
+}
+
+/// `POST /billing/subscriptions/portal`: 404 before the tenant has a Stripe customer.
+pub async fn portal(
+    State(state): State<AppState>,
+    tenant: TenantId,
+    headers: HeaderMap,
+    JsonBody(body): JsonBody,
+) -> Result<Json<Portal>, ApiError> {
+    let mut f = Fields::new(body)?;
+    let return_url = f.required("return_url", absolute_url);
+    f.finish()?;
+    let return_url = return_url.ok_or_else(|| ApiError::internal("validated field missing"))?;
+    let key = stripe_key(&headers, &tenant, "portal")?;
+    let stripe = payments(&state)?;
+    let customer = state.subscriptions.read(&tenant).await?.customer.ok_or_else(|| {
+        ApiError::Absent("this account has no billing customer yet; start with create-checkout".to_owned())
+    })?;
+    let form = [("customer".to_owned(), customer), ("return_url".to_owned(), return_url)];
+    let session = stripe.create_portal_session(&form, &key).await?;
+    Ok(Json(Portal { portal_url: session.url }))
+}
+
+/// What a cancellation did.
+#[derive(Debug, Serialize)]
+pub struct Cancelled {
+    subscription_id: String,
+    status: String,
+    message: String,
+}
+
+/// `POST /billing/subscriptions/cancel?immediately=false|true`: at the period's end
+/// (status `cancel_at_period_end`, the message names the date) or now (`cancelled`).
+/// 404 without a subscription, 409 when it is cancelled already.
+pub async fn cancel(
+    State(state): State<AppState>,
+    tenant: TenantId,
+    mut query: Query,
+) -> Result<Json<Cancelled>, ApiError> {
+    let immediately = query.boolean("immediately", false);
+    query.finish()?;
+    let stripe = payments(&state)?;
+    let current = state
+        .subscriptions
+        .read(&tenant)
+        .await?
+        .subscription
+        .ok_or_else(|| ApiError::Absent("this account has no subscription".to_owned()))?;
+    if !current.is_live() {
+        return Err(ApiError::InvalidState(format!("subscription {} is already cancelled", current.subscription_id)));
+    }
+    let id = &current.subscription_id;
+    let updated = if immediately {
+        stripe.cancel_subscription(id).await?
+    } else {
+        let form = [("cancel_at_period_end".to_owned(), "true".to_owned())];
+        stripe.update_subscription(id, &form, &format!("{}:cancel-at-period-end:{id}", tenant.as_str())).await?
+    };
+    let plan = state
+        .plans
+        .plan_of(&updated)
+        .or_else(|| Plan::parse(&current.plan_id))
+        .ok_or_else(|| ApiError::internal("a stored subscription without a plan"))?;
+    let stored = Subscription::from_stripe(&updated, plan);
+    state.subscriptions.store(&tenant, &stored, None, state.clock.now()).await?;
+    let message = if stored.is_live() {
+        let end = stored.current_period_end.as_deref().unwrap_or("the end of the current billing period");
+        let date = end.get(..10).unwrap_or(end);
+        format!(
+            "The subscription stays active until the end of the current billing period on {date} ({end}) \
+             and is cancelled then; no further invoices will be charged."
+        )
+    } else {
+        "The subscription was cancelled immediately; no further invoices will be charged.".to_owned()
+    };
+    Ok(Json(Cancelled { subscription_id: stored.subscription_id, status: stored.status, message }))
 }

@@ -1,7 +1,8 @@
 //! The credit ledger: a tenant's balance and every change to it, written together.
 //!
 //! Table `accounts` (`tenant_id`): `credits` and `seq`, the number of ledger entries so
-//! far. Table `ledger` (`tenant_id`, `seq`): one entry per balance change with
+//! far (the same item holds the tenant's Stripe customer and subscription, see
+//! [`crate::subscription`]). Table `ledger` (`tenant_id`, `seq`): one entry per balance change with
 //! `credits_before` and `credits_after`; GSI `by_type` (`tenant_type`, `seq`). An entry
 //! and the account's new balance are written in one transaction conditioned on the `seq`
 //! that was read, so entries chain exactly (each `credits_before` is the previous
@@ -9,7 +10,7 @@
 //! Any other write (an execution start) can join that transaction.
 
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
+use aws_sdk_dynamodb::types::{Put, TransactWriteItem, Update};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use shared::body::WireEnum;
@@ -155,14 +156,17 @@ impl Ledger {
         let seq = account.seq + 1;
         let condition =
             if account.seq == 0 { "attribute_not_exists(seq) OR seq = :expected" } else { "seq = :expected" };
-        let put = Put::builder()
+        // An update, not a put: the account item also holds the Stripe customer and the
+        // subscription, which a balance change must leave alone.
+        let update = Update::builder()
             .table_name(self.tables.name(Table::Accounts))
-            .item("tenant_id", s(tenant.as_str()))
-            .item("credits", n(after))
-            .item("seq", n(seq))
+            .key("tenant_id", s(tenant.as_str()))
+            .update_expression("SET credits = :credits, seq = :seq")
             .condition_expression(condition)
+            .expression_attribute_values(":credits", n(after))
+            .expression_attribute_values(":seq", n(seq))
             .expression_attribute_values(":expected", n(account.seq));
-        tx.push("account", TransactWriteItem::builder().put(built(put.build())?).build());
+        tx.push("account", TransactWriteItem::builder().update(built(update.build())?).build());
         let stored = Entry {
             id: TransactionId::generate_at(now).to_string(),
             kind: entry.kind.wire().to_owned(),

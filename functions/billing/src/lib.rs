@@ -4,11 +4,13 @@
 //! executions function through [`ledger`], in the same transaction as the execution) and
 //! granted by operators (`cairn-admin credits grant`) and by Stripe top-ups, whose
 //! `payment_intent.succeeded` events arrive at [`webhook`]; `POST /billing/topup` creates
-//! their PaymentIntents through [`stripe`]. Subscriptions are not built yet.
+//! their PaymentIntents through [`stripe`]. Subscriptions ([`subscription`]) are sold
+//! through Stripe Checkout; their paid invoices grant the plan's monthly credits.
 
 pub mod api;
 pub mod ledger;
 pub mod stripe;
+pub mod subscription;
 pub mod webhook;
 
 use std::sync::Arc;
@@ -21,12 +23,17 @@ use shared::http::{AuthState, BASE_PATH};
 use shared::time::Clock;
 
 use crate::ledger::Ledger;
+use crate::subscription::{Plans, Subscriptions};
 
 /// Every route of this function.
 pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/api/v1/billing/balance"),
     ("GET", "/api/v1/billing/transactions"),
     ("POST", "/api/v1/billing/topup"),
+    ("POST", "/api/v1/billing/subscriptions/create-checkout"),
+    ("GET", "/api/v1/billing/subscriptions/status"),
+    ("POST", "/api/v1/billing/subscriptions/portal"),
+    ("POST", "/api/v1/billing/subscriptions/cancel"),
     ("POST", "/api/v1/billing/webhooks/stripe"),
 ];
 
@@ -44,6 +51,10 @@ pub struct AppState {
     pub webhook_secret: Option<String>,
     /// Stripe's API, if configured (`STRIPE_SECRET_KEY`).
     pub stripe: Option<stripe::Stripe>,
+    /// The tenants' Stripe customers and subscriptions.
+    pub subscriptions: Subscriptions,
+    /// The plans' prices and credits.
+    pub plans: Plans,
     /// Where "now" comes from.
     pub clock: Arc<dyn Clock>,
 }
@@ -52,7 +63,9 @@ pub struct AppState {
 pub fn app(client: Client, tables: Tables, clock: Arc<dyn Clock>) -> Router {
     let auth = AuthState::new(client.clone(), tables.clone());
     let state = AppState {
-        ledger: Ledger::new(client, tables.clone()),
+        ledger: Ledger::new(client.clone(), tables.clone()),
+        subscriptions: Subscriptions::new(client, tables.clone()),
+        plans: Plans::from_env(),
         tables,
         webhook_secret: shared::config::stripe_webhook_secret(),
         stripe: stripe::Stripe::from_env(),
@@ -62,6 +75,10 @@ pub fn app(client: Client, tables: Tables, clock: Arc<dyn Clock>) -> Router {
         .route(&format!("{BASE_PATH}/billing/balance"), get(api::balance))
         .route(&format!("{BASE_PATH}/billing/transactions"), get(api::transactions))
         .route(&format!("{BASE_PATH}/billing/topup"), post(api::topup))
+        .route(&format!("{BASE_PATH}/billing/subscriptions/create-checkout"), post(api::create_checkout))
+        .route(&format!("{BASE_PATH}/billing/subscriptions/status"), get(api::status))
+        .route(&format!("{BASE_PATH}/billing/subscriptions/portal"), post(api::portal))
+        .route(&format!("{BASE_PATH}/billing/subscriptions/cancel"), post(api::cancel))
         .with_state(state.clone());
     let public =
         Router::new().route(&format!("{BASE_PATH}/billing/webhooks/stripe"), post(webhook::stripe)).with_state(state);

@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use reqwest::Method;
 use serde::Deserialize;
 use shared::ApiError;
 
@@ -42,6 +43,93 @@ pub struct PaymentIntent {
     pub client_secret: Option<String>,
 }
 
+/// Any object of which Cairn reads only the id (a Customer).
+#[derive(Debug, Clone, Deserialize)]
+pub struct Object {
+    /// Its id.
+    pub id: String,
+}
+
+/// A hosted page (a Checkout Session or a Billing Portal session).
+#[derive(Debug, Clone, Deserialize)]
+pub struct HostedSession {
+    /// `cs_…` or `bps_…`
+    pub id: String,
+    /// Where the customer goes.
+    pub url: String,
+}
+
+/// A Subscription, as far as Cairn reads it (API version [`STRIPE_VERSION`]).
+#[derive(Debug, Clone, Deserialize)]
+pub struct Subscription {
+    /// `sub_…`
+    pub id: String,
+    /// Stripe's status (`active`, `trialing`, `past_due`, `canceled`, …).
+    pub status: String,
+    /// Set by Cairn at checkout (`tenant_id`, `plan_id`).
+    #[serde(default)]
+    pub metadata: std::collections::HashMap<String, String>,
+    /// Whether it ends with the current period.
+    #[serde(default)]
+    pub cancel_at_period_end: bool,
+    /// Unix seconds.
+    #[serde(default)]
+    pub current_period_start: Option<i64>,
+    /// Unix seconds.
+    #[serde(default)]
+    pub current_period_end: Option<i64>,
+    /// Its items (one, in Cairn's use).
+    #[serde(default)]
+    pub items: Option<Items>,
+    /// The legacy single plan.
+    #[serde(default)]
+    pub plan: Option<Object>,
+}
+
+/// A subscription's items.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Items {
+    /// The items.
+    #[serde(default)]
+    pub data: Vec<Item>,
+}
+
+/// A subscription item.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Item {
+    /// Its price.
+    #[serde(default)]
+    pub price: Option<Object>,
+    /// Its plan (the older name of a price).
+    #[serde(default)]
+    pub plan: Option<Object>,
+    /// Unix seconds (where newer API versions put the period).
+    #[serde(default)]
+    pub current_period_start: Option<i64>,
+    /// Unix seconds.
+    #[serde(default)]
+    pub current_period_end: Option<i64>,
+}
+
+impl Subscription {
+    /// The price of its first item.
+    #[must_use]
+    pub fn price_id(&self) -> Option<&str> {
+        let item = self.items.as_ref().and_then(|items| items.data.first());
+        item.and_then(|i| i.price.as_ref().or(i.plan.as_ref())).or(self.plan.as_ref()).map(|p| p.id.as_str())
+    }
+
+    /// The current period (unix seconds), wherever the API version puts it.
+    #[must_use]
+    pub fn period(&self) -> (Option<i64>, Option<i64>) {
+        let item = self.items.as_ref().and_then(|items| items.data.first());
+        (
+            self.current_period_start.or_else(|| item.and_then(|i| i.current_period_start)),
+            self.current_period_end.or_else(|| item.and_then(|i| i.current_period_end)),
+        )
+    }
+}
+
 #[derive(Debug, Deserialize)]
 struct ErrorBody {
     error: ErrorDetail,
@@ -52,6 +140,32 @@ struct ErrorDetail {
     #[serde(default)]
     message: Option<String>,
 }
+
+/// A failed call: Stripe's status (none when unreachable) and a message safe to show.
+#[derive(Debug, Clone)]
+pub struct StripeError {
+    /// Stripe's HTTP status, if it answered.
+    pub status: Option<u16>,
+    /// What went wrong.
+    pub message: String,
+}
+
+impl StripeError {
+    /// Whether Stripe answered that the object does not exist.
+    #[must_use]
+    pub fn is_not_found(&self) -> bool {
+        self.status == Some(404)
+    }
+}
+
+impl From<StripeError> for ApiError {
+    fn from(error: StripeError) -> Self {
+        Self::PaymentProcessor(error.message)
+    }
+}
+
+/// A form body: bracketed keys (`metadata[tenant_id]`) and values.
+pub type Form = [(String, String)];
 
 impl Stripe {
     /// A client from `STRIPE_SECRET_KEY` and `STRIPE_API_BASE` (default Stripe's own);
@@ -73,60 +187,133 @@ impl Stripe {
     /// Creates a PaymentIntent.
     ///
     /// # Errors
-    /// [`ApiError::PaymentProcessor`] when Stripe refuses or cannot be reached.
+    /// A [`StripeError`] when Stripe refuses or cannot be reached.
     pub async fn create_payment_intent(
         &self,
-        form: &[(String, String)],
+        form: &Form,
         idempotency_key: &str,
-    ) -> Result<PaymentIntent, ApiError> {
-        self.post("/v1/payment_intents", form, idempotency_key).await
+    ) -> Result<PaymentIntent, StripeError> {
+        self.send(Method::POST, "/v1/payment_intents", form, Some(idempotency_key)).await
     }
 
-    async fn post<T: serde::de::DeserializeOwned>(
+    /// Creates a Customer.
+    ///
+    /// # Errors
+    /// A [`StripeError`] when Stripe refuses or cannot be reached.
+    pub async fn create_customer(&self, form: &Form, idempotency_key: &str) -> Result<Object, StripeError> {
+        self.send(Method::POST, "/v1/customers", form, Some(idempotency_key)).await
+    }
+
+    /// Creates a Checkout Session.
+    ///
+    /// # Errors
+    /// A [`StripeError`] when Stripe refuses or cannot be reached.
+    pub async fn create_checkout_session(
         &self,
-        path: &str,
-        form: &[(String, String)],
+        form: &Form,
         idempotency_key: &str,
-    ) -> Result<T, ApiError> {
+    ) -> Result<HostedSession, StripeError> {
+        self.send(Method::POST, "/v1/checkout/sessions", form, Some(idempotency_key)).await
+    }
+
+    /// Creates a Billing Portal session.
+    ///
+    /// # Errors
+    /// A [`StripeError`] when Stripe refuses or cannot be reached.
+    pub async fn create_portal_session(
+        &self,
+        form: &Form,
+        idempotency_key: &str,
+    ) -> Result<HostedSession, StripeError> {
+        self.send(Method::POST, "/v1/billing_portal/sessions", form, Some(idempotency_key)).await
+    }
+
+    /// Reads a Subscription as it is now.
+    ///
+    /// # Errors
+    /// A [`StripeError`] (404 when it does not exist).
+    pub async fn subscription(&self, id: &str) -> Result<Subscription, StripeError> {
+        self.send(Method::GET, &format!("/v1/subscriptions/{}", path_segment(id)), &[], None).await
+    }
+
+    /// Updates a Subscription (`cancel_at_period_end`).
+    ///
+    /// # Errors
+    /// A [`StripeError`] when Stripe refuses or cannot be reached.
+    pub async fn update_subscription(
+        &self,
+        id: &str,
+        form: &Form,
+        idempotency_key: &str,
+    ) -> Result<Subscription, StripeError> {
+        self.send(Method::POST, &format!("/v1/subscriptions/{}", path_segment(id)), form, Some(idempotency_key)).await
+    }
+
+    /// Cancels a Subscription now.
+    ///
+    /// # Errors
+    /// A [`StripeError`] when Stripe refuses or cannot be reached.
+    pub async fn cancel_subscription(&self, id: &str) -> Result<Subscription, StripeError> {
+        self.send(Method::DELETE, &format!("/v1/subscriptions/{}", path_segment(id)), &[], None).await
+    }
+
+    async fn send<T: serde::de::DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        form: &Form,
+        idempotency_key: Option<&str>,
+    ) -> Result<T, StripeError> {
         let body = form_urlencoded::Serializer::new(String::new()).extend_pairs(form).finish();
-        let mut last = String::new();
+        let mut last = StripeError { status: None, message: String::new() };
         for attempt in 0..=RETRIES {
             if attempt > 0 {
                 tokio::time::sleep(Duration::from_millis(200 * u64::from(attempt))).await;
             }
-            let sent = self
+            let mut request = self
                 .http
-                .post(format!("{}{path}", self.base))
+                .request(method.clone(), format!("{}{path}", self.base))
                 .bearer_auth(&self.secret_key)
-                .header("Stripe-Version", STRIPE_VERSION)
-                .header("Idempotency-Key", idempotency_key)
-                .header("Content-Type", "application/x-www-form-urlencoded")
-                .body(body.clone())
-                .send()
-                .await;
-            let response = match sent {
+                .header("Stripe-Version", STRIPE_VERSION);
+            if let Some(key) = idempotency_key {
+                request = request.header("Idempotency-Key", key);
+            }
+            if method == Method::POST {
+                request = request.header("Content-Type", "application/x-www-form-urlencoded").body(body.clone());
+            }
+            let response = match request.send().await {
                 Ok(response) => response,
                 Err(error) => {
                     tracing::warn!(path, attempt, error = %error, "Stripe unreachable");
-                    last = "the payment processor could not be reached".to_owned();
+                    last = StripeError { status: None, message: "the payment processor could not be reached".into() };
                     continue;
                 }
             };
             let status = response.status();
             let text = response.text().await.unwrap_or_default();
             if status.is_success() {
-                return serde_json::from_str(&text).map_err(|_| {
-                    ApiError::PaymentProcessor("the payment processor sent an unreadable answer".to_owned())
+                return serde_json::from_str(&text).map_err(|_| StripeError {
+                    status: Some(status.as_u16()),
+                    message: "the payment processor sent an unreadable answer".to_owned(),
                 });
             }
             let message = serde_json::from_str::<ErrorBody>(&text).ok().and_then(|e| e.error.message);
             tracing::warn!(path, attempt, status = status.as_u16(), "Stripe refused a request");
-            last = message.unwrap_or_else(|| format!("the payment processor answered {status}"));
+            last = StripeError {
+                status: Some(status.as_u16()),
+                message: message.unwrap_or_else(|| format!("the payment processor answered {status}")),
+            };
             let retryable = status.as_u16() == 409 || status.as_u16() == 429 || status.is_server_error();
             if !retryable {
                 break;
             }
         }
-        Err(ApiError::PaymentProcessor(last))
+        Err(last)
     }
+}
+
+/// An id as one path segment (ids come from Stripe or from Cairn's own records, but are
+/// never trusted to be free of `/`).
+fn path_segment(id: &str) -> String {
+    form_urlencoded::byte_serialize(id.as_bytes()).collect()
 }

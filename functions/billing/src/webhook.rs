@@ -2,24 +2,24 @@
 //!
 //! Each event is applied at most once: the event's id is written with a condition in the
 //! same transaction as its effect, so a redelivery (or a concurrent duplicate) changes
-//! nothing. Events that change nothing are answered 200 and not recorded.
+//! nothing. Events that change nothing are answered 200 and not recorded. Subscription
+//! events are applied from the Subscription as Stripe has it now (read back from Stripe),
+//! so events arriving out of order cannot roll a subscription back.
 
-use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
 use axum::Json;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use shared::ApiError;
 use shared::auth::stripe;
-use shared::dynamo::{StoreError, Table, Transaction, TransactionError, backoff, built, n, s};
+use shared::dynamo::{StoreError, Transaction, TransactionError, backoff};
+use shared::{ApiError, TenantId};
 
 use crate::AppState;
 use crate::ledger::{EntryType, NewEntry, RACE_ATTEMPTS, is_race};
+use crate::subscription::{EventRecord, Subscription, record_once};
 
-/// Days an applied event's id is kept (Stripe retries deliveries for 3 days).
-const EVENT_RETENTION_DAYS: i64 = 30;
 /// Metadata marking a PaymentIntent as a Cairn top-up (subscription invoices also
 /// produce PaymentIntents, which must not credit).
 pub const TOPUP_MARKER: (&str, &str) = ("cairn_kind", "topup");
@@ -37,6 +37,12 @@ struct EventData {
     object: Value,
 }
 
+impl Event {
+    fn record(&self) -> EventRecord<'_> {
+        EventRecord { id: &self.id, kind: &self.kind }
+    }
+}
+
 /// `POST /billing/webhooks/stripe`
 pub async fn stripe(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Result<Json<Value>, ApiError> {
     let secret = state
@@ -49,6 +55,12 @@ pub async fn stripe(State(state): State<AppState>, headers: HeaderMap, body: Byt
         .map_err(|_| ApiError::MalformedRequest("the body is not a Stripe event".to_owned()))?;
     let applied = match event.kind.as_str() {
         "payment_intent.succeeded" => topup(&state, &verified, &event).await?,
+        "checkout.session.completed" => checkout_completed(&state, &verified, &event).await?,
+        "customer.subscription.created" | "customer.subscription.updated" | "customer.subscription.deleted" => {
+            let id = event.data.object["id"].as_str().unwrap_or_default();
+            sync(&state, &verified, id, &event).await?
+        }
+        "invoice.paid" => invoice_paid(&state, &verified, &event).await?,
         _ => false,
     };
     Ok(Json(json!({"received": true, "applied": applied})))
@@ -71,35 +83,127 @@ async fn topup(state: &AppState, verified: &stripe::Verified<'_>, event: &Event)
         return Ok(false);
     };
     let intent_id = intent["id"].as_str().unwrap_or("unknown");
+    let entry = NewEntry {
+        kind: EntryType::Topup,
+        amount: credits,
+        description: format!("Top-up via Stripe ({intent_id})"),
+        payment_status: Some("completed".to_owned()),
+    };
+    credit_once(state, &tenant, &[(&event.id, "event")], &event.kind, entry).await
+}
+
+/// Writes `entry` to the tenant's ledger unless one of `markers` (keys with their
+/// transaction labels) was recorded before; records them in the same transaction.
+/// Returns whether this call credited.
+async fn credit_once(
+    state: &AppState,
+    tenant: &TenantId,
+    markers: &[(&str, &'static str)],
+    kind: &str,
+    entry: NewEntry,
+) -> Result<bool, ApiError> {
     for attempt in 0..RACE_ATTEMPTS {
         if attempt > 0 {
             tokio::time::sleep(backoff(attempt)).await;
         }
         let now = state.clock.now();
         let mut tx = Transaction::new();
-        let expires = now.timestamp() + EVENT_RETENTION_DAYS * 86_400;
-        let put = Put::builder()
-            .table_name(state.tables.name(Table::StripeEvents))
-            .item("tenant_id", s(tenant.as_str()))
-            .item("event_id", s(&event.id))
-            .item("type", s(&event.kind))
-            .item("expires_at", n(expires))
-            .condition_expression("attribute_not_exists(event_id)");
-        tx.push("event", TransactWriteItem::builder().put(built(put.build())?).build());
-        let account = state.ledger.account(&tenant).await?;
-        let entry = NewEntry {
-            kind: EntryType::Topup,
-            amount: credits,
-            description: format!("Top-up via Stripe ({intent_id})"),
-            payment_status: Some("completed".to_owned()),
-        };
-        state.ledger.stage(&mut tx, &tenant, account, entry, now)?;
+        for (key, label) in markers {
+            record_once(&mut tx, &state.tables, tenant, key, kind, label, now)?;
+        }
+        let account = state.ledger.account(tenant).await?;
+        state.ledger.stage(&mut tx, tenant, account, entry.clone(), now)?;
         match tx.commit(state.ledger.client()).await {
             Ok(()) => return Ok(true),
-            Err(TransactionError::Condition("event")) => return Ok(false),
+            Err(TransactionError::Condition(label)) if markers.iter().any(|(_, l)| *l == label) => return Ok(false),
             Err(e) if is_race(&e) => {}
             Err(other) => return Err(other.into()),
         }
     }
     Err(StoreError::Conflict.into())
+}
+
+/// The Subscription `id` as Stripe has it now, with the tenant Cairn put in its
+/// metadata; `None` when Stripe has no such subscription or it is not Cairn's.
+async fn fetch(
+    state: &AppState,
+    verified: &stripe::Verified<'_>,
+    id: &str,
+) -> Result<Option<(TenantId, crate::stripe::Subscription)>, ApiError> {
+    if id.is_empty() {
+        return Ok(None);
+    }
+    let client = state.stripe.as_ref().ok_or_else(|| ApiError::Unavailable("payments are not configured".into()))?;
+    let subscription = match client.subscription(id).await {
+        Ok(subscription) => subscription,
+        Err(e) if e.is_not_found() => {
+            tracing::warn!(subscription = id, "an event names a subscription Stripe does not know; ignored");
+            return Ok(None);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let tenant = subscription.metadata.get("tenant_id").and_then(|t| verified.tenant(t));
+    if tenant.is_none() {
+        tracing::warn!(subscription = id, "a subscription without Cairn's tenant_id; ignored");
+    }
+    Ok(tenant.map(|t| (t, subscription)))
+}
+
+/// Stores the subscription `id` as Stripe has it now, once per event.
+async fn sync(state: &AppState, verified: &stripe::Verified<'_>, id: &str, event: &Event) -> Result<bool, ApiError> {
+    let Some((tenant, subscription)) = fetch(state, verified, id).await? else { return Ok(false) };
+    let Some(plan) = state.plans.plan_of(&subscription) else {
+        tracing::warn!(subscription = id, "a subscription on none of Cairn's plans; ignored");
+        return Ok(false);
+    };
+    let stored = Subscription::from_stripe(&subscription, plan);
+    state.subscriptions.store(&tenant, &stored, Some(event.record()), state.clock.now()).await
+}
+
+/// A completed checkout: links the customer to the tenant and stores the subscription.
+async fn checkout_completed(
+    state: &AppState,
+    verified: &stripe::Verified<'_>,
+    event: &Event,
+) -> Result<bool, ApiError> {
+    let session = &event.data.object;
+    let tenant = session["metadata"]["tenant_id"]
+        .as_str()
+        .or_else(|| session["client_reference_id"].as_str())
+        .and_then(|t| verified.tenant(t));
+    if let (Some(tenant), Some(customer)) = (&tenant, session["customer"].as_str()) {
+        state.subscriptions.link_customer(tenant, customer).await?;
+    }
+    match session["subscription"].as_str() {
+        Some(id) => sync(state, verified, id, event).await,
+        None => Ok(false),
+    }
+}
+
+/// A paid subscription invoice: the plan's monthly credits, once per invoice.
+/// Proration invoices (`billing_reason` `subscription_update`) grant nothing.
+async fn invoice_paid(state: &AppState, verified: &stripe::Verified<'_>, event: &Event) -> Result<bool, ApiError> {
+    let invoice = &event.data.object;
+    let subscription_id =
+        invoice["subscription"].as_str().or_else(|| invoice["parent"]["subscription_details"]["subscription"].as_str());
+    let (Some(invoice_id), Some(subscription_id)) = (invoice["id"].as_str(), subscription_id) else {
+        return Ok(false);
+    };
+    if invoice["billing_reason"] == "subscription_update" {
+        return Ok(false);
+    }
+    let Some((tenant, subscription)) = fetch(state, verified, subscription_id).await? else { return Ok(false) };
+    let Some(plan) = state.plans.plan_of(&subscription) else { return Ok(false) };
+    let credits = state.plans.credits(plan);
+    if credits == 0 {
+        return Ok(false);
+    }
+    let entry = NewEntry {
+        kind: EntryType::Subscription,
+        amount: credits,
+        description: format!("{} plan: monthly credits (invoice {invoice_id})", shared::body::WireEnum::wire(plan)),
+        payment_status: Some("completed".to_owned()),
+    };
+    let invoice_marker = format!("invoice:{invoice_id}");
+    credit_once(state, &tenant, &[(&event.id, "event"), (&invoice_marker, "invoice")], &event.kind, entry).await
 }

@@ -1,0 +1,355 @@
+//! Subscriptions: plans, the tenant's Stripe customer and its subscription as Cairn
+//! shows it.
+//!
+//! Both live on the tenant's `accounts` item, beside the balance: `stripe_customer_id`
+//! (set once, conditionally, so concurrent checkouts agree on one customer) and
+//! `subscription`, a map of the fields `GET /billing/subscriptions/status` answers with.
+//! The map is always written from a Subscription read from Stripe (never from an event's
+//! possibly stale copy), so events arriving out of order cannot roll it back; and a live
+//! subscription is never replaced by a different one that is not live.
+
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::types::{Put, TransactWriteItem, Update};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use shared::body::WireEnum;
+use shared::dynamo::{StoreError, Table, Tables, Transaction, TransactionError, backoff, built, get_item, n, s};
+use shared::{ApiError, TenantId};
+
+use crate::ledger::{RACE_ATTEMPTS, is_race};
+use crate::stripe;
+
+/// A plan a tenant can subscribe to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Plan {
+    /// 1 000 credits a month by default.
+    Developer,
+    /// 10 000 credits a month by default.
+    Pro,
+    /// 100 000 credits a month by default.
+    Enterprise,
+}
+
+impl WireEnum for Plan {
+    const ALL: &'static [Self] = &[Self::Developer, Self::Pro, Self::Enterprise];
+
+    fn wire(self) -> &'static str {
+        match self {
+            Self::Developer => "developer",
+            Self::Pro => "pro",
+            Self::Enterprise => "enterprise",
+        }
+    }
+}
+
+impl Plan {
+    fn env_suffix(self) -> &'static str {
+        match self {
+            Self::Developer => "DEVELOPER",
+            Self::Pro => "PRO",
+            Self::Enterprise => "ENTERPRISE",
+        }
+    }
+
+    fn default_credits(self) -> i64 {
+        match self {
+            Self::Developer => 1_000,
+            Self::Pro => 10_000,
+            Self::Enterprise => 100_000,
+        }
+    }
+
+    /// The plan named `wire`.
+    #[must_use]
+    pub fn parse(wire: &str) -> Option<Self> {
+        Self::ALL.iter().copied().find(|p| p.wire() == wire)
+    }
+}
+
+/// Each plan's Stripe price (`STRIPE_PRICE_<PLAN>`) and monthly credits
+/// (`PLAN_CREDITS_<PLAN>`, defaults 1 000, 10 000 and 100 000), read once.
+#[derive(Debug, Clone)]
+pub struct Plans {
+    prices: Vec<(Plan, Option<String>)>,
+    credits: Vec<(Plan, i64)>,
+}
+
+impl Plans {
+    /// The plans as the environment configures them.
+    #[must_use]
+    pub fn from_env() -> Self {
+        let var = |name: String| std::env::var(name).ok().map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
+        Self {
+            prices: Plan::ALL.iter().map(|p| (*p, var(format!("STRIPE_PRICE_{}", p.env_suffix())))).collect(),
+            credits: Plan::ALL
+                .iter()
+                .map(|p| {
+                    let configured = var(format!("PLAN_CREDITS_{}", p.env_suffix())).and_then(|v| v.parse().ok());
+                    (*p, configured.filter(|c: &i64| *c >= 0).unwrap_or_else(|| p.default_credits()))
+                })
+                .collect(),
+        }
+    }
+
+    /// The Stripe price of `plan`, if configured.
+    #[must_use]
+    pub fn price(&self, plan: Plan) -> Option<&str> {
+        self.prices.iter().find(|(p, _)| *p == plan).and_then(|(_, price)| price.as_deref())
+    }
+
+    /// The credits a paid invoice of `plan` grants.
+    #[must_use]
+    pub fn credits(&self, plan: Plan) -> i64 {
+        self.credits.iter().find(|(p, _)| *p == plan).map_or_else(|| plan.default_credits(), |(_, c)| *c)
+    }
+
+    /// The plan a Stripe subscription is on: by its price, else by the `plan_id`
+    /// Cairn put in its metadata. `None` for a subscription that is not Cairn's.
+    #[must_use]
+    pub fn plan_of(&self, subscription: &stripe::Subscription) -> Option<Plan> {
+        let by_price = subscription
+            .price_id()
+            .and_then(|price| self.prices.iter().find(|(_, p)| p.as_deref() == Some(price)).map(|(plan, _)| *plan));
+        by_price.or_else(|| subscription.metadata.get("plan_id").and_then(|p| Plan::parse(p)))
+    }
+}
+
+/// A subscription's state as Cairn shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// Paid and running.
+    Active,
+    /// In its trial.
+    Trialing,
+    /// A payment failed (Stripe `past_due`, `unpaid`, `incomplete`, `paused`).
+    PastDue,
+    /// Ended (Stripe `canceled`, `incomplete_expired`).
+    Cancelled,
+    /// Active until the end of the current period, then cancelled.
+    CancelAtPeriodEnd,
+}
+
+impl WireEnum for Status {
+    const ALL: &'static [Self] =
+        &[Self::Active, Self::Trialing, Self::PastDue, Self::Cancelled, Self::CancelAtPeriodEnd];
+
+    fn wire(self) -> &'static str {
+        match self {
+            Self::Active => "active",
+            Self::Trialing => "trialing",
+            Self::PastDue => "past_due",
+            Self::Cancelled => "cancelled",
+            Self::CancelAtPeriodEnd => "cancel_at_period_end",
+        }
+    }
+}
+
+impl Status {
+    /// Cairn's status of a Stripe subscription.
+    #[must_use]
+    pub fn of(subscription: &stripe::Subscription) -> Self {
+        match subscription.status.as_str() {
+            "canceled" | "incomplete_expired" => Self::Cancelled,
+            "active" | "trialing" if subscription.cancel_at_period_end => Self::CancelAtPeriodEnd,
+            "active" => Self::Active,
+            "trialing" => Self::Trialing,
+            _ => Self::PastDue,
+        }
+    }
+}
+
+/// `GET /billing/subscriptions/status`, also the stored form.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Subscription {
+    /// Stripe's id (`sub_…`).
+    pub subscription_id: String,
+    /// `developer`, `pro` or `enterprise`.
+    pub plan_id: String,
+    /// See [`Status`].
+    pub status: String,
+    /// Start of the current billing period.
+    pub current_period_start: Option<String>,
+    /// End of the current billing period.
+    pub current_period_end: Option<String>,
+    /// Whether it ends with the current period.
+    pub cancel_at_period_end: bool,
+}
+
+impl Subscription {
+    /// Whether it still runs (anything but cancelled).
+    #[must_use]
+    pub fn is_live(&self) -> bool {
+        self.status != Status::Cancelled.wire()
+    }
+
+    /// Cairn's view of a Stripe subscription on `plan`.
+    #[must_use]
+    pub fn from_stripe(subscription: &stripe::Subscription, plan: Plan) -> Self {
+        let at = |secs: Option<i64>| secs.and_then(|s| DateTime::<Utc>::from_timestamp(s, 0)).map(shared::time::format);
+        let (start, end) = subscription.period();
+        Self {
+            subscription_id: subscription.id.clone(),
+            plan_id: plan.wire().to_owned(),
+            status: Status::of(subscription).wire().to_owned(),
+            current_period_start: at(start),
+            current_period_end: at(end),
+            cancel_at_period_end: subscription.cancel_at_period_end,
+        }
+    }
+}
+
+/// What the accounts item says about a tenant's billing with Stripe.
+#[derive(Debug, Clone, Default)]
+pub struct Billing {
+    /// The tenant's Stripe customer, once created.
+    pub customer: Option<String>,
+    /// The tenant's latest subscription.
+    pub subscription: Option<Subscription>,
+}
+
+/// An applied webhook event, recorded in the same transaction as its effect.
+#[derive(Debug, Clone, Copy)]
+pub struct EventRecord<'a> {
+    /// `evt_…`
+    pub id: &'a str,
+    /// Its type.
+    pub kind: &'a str,
+}
+
+/// Days an applied event's id is kept (Stripe retries deliveries for 3 days).
+const EVENT_RETENTION_DAYS: i64 = 30;
+
+/// The conditional put that records `key` (an event id, or another once-only marker)
+/// for `tenant`: the transaction fails on label `label` if it was recorded before.
+///
+/// # Errors
+/// A [`StoreError`] if the put cannot be built.
+pub fn record_once(
+    tx: &mut Transaction,
+    tables: &Tables,
+    tenant: &TenantId,
+    key: &str,
+    kind: &str,
+    label: &'static str,
+    now: DateTime<Utc>,
+) -> Result<(), StoreError> {
+    let put = Put::builder()
+        .table_name(tables.name(Table::StripeEvents))
+        .item("tenant_id", s(tenant.as_str()))
+        .item("event_id", s(key))
+        .item("type", s(kind))
+        .item("expires_at", n(now.timestamp() + EVENT_RETENTION_DAYS * 86_400))
+        .condition_expression("attribute_not_exists(event_id)");
+    tx.push(label, TransactWriteItem::builder().put(built(put.build())?).build());
+    Ok(())
+}
+
+/// The tenant's subscription records.
+#[derive(Debug, Clone)]
+pub struct Subscriptions {
+    client: Client,
+    tables: Tables,
+}
+
+impl Subscriptions {
+    /// Over `client` and the named tables.
+    #[must_use]
+    pub fn new(client: Client, tables: Tables) -> Self {
+        Self { client, tables }
+    }
+
+    /// The tenant's customer and subscription.
+    ///
+    /// # Errors
+    /// The read's [`StoreError`].
+    pub async fn read(&self, tenant: &TenantId) -> Result<Billing, StoreError> {
+        let item = get_item(&self.client, self.tables.name(Table::Accounts), &[("tenant_id", tenant.as_str())]).await?;
+        let Some(mut item) = item else { return Ok(Billing::default()) };
+        let customer = item.remove("stripe_customer_id").and_then(|v| v.as_s().ok().cloned());
+        let subscription = item.remove("subscription").map(serde_dynamo::from_attribute_value).transpose()?;
+        Ok(Billing { customer, subscription })
+    }
+
+    /// Links `customer` to the tenant unless one is linked already; returns the one
+    /// that is linked now.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub async fn link_customer(&self, tenant: &TenantId, customer: &str) -> Result<String, ApiError> {
+        let update = Update::builder()
+            .table_name(self.tables.name(Table::Accounts))
+            .key("tenant_id", s(tenant.as_str()))
+            .update_expression("SET stripe_customer_id = :customer")
+            .condition_expression("attribute_not_exists(stripe_customer_id) OR stripe_customer_id = :customer")
+            .expression_attribute_values(":customer", s(customer));
+        for attempt in 0..RACE_ATTEMPTS {
+            if attempt > 0 {
+                tokio::time::sleep(backoff(attempt)).await;
+            }
+            let mut tx = Transaction::new();
+            tx.push("customer", TransactWriteItem::builder().update(built(update.clone().build())?).build());
+            match tx.commit(&self.client).await {
+                Ok(()) => return Ok(customer.to_owned()),
+                Err(TransactionError::Condition("customer")) => {
+                    let linked = self.read(tenant).await?.customer;
+                    return linked.ok_or_else(|| ApiError::internal("the linked customer vanished"));
+                }
+                Err(e) if is_race(&e) => {}
+                Err(other) => return Err(other.into()),
+            }
+        }
+        Err(StoreError::Conflict.into())
+    }
+
+    /// Stores `subscription` as the tenant's, recording `event` once in the same
+    /// transaction. A subscription that is not live never replaces a different one.
+    /// Returns whether it was written.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub async fn store(
+        &self,
+        tenant: &TenantId,
+        subscription: &Subscription,
+        event: Option<EventRecord<'_>>,
+        now: DateTime<Utc>,
+    ) -> Result<bool, ApiError> {
+        let value = serde_dynamo::to_attribute_value(subscription).map_err(StoreError::from)?;
+        let mut update = Update::builder()
+            .table_name(self.tables.name(Table::Accounts))
+            .key("tenant_id", s(tenant.as_str()))
+            .update_expression("SET subscription = :subscription")
+            .expression_attribute_values(":subscription", value);
+        if !subscription.is_live() {
+            update = update
+                .condition_expression(
+                    "attribute_not_exists(subscription) OR subscription.subscription_id = :id \
+                     OR subscription.#status = :cancelled",
+                )
+                .expression_attribute_names("#status", "status")
+                .expression_attribute_values(":id", s(&subscription.subscription_id))
+                .expression_attribute_values(":cancelled", s(Status::Cancelled.wire()));
+        }
+        for attempt in 0..RACE_ATTEMPTS {
+            if attempt > 0 {
+                tokio::time::sleep(backoff(attempt)).await;
+            }
+            let mut tx = Transaction::new();
+            if let Some(event) = event {
+                record_once(&mut tx, &self.tables, tenant, event.id, event.kind, "event", now)?;
+            }
+            tx.push("subscription", TransactWriteItem::builder().update(built(update.clone().build())?).build());
+            match tx.commit(&self.client).await {
+                Ok(()) => return Ok(true),
+                Err(TransactionError::Condition("event")) => return Ok(false),
+                Err(TransactionError::Condition("subscription")) => {
+                    tracing::info!(subscription = subscription.subscription_id, "an ended subscription left alone");
+                    return Ok(false);
+                }
+                Err(e) if is_race(&e) => {}
+                Err(other) => return Err(other.into()),
+            }
+        }
+        Err(StoreError::Conflict.into())
+    }
+}
