@@ -63,8 +63,26 @@ warm_up "$CAIRN_API_URL" workflows executions checkpoints failures billing/balan
 export CAIRN_WATCH_LOG="$run_dir/watch.log"
 
 log "cargo test"
-if ! cargo test --workspace --locked "$@"; then
+if ! cargo test --workspace --locked "$@" 2>&1 | tee "$run_dir/test.log"; then
   echo "---- last lines of the cargo lambda watch log ----" >&2
   tail -n 50 "$run_dir/watch.log" >&2
   exit 1
 fi
+
+# Every log of the run (the functions' under cargo lambda watch, the tests' in-process
+# ones, localstripe's): no API key (`cairn_` + 43 base62 characters) and no Stripe secret
+# may appear in any of them.
+log "checking the run's logs for API keys and Stripe secrets"
+logs=("$run_dir/watch.log" "$run_dir/test.log" "$run_dir/localstripe.log")
+leaks=$(grep -E -o -h 'cairn_[0-9A-Za-z]{43}' "${logs[@]}" | sort -u | head -n 5 || true)
+for secret in "$STRIPE_WEBHOOK_SECRET" "$STRIPE_SECRET_KEY"; do
+  if grep -F -q -- "$secret" "${logs[@]}"; then leaks+=$'\n'"a Stripe secret (${secret:0:8}...)"; fi
+done
+if [ -n "$leaks" ]; then
+  echo "secrets found in the logs of this run (kept in $run_dir):" >&2
+  echo "$leaks" >&2
+  KEEP_TEST_LOGS=1
+  exit 1
+fi
+lines=$(cat "${logs[@]}" | wc -l)
+log "no secrets in $lines log lines"

@@ -52,11 +52,14 @@ pub enum Table {
     StripeEvents,
     /// Requests per tenant and minute (`tenant_id`, `window`), expired by TTL.
     RateLimits,
+    /// Claimed `Idempotency-Key`s and their answers (`tenant_id`, `idempotency_key`),
+    /// kept 24 hours.
+    Idempotency,
 }
 
 impl Table {
     /// Every table.
-    pub const ALL: [Self; 12] = [
+    pub const ALL: [Self; 13] = [
         Self::Tenants,
         Self::ApiKeys,
         Self::Workflows,
@@ -69,6 +72,7 @@ impl Table {
         Self::Ledger,
         Self::StripeEvents,
         Self::RateLimits,
+        Self::Idempotency,
     ];
 
     /// The part of the table's name after the prefix.
@@ -87,6 +91,7 @@ impl Table {
             Self::Ledger => "ledger",
             Self::StripeEvents => "stripe-events",
             Self::RateLimits => "rate-limits",
+            Self::Idempotency => "idempotency",
         }
     }
 }

@@ -49,8 +49,9 @@ impl AuthState {
     }
 }
 
-/// Wraps an area's routes in the shared edge: authentication on every route, then
-/// panic safety, request ids and the access log around everything. Unknown paths and
+/// Wraps an area's routes in the shared edge: authentication and `Idempotency-Key`
+/// handling on every route, then panic safety, request ids and the access log around
+/// everything. Unknown paths and
 /// methods get problem+json too.
 pub fn api(routes: Router, auth: AuthState) -> Router {
     api_with_public(routes, Router::new(), auth)
@@ -62,6 +63,7 @@ pub fn api_with_public(routes: Router, public: Router, auth: AuthState) -> Route
     routes
         .fallback(no_route)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(from_fn_with_state(auth.clone(), crate::idempotency::layer))
         .layer(from_fn_with_state(auth, require_api_key))
         .merge(public)
         .layer(CatchPanicLayer::custom(panic_response))

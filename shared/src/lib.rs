@@ -13,6 +13,7 @@ pub mod counters;
 pub mod dynamo;
 pub mod error;
 pub mod http;
+pub mod idempotency;
 pub mod ids;
 pub mod pagination;
 pub mod query;

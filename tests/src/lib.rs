@@ -277,6 +277,13 @@ impl Call<'_> {
         self
     }
 
+    /// Adds a header whose value is raw bytes (which need not be text).
+    #[must_use]
+    pub fn header_bytes(mut self, name: &'static str, value: &[u8]) -> Self {
+        self.headers.append(name, HeaderValue::from_bytes(value).expect("header bytes"));
+        self
+    }
+
     /// A JSON body.
     #[must_use]
     pub fn json(self, body: &Value) -> Self {

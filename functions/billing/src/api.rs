@@ -104,15 +104,7 @@ fn absolute_url(value: &Value) -> Result<String, String> {
 /// The request's `Idempotency-Key`, scoped to the tenant and the operation, or a fresh
 /// one: what Cairn passes on to Stripe.
 fn stripe_key(headers: &HeaderMap, tenant: &TenantId, operation: &str) -> Result<String, ApiError> {
-    let key = match headers.get("idempotency-key") {
-        None => uuid::Uuid::now_v7().to_string(),
-        Some(value) => value
-            .to_str()
-            .ok()
-            .filter(|k| (1..=255).contains(&k.len()))
-            .map(str::to_owned)
-            .ok_or_else(|| ApiError::field("Idempotency-Key", "must be 1 to 255 visible ASCII characters"))?,
-    };
+    let key = shared::idempotency::key_of(headers)?.unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
     // Scoped by tenant, so two tenants' keys never meet at Stripe.
     Ok(format!("{}:{operation}:{key}", tenant.as_str()))
 }

@@ -1,0 +1,191 @@
+//! `Idempotency-Key` on every POST: the first successful answer is stored for 24 hours and
+//! given again (`Idempotent-Replayed: true`) without running again; a different request
+//! with the same key is 422, a concurrent duplicate 409, and a failed request releases
+//! its key.
+
+use api_tests::{Api, Env, Reply, both_paths};
+use http::Method;
+use serde_json::{Value, json};
+
+both_paths!(
+    the_same_request_with_the_same_key_runs_once_and_replays_the_answer,
+    the_same_key_for_a_different_request_is_422_and_keys_belong_to_their_tenant,
+    a_failed_request_releases_its_key,
+    concurrent_duplicates_run_once,
+    every_kind_of_post_replays,
+    malformed_keys_are_422_and_change_nothing,
+);
+
+async fn post(api: &Api, key: &str, path: &str, idempotency_key: &str, body: &Value) -> Reply {
+    api.request(Method::POST, path).key(key).header("idempotency-key", idempotency_key).json(body).send().await
+}
+
+fn replayed(reply: &Reply) -> bool {
+    reply.header("idempotent-replayed") == Some("true")
+}
+
+async fn total(api: &Api, key: &str, path: &str) -> i64 {
+    api.get(key, path).await.expect(200).body["total"].as_i64().expect("total")
+}
+
+fn workflow_body(name: &str) -> Value {
+    json!({"name": name, "workflow_type": "crewai"})
+}
+
+async fn the_same_request_with_the_same_key_runs_once_and_replays_the_answer(api: Api, env: Env) {
+    let t = env.tenant().await;
+    let first = post(&api, &t.key, "/workflows", "create-wf-1", &workflow_body("nightly")).await;
+    first.expect(201);
+    assert!(!replayed(&first), "a first answer is not a replay");
+    for _ in 0..3 {
+        let again = post(&api, &t.key, "/workflows", "create-wf-1", &workflow_body("nightly")).await;
+        again.expect(201);
+        assert!(replayed(&again));
+        assert_eq!(again.body, first.body);
+        for name in ["location", "etag", "content-type"] {
+            assert_eq!(again.header(name), first.header(name), "{name}");
+        }
+        assert!(again.header("x-request-id").is_some() && again.header("x-request-id") != first.header("x-request-id"));
+    }
+    assert_eq!(total(&api, &t.key, "/workflows").await, 1, "created once");
+    // Only POSTs use the key; a GET with one is an ordinary GET.
+    let list = api.request(Method::GET, "/workflows").key(&t.key).header("idempotency-key", "create-wf-1").send().await;
+    assert_eq!((list.status, replayed(&list)), (200, false));
+}
+
+async fn the_same_key_for_a_different_request_is_422_and_keys_belong_to_their_tenant(api: Api, env: Env) {
+    let t = env.tenant().await;
+    post(&api, &t.key, "/workflows", "k", &workflow_body("one")).await.expect(201);
+    let other_body = post(&api, &t.key, "/workflows", "k", &workflow_body("two")).await;
+    other_body.expect_problem(422, "idempotency_key_reused");
+    let wf = api.get(&t.key, "/workflows").await.body["items"][0]["id"].clone();
+    let other_path = post(&api, &t.key, "/executions", "k", &json!({"workflow_id": wf})).await;
+    other_path.expect_problem(422, "idempotency_key_reused");
+    let other_query = post(&api, &t.key, "/workflows?x=1", "k", &workflow_body("one")).await;
+    other_query.expect_problem(422, "idempotency_key_reused");
+    assert_eq!(total(&api, &t.key, "/workflows").await, 1);
+    assert_eq!(total(&api, &t.key, "/executions").await, 0);
+
+    let stranger = env.tenant().await;
+    let theirs = post(&api, &stranger.key, "/workflows", "k", &workflow_body("one")).await;
+    theirs.expect(201);
+    assert!(!replayed(&theirs), "another tenant's key of the same name is its own");
+    assert_ne!(theirs.body["id"], wf);
+}
+
+async fn a_failed_request_releases_its_key(api: Api, env: Env) {
+    let t = env.tenant().await;
+    let invalid = json!({"name": "", "workflow_type": "crewai"});
+    for _ in 0..2 {
+        let reply = post(&api, &t.key, "/workflows", "retry-me", &invalid).await;
+        reply.expect_problem(422, "validation_failed");
+        assert!(!replayed(&reply), "failures are not stored");
+    }
+    let fixed = post(&api, &t.key, "/workflows", "retry-me", &workflow_body("fixed")).await;
+    fixed.expect(201);
+    assert!(!replayed(&fixed));
+
+    let poor = env.tenant_with_credits(0).await;
+    let wf = post(&api, &poor.key, "/workflows", "wf", &workflow_body("w")).await.body["id"].clone();
+    let start = json!({"workflow_id": wf});
+    post(&api, &poor.key, "/executions", "start", &start).await.expect_problem(402, "insufficient_credits");
+    post(&api, &poor.key, "/executions", "start", &start).await.expect_problem(402, "insufficient_credits");
+    assert_eq!(total(&api, &poor.key, "/executions").await, 0);
+}
+
+async fn concurrent_duplicates_run_once(api: Api, env: Env) {
+    let t = env.tenant_with_credits(100).await;
+    let wf = post(&api, &t.key, "/workflows", "wf", &workflow_body("w")).await.body["id"].clone();
+    let body = json!({"workflow_id": wf, "input": {"n": 1}});
+    let calls: Vec<_> = (0..10)
+        .map(|_| {
+            let (api, key, body) = (api.clone(), t.key.clone(), body.clone());
+            tokio::spawn(async move { post(&api, &key, "/executions", "start-once", &body).await })
+        })
+        .collect();
+    let mut ran = Vec::new();
+    let mut replays = Vec::new();
+    for call in calls {
+        let reply = call.await.expect("task");
+        match reply.status {
+            201 if replayed(&reply) => replays.push(reply.body["id"].clone()),
+            201 => ran.push(reply.body["id"].clone()),
+            _ => {
+                reply.expect_problem(409, "idempotency_in_progress");
+            }
+        }
+    }
+    assert_eq!(ran.len(), 1, "exactly one request ran");
+    assert!(replays.iter().all(|id| *id == ran[0]));
+    let after = post(&api, &t.key, "/executions", "start-once", &body).await;
+    assert!(replayed(after.expect(201)));
+    assert_eq!(after.body["id"], ran[0]);
+    assert_eq!(total(&api, &t.key, "/executions").await, 1);
+    let balance = api.get(&t.key, "/billing/balance").await.body["credits_balance"].clone();
+    assert_eq!(balance, 99, "charged once");
+}
+
+async fn every_kind_of_post_replays(api: Api, env: Env) {
+    let t = env.tenant_with_credits(100).await;
+    let twice = |path: String, key: &'static str, body: Value| {
+        let (api, api_key) = (api.clone(), t.key.clone());
+        async move {
+            let first = post(&api, &api_key, &path, key, &body).await;
+            assert!(first.status < 300, "{path}: {} {}", first.status, first.body);
+            let second = post(&api, &api_key, &path, key, &body).await;
+            assert!(replayed(&second), "{path}");
+            assert_eq!((second.status, &second.body), (first.status, &first.body), "{path}");
+            first.body
+        }
+    };
+    let wf = twice("/workflows".into(), "a", workflow_body("w")).await["id"].clone();
+    let e = twice("/executions".into(), "b", json!({"workflow_id": wf})).await["id"].as_str().expect("id").to_owned();
+    let c1 = twice("/checkpoints".into(), "c", json!({"execution_id": e, "name": "one", "state": {"n": 1}})).await;
+    twice("/checkpoints".into(), "d", json!({"execution_id": e, "name": "two", "state": {"n": 2}})).await;
+    twice(format!("/executions/{e}/pause"), "e", json!({})).await;
+    let rolled = twice(format!("/executions/{e}/rollback"), "f", json!({"checkpoint_id": c1["id"]})).await;
+    assert_eq!(rolled["current_checkpoint_id"], c1["id"]);
+    let again = twice(format!("/executions/{e}/replay"), "g", json!({})).await;
+    assert_eq!(again["attempt"], 2);
+    twice(format!("/executions/{e}/fail"), "h", json!({"error_type": "AGENT_ERROR", "message": "slow"})).await;
+    let failure = api.get(&t.key, "/failures").await.body["items"][0]["id"].as_str().expect("failure").to_owned();
+    twice(format!("/failures/{failure}/resolve"), "i", json!({})).await;
+    assert_eq!(api.get(&t.key, "/billing/balance").await.body["credits_balance"], 98, "one start, one replay");
+    assert_eq!(
+        total(&api, &t.key, &format!("/checkpoints?execution_id={e}")).await,
+        1,
+        "the rollback's deletion ran once; none re-created"
+    );
+
+    // Stripe-backed POSTs: the replay is the stored answer, not a second PaymentIntent.
+    let topup = twice("/billing/topup".into(), "j", json!({"amount_cents": 500})).await;
+    assert!(topup["payment_intent_id"].as_str().is_some_and(|id| id.starts_with("pi_")));
+    let checkout = twice(
+        "/billing/subscriptions/create-checkout".into(),
+        "k",
+        json!({"plan_id": "pro", "return_url": "https://e.com/"}),
+    )
+    .await;
+    assert!(checkout["checkout_url"].as_str().is_some());
+}
+
+async fn malformed_keys_are_422_and_change_nothing(api: Api, env: Env) {
+    let t = env.tenant().await;
+    let long = "k".repeat(256);
+    for bad in ["", long.as_str(), "tab\tinside"] {
+        let reply = post(&api, &t.key, "/workflows", bad, &workflow_body("w")).await;
+        reply.expect_problem(422, "validation_failed");
+        assert_eq!(reply.error_fields(), ["Idempotency-Key"], "{bad:?}");
+    }
+    let non_ascii = api
+        .request(Method::POST, "/workflows")
+        .key(&t.key)
+        .header_bytes("idempotency-key", "clé".as_bytes())
+        .json(&workflow_body("w"))
+        .send()
+        .await;
+    non_ascii.expect_problem(422, "validation_failed");
+    let longest = "k".repeat(255);
+    post(&api, &t.key, "/workflows", &longest, &workflow_body("w")).await.expect(201);
+    assert_eq!(total(&api, &t.key, "/workflows").await, 1);
+}
