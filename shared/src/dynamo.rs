@@ -127,9 +127,13 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 /// Builds the DynamoDB client from the SDK's standard configuration chain: region,
 /// credentials and `AWS_ENDPOINT_URL_DYNAMODB` (DynamoDB Local) all come from the
 /// environment. Timeouts and retries are bounded so a failing dependency gives a
-/// 503, never a hang.
+/// 503, never a hang. Every call's consumed capacity is added to the serving request's
+/// total ([`crate::metering`]).
 pub async fn client() -> Client {
-    Client::new(&sdk_config().await)
+    let config = aws_sdk_dynamodb::config::Builder::from(&sdk_config().await)
+        .interceptor(crate::metering::CapacityMeter)
+        .build();
+    Client::from_conf(config)
 }
 
 /// The SDK configuration [`client`] is built from, for callers that add to it (the

@@ -114,8 +114,9 @@ async fn require_api_key(State(auth): State<AuthState>, mut request: Request, ne
     response
 }
 
-/// Sets the request id for the request's task, adds `X-Request-Id` and writes the
-/// access log line: request id, tenant, method, route, status, latency.
+/// Sets the request id for the request's task, adds `X-Request-Id`, writes the access
+/// log line (request id, tenant, method, route, status, latency, DynamoDB capacity) and
+/// publishes the request's metrics.
 async fn request_context(request: Request, next: Next) -> Response {
     let started = Instant::now();
     let request_id = request
@@ -127,20 +128,32 @@ async fn request_context(request: Request, next: Next) -> Response {
     let method = request.method().clone();
     let route =
         request.extensions().get::<MatchedPath>().map_or_else(|| "-".to_owned(), |path| path.as_str().to_owned());
-    let mut response = REQUEST_ID.scope(request_id.clone(), next.run(request)).await;
+    let (mut response, capacity) =
+        crate::metering::metered(REQUEST_ID.scope(request_id.clone(), next.run(request))).await;
     if let Ok(value) = HeaderValue::from_str(&request_id) {
         response.headers_mut().insert("x-request-id", value);
     }
     let tenant = response.extensions().get::<TenantId>().map(|t| t.as_str().to_owned());
+    let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
+    let status = response.status().as_u16();
     tracing::info!(
         request_id,
         tenant = tenant.as_deref().unwrap_or("-"),
         method = %method,
         route,
-        status = response.status().as_u16(),
-        latency_ms = started.elapsed().as_secs_f64() * 1000.0,
+        status,
+        latency_ms,
+        dynamodb_capacity = capacity,
         "request"
     );
+    let route = format!("{method} {route}");
+    crate::metering::publish(&crate::metering::RequestMetrics {
+        request_id: &request_id,
+        route: &route,
+        status,
+        latency_ms,
+        capacity,
+    });
     response
 }
 

@@ -73,17 +73,9 @@ impl Intercept for Meter {
             .body()
             .bytes()
             .and_then(|b| serde_json::from_slice::<Value>(b).ok())
-            .map_or(0.0, |body| capacity_units(&body["ConsumedCapacity"]));
+            .map_or(0.0, |body| shared::metering::capacity_units(&body["ConsumedCapacity"]));
         *self.capacity.lock().expect("lock") += units;
         Ok(())
-    }
-}
-
-fn capacity_units(value: &Value) -> f64 {
-    match value {
-        Value::Array(list) => list.iter().map(capacity_units).sum(),
-        Value::Object(map) => map.get("CapacityUnits").and_then(Value::as_f64).unwrap_or(0.0),
-        _ => 0.0,
     }
 }
 

@@ -1,0 +1,206 @@
+//! What each request costs in DynamoDB, and its metrics.
+//!
+//! Every DynamoDB call of [`crate::dynamo::client`] asks for its consumed capacity
+//! (`ReturnConsumedCapacity: TOTAL`, which costs nothing) and adds what DynamoDB reports
+//! to the serving request's total, kept task-local by [`crate::http`]. The access log
+//! line carries that total, and under Lambda (or `cargo lambda watch`) each request also
+//! prints one CloudWatch Embedded Metric Format line: `Requests`, `Errors` (4xx),
+//! `Faults` (5xx), `Latency` and `DynamoDBCapacity`, per function and route.
+
+use std::cell::Cell;
+use std::future::Future;
+use std::sync::OnceLock;
+
+use aws_smithy_runtime_api::box_error::BoxError;
+use aws_smithy_runtime_api::client::interceptors::Intercept;
+use aws_smithy_runtime_api::client::interceptors::context::{
+    AfterDeserializationInterceptorContextRef, BeforeTransmitInterceptorContextMut,
+};
+use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
+use aws_smithy_types::body::SdkBody;
+use aws_smithy_types::config_bag::ConfigBag;
+use serde_json::{Value, json};
+
+tokio::task_local! {
+    static CAPACITY: Cell<f64>;
+}
+
+/// The operations that accept `ReturnConsumedCapacity`.
+const METERED: &[&str] = &[
+    "GetItem",
+    "PutItem",
+    "UpdateItem",
+    "DeleteItem",
+    "Query",
+    "Scan",
+    "BatchGetItem",
+    "BatchWriteItem",
+    "TransactGetItems",
+    "TransactWriteItems",
+];
+
+/// Runs `work` with a fresh capacity total; returns its output and the capacity its
+/// DynamoDB calls consumed.
+pub async fn metered<T>(work: impl Future<Output = T>) -> (T, f64) {
+    CAPACITY
+        .scope(Cell::new(0.0), async {
+            let output = work.await;
+            (output, CAPACITY.with(Cell::get))
+        })
+        .await
+}
+
+/// The capacity units in a `ConsumedCapacity` value (one object or a list of them).
+#[must_use]
+pub fn capacity_units(value: &Value) -> f64 {
+    match value {
+        Value::Array(list) => list.iter().map(capacity_units).sum(),
+        Value::Object(map) => map.get("CapacityUnits").and_then(Value::as_f64).unwrap_or(0.0),
+        _ => 0.0,
+    }
+}
+
+/// The SDK interceptor that asks for and adds up consumed capacity.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CapacityMeter;
+
+impl Intercept for CapacityMeter {
+    fn name(&self) -> &'static str {
+        "CapacityMeter"
+    }
+
+    fn modify_before_signing(
+        &self,
+        context: &mut BeforeTransmitInterceptorContextMut<'_>,
+        _: &RuntimeComponents,
+        _: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        let request = context.request_mut();
+        let target = request.headers().get("x-amz-target").unwrap_or_default();
+        let operation = target.rsplit('.').next().unwrap_or_default();
+        if !METERED.contains(&operation) {
+            return Ok(());
+        }
+        let Some(body) = request.body().bytes() else { return Ok(()) };
+        // `{…}` becomes `{"ReturnConsumedCapacity":"TOTAL",…}` without parsing the body
+        // (a checkpoint write carries megabytes).
+        let Some(rest) = body.strip_prefix(b"{") else { return Ok(()) };
+        let field: &[u8] = if rest.starts_with(b"}") {
+            br#"{"ReturnConsumedCapacity":"TOTAL""#
+        } else {
+            br#"{"ReturnConsumedCapacity":"TOTAL","#
+        };
+        let mut text = Vec::with_capacity(body.len() + field.len());
+        text.extend_from_slice(field);
+        text.extend_from_slice(rest);
+        request.headers_mut().insert("content-length", text.len().to_string());
+        *request.body_mut() = SdkBody::from(text);
+        Ok(())
+    }
+
+    fn read_after_deserialization(
+        &self,
+        context: &AfterDeserializationInterceptorContextRef<'_>,
+        _: &RuntimeComponents,
+        _: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        let units = context.response().body().bytes().map_or(0.0, consumed);
+        // Outside a request (admin tools, tests), there is nothing to add to.
+        let _ = CAPACITY.try_with(|total| total.set(total.get() + units));
+        Ok(())
+    }
+}
+
+/// The `ConsumedCapacity` of a response body, found without parsing the whole body.
+fn consumed(body: &[u8]) -> f64 {
+    const KEY: &[u8] = b"\"ConsumedCapacity\":";
+    let Some(at) = body.windows(KEY.len()).position(|w| w == KEY) else { return 0.0 };
+    let mut values = serde_json::Deserializer::from_slice(&body[at + KEY.len()..]).into_iter::<Value>();
+    values.next().and_then(Result::ok).map_or(0.0, |v| capacity_units(&v))
+}
+
+/// The function's name under Lambda (`AWS_LAMBDA_FUNCTION_NAME`); `None` elsewhere,
+/// where no metrics are printed.
+fn function_name() -> Option<&'static str> {
+    static NAME: OnceLock<Option<String>> = OnceLock::new();
+    NAME.get_or_init(|| std::env::var("AWS_LAMBDA_FUNCTION_NAME").ok().filter(|n| !n.is_empty())).as_deref()
+}
+
+/// One request's metrics.
+#[derive(Debug, Clone, Copy)]
+pub struct RequestMetrics<'a> {
+    /// The request id.
+    pub request_id: &'a str,
+    /// `METHOD /route` as routed.
+    pub route: &'a str,
+    /// The answer's status.
+    pub status: u16,
+    /// Milliseconds from receipt to answer.
+    pub latency_ms: f64,
+    /// DynamoDB capacity units consumed.
+    pub capacity: f64,
+}
+
+/// The Embedded Metric Format document of one request.
+#[must_use]
+pub fn emf(function: &str, metrics: &RequestMetrics<'_>, timestamp_ms: i64) -> Value {
+    json!({
+        "_aws": {
+            "Timestamp": timestamp_ms,
+            "CloudWatchMetrics": [{
+                "Namespace": "Cairn",
+                "Dimensions": [["Function", "Route"], ["Function"]],
+                "Metrics": [
+                    {"Name": "Requests", "Unit": "Count"},
+                    {"Name": "Errors", "Unit": "Count"},
+                    {"Name": "Faults", "Unit": "Count"},
+                    {"Name": "Latency", "Unit": "Milliseconds"},
+                    {"Name": "DynamoDBCapacity", "Unit": "None"}
+                ]
+            }]
+        },
+        "Function": function,
+        "Route": metrics.route,
+        "Requests": 1,
+        "Errors": u8::from((400..500).contains(&metrics.status)),
+        "Faults": u8::from(metrics.status >= 500),
+        "Latency": metrics.latency_ms,
+        "DynamoDBCapacity": metrics.capacity,
+        "status": metrics.status,
+        "request_id": metrics.request_id,
+    })
+}
+
+/// Prints the request's EMF line to stdout, where Lambda sends it to CloudWatch Logs
+/// (which turns it into metrics). Nothing outside Lambda.
+pub fn publish(metrics: &RequestMetrics<'_>) {
+    if let Some(function) = function_name() {
+        println!("{}", emf(function, metrics, chrono::Utc::now().timestamp_millis()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn consumed_capacity_is_read_from_single_and_batch_answers() {
+        assert!(
+            (consumed(br#"{"Item":{},"ConsumedCapacity":{"TableName":"t","CapacityUnits":0.5}}"#) - 0.5).abs() < 1e-9
+        );
+        let batch = br#"{"ConsumedCapacity":[{"CapacityUnits":2.0},{"CapacityUnits":1.5}],"Responses":{}}"#;
+        assert!((consumed(batch) - 3.5).abs() < 1e-9);
+        assert!(consumed(br#"{"Item":{}}"#).abs() < 1e-9);
+    }
+
+    #[test]
+    fn emf_names_every_metric_it_carries() {
+        let m = RequestMetrics { request_id: "r", route: "GET /x", status: 503, latency_ms: 2.5, capacity: 1.0 };
+        let doc = emf("f", &m, 1);
+        for metric in doc["_aws"]["CloudWatchMetrics"][0]["Metrics"].as_array().into_iter().flatten() {
+            let name = metric["Name"].as_str().unwrap_or_default();
+            assert!(doc[name].is_number(), "{name}");
+        }
+        assert_eq!((doc["Errors"].clone(), doc["Faults"].clone()), (json!(0), json!(1)));
+    }
+}
