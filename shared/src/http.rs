@@ -128,8 +128,8 @@ async fn request_context(request: Request, next: Next) -> Response {
     let method = request.method().clone();
     let route =
         request.extensions().get::<MatchedPath>().map_or_else(|| "-".to_owned(), |path| path.as_str().to_owned());
-    let (mut response, capacity) =
-        crate::metering::metered(REQUEST_ID.scope(request_id.clone(), next.run(request))).await;
+    let (mut response, usage) = crate::metering::metered(REQUEST_ID.scope(request_id.clone(), next.run(request))).await;
+    let capacity = usage.capacity;
     if let Ok(value) = HeaderValue::from_str(&request_id) {
         response.headers_mut().insert("x-request-id", value);
     }

@@ -179,3 +179,20 @@ mod tests {
         assert!(WorkflowId::parse("wf_0193a6f21c2b7d3e8f000123456789a\0").is_none());
     }
 }
+
+/// The `{id}` segment of a request's path, as the client sent it (decoded). A segment
+/// that cannot be decoded (not UTF-8) names nothing: 404, like any unknown id, and
+/// problem+json like every error.
+#[derive(Debug, Clone)]
+pub struct PathId(pub String);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for PathId {
+    type Rejection = crate::ApiError;
+
+    async fn from_request_parts(parts: &mut http::request::Parts, state: &S) -> Result<Self, Self::Rejection> {
+        match axum::extract::Path::<String>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Path(raw)) => Ok(Self(raw)),
+            Err(_) => Err(crate::ApiError::not_found("resource", parts.uri.path())),
+        }
+    }
+}

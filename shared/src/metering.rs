@@ -22,7 +22,16 @@ use aws_smithy_types::config_bag::ConfigBag;
 use serde_json::{Value, json};
 
 tokio::task_local! {
-    static CAPACITY: Cell<f64>;
+    static USAGE: Cell<Usage>;
+}
+
+/// What a piece of work cost in DynamoDB.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Usage {
+    /// Round trips (answers received, retries included).
+    pub calls: u64,
+    /// Capacity units consumed, as DynamoDB reports them.
+    pub capacity: f64,
 }
 
 /// The operations that accept `ReturnConsumedCapacity`.
@@ -39,15 +48,25 @@ const METERED: &[&str] = &[
     "TransactWriteItems",
 ];
 
-/// Runs `work` with a fresh capacity total; returns its output and the capacity its
-/// DynamoDB calls consumed.
-pub async fn metered<T>(work: impl Future<Output = T>) -> (T, f64) {
-    CAPACITY
-        .scope(Cell::new(0.0), async {
+/// Runs `work` (in this task) with a fresh total; returns its output and what its
+/// DynamoDB calls cost. Nested, the inner cost also counts for the outer work.
+pub async fn metered<T>(work: impl Future<Output = T>) -> (T, Usage) {
+    let (output, usage) = USAGE
+        .scope(Cell::new(Usage::default()), async {
             let output = work.await;
-            (output, CAPACITY.with(Cell::get))
+            (output, USAGE.with(Cell::get))
         })
-        .await
+        .await;
+    add(usage);
+    (output, usage)
+}
+
+fn add(usage: Usage) {
+    // Outside any metered work (admin tools, tests), there is nothing to add to.
+    let _ = USAGE.try_with(|total| {
+        let so_far = total.get();
+        total.set(Usage { calls: so_far.calls + usage.calls, capacity: so_far.capacity + usage.capacity });
+    });
 }
 
 /// The capacity units in a `ConsumedCapacity` value (one object or a list of them).
@@ -104,9 +123,8 @@ impl Intercept for CapacityMeter {
         _: &RuntimeComponents,
         _: &mut ConfigBag,
     ) -> Result<(), BoxError> {
-        let units = context.response().body().bytes().map_or(0.0, consumed);
-        // Outside a request (admin tools, tests), there is nothing to add to.
-        let _ = CAPACITY.try_with(|total| total.set(total.get() + units));
+        let capacity = context.response().body().bytes().map_or(0.0, consumed);
+        add(Usage { calls: 1, capacity });
         Ok(())
     }
 }
@@ -191,6 +209,17 @@ mod tests {
         let batch = br#"{"ConsumedCapacity":[{"CapacityUnits":2.0},{"CapacityUnits":1.5}],"Responses":{}}"#;
         assert!((consumed(batch) - 3.5).abs() < 1e-9);
         assert!(consumed(br#"{"Item":{}}"#).abs() < 1e-9);
+    }
+
+    #[tokio::test]
+    async fn nested_work_counts_for_the_outer_work_too() {
+        let ((), outer) = metered(async {
+            add(Usage { calls: 1, capacity: 0.5 });
+            let ((), inner) = metered(async { add(Usage { calls: 2, capacity: 1.0 }) }).await;
+            assert_eq!(inner, Usage { calls: 2, capacity: 1.0 });
+        })
+        .await;
+        assert_eq!(outer, Usage { calls: 3, capacity: 1.5 });
     }
 
     #[test]

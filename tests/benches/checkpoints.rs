@@ -5,79 +5,15 @@
 //! Run with `make bench` (it starts DynamoDB Local and creates the tables).
 //! Goal (the executions issue): a 4 MiB checkpoint in at most 3 round trips each way.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use aws_smithy_runtime_api::box_error::BoxError;
-use aws_smithy_runtime_api::client::interceptors::Intercept;
-use aws_smithy_runtime_api::client::interceptors::context::{
-    AfterDeserializationInterceptorContextRef, BeforeTransmitInterceptorContextMut,
-};
-use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
-use aws_smithy_types::body::SdkBody;
-use aws_smithy_types::config_bag::ConfigBag;
 use http::{Method, Request};
 use serde_json::{Map, Value, json};
 use shared::dynamo::Tables;
+use shared::metering::{Usage, metered};
 use shared::time::SystemClock;
 use tower::ServiceExt;
-
-/// Counts DynamoDB calls and the capacity they report (it asks every call for it).
-#[derive(Debug, Default, Clone)]
-struct Meter {
-    calls: Arc<AtomicU64>,
-    capacity: Arc<Mutex<f64>>,
-}
-
-impl Meter {
-    fn take(&self) -> (u64, f64) {
-        let calls = self.calls.swap(0, Ordering::SeqCst);
-        let mut capacity = self.capacity.lock().expect("lock");
-        let units = *capacity;
-        *capacity = 0.0;
-        (calls, units)
-    }
-}
-
-impl Intercept for Meter {
-    fn name(&self) -> &'static str {
-        "Meter"
-    }
-
-    fn modify_before_signing(
-        &self,
-        context: &mut BeforeTransmitInterceptorContextMut<'_>,
-        _: &RuntimeComponents,
-        _: &mut ConfigBag,
-    ) -> Result<(), BoxError> {
-        let request = context.request_mut();
-        let Some(bytes) = request.body().bytes() else { return Ok(()) };
-        let Ok(Value::Object(mut body)) = serde_json::from_slice::<Value>(bytes) else { return Ok(()) };
-        body.insert("ReturnConsumedCapacity".to_owned(), json!("TOTAL"));
-        let text = serde_json::to_vec(&body)?;
-        request.headers_mut().insert("content-length", text.len().to_string());
-        *request.body_mut() = SdkBody::from(text);
-        Ok(())
-    }
-
-    fn read_after_deserialization(
-        &self,
-        context: &AfterDeserializationInterceptorContextRef<'_>,
-        _: &RuntimeComponents,
-        _: &mut ConfigBag,
-    ) -> Result<(), BoxError> {
-        self.calls.fetch_add(1, Ordering::SeqCst);
-        let units = context
-            .response()
-            .body()
-            .bytes()
-            .and_then(|b| serde_json::from_slice::<Value>(b).ok())
-            .map_or(0.0, |body| shared::metering::capacity_units(&body["ConsumedCapacity"]));
-        *self.capacity.lock().expect("lock") += units;
-        Ok(())
-    }
-}
 
 fn state_of_size(size: usize) -> Value {
     let mut seed = 0x2545_F491_4F6C_DD1D_u64;
@@ -118,14 +54,11 @@ fn median(mut values: Vec<Duration>) -> Duration {
 async fn main() {
     let prefix = std::env::var("TABLE_PREFIX").expect("TABLE_PREFIX: run with `make bench`");
     let tables = Tables::new(&prefix);
-    let meter = Meter::default();
-    let config = shared::dynamo::sdk_config().await;
-    let client = aws_sdk_dynamodb::Client::from_conf(
-        aws_sdk_dynamodb::config::Builder::from(&config).interceptor(meter.clone()).build(),
-    );
+    let client = shared::dynamo::client().await;
     let now = shared::time::format(chrono::Utc::now());
     let tenant = infra::admin::create_tenant(&client, &tables, "bench", &now).await.expect("tenant");
     let (_, key) = infra::admin::create_key(&client, &tables, tenant.as_str(), &now).await.expect("key");
+    infra::admin::grant_credits(&client, &tables, tenant.as_str(), 100).await.expect("credits");
     let clock = Arc::new(SystemClock);
     let workflows = workflows::app(client.clone(), tables.clone(), clock.clone());
     let executions = executions::app(client.clone(), tables.clone(), clock.clone());
@@ -147,33 +80,33 @@ async fn main() {
         let state = state_of_size(size);
         let body = json!({"execution_id": execution["id"], "state": state});
         let (mut write_times, mut read_times) = (Vec::new(), Vec::new());
-        let (mut write_cost, mut read_cost) = ((0, 0.0), (0, 0.0));
-        meter.take();
+        let (mut write_cost, mut read_cost) = (Usage::default(), Usage::default());
         for _ in 0..iterations {
             let started = Instant::now();
-            let created = call(&checkpoints, &key, Method::POST, "/api/v1/checkpoints", Some(&body)).await;
+            let (created, cost) =
+                metered(call(&checkpoints, &key, Method::POST, "/api/v1/checkpoints", Some(&body))).await;
             write_times.push(started.elapsed());
-            write_cost = meter.take();
+            write_cost = cost;
             let uri = format!("/api/v1/checkpoints/{}?include_state=true", created["id"].as_str().expect("id"));
             let started = Instant::now();
-            let back = call(&checkpoints, &key, Method::GET, &uri, None).await;
+            let (back, cost) = metered(call(&checkpoints, &key, Method::GET, &uri, None)).await;
             read_times.push(started.elapsed());
-            read_cost = meter.take();
+            read_cost = cost;
             assert_eq!(back["state"], state);
         }
         // Each request authenticates first: one of the round trips is the API key lookup.
         println!(
             "{label:<10} {:<6} {:>11} {:>10.1} {:>12.1}",
             "write",
-            write_cost.0,
-            write_cost.1,
+            write_cost.calls,
+            write_cost.capacity,
             median(write_times).as_secs_f64() * 1e3
         );
         println!(
             "{label:<10} {:<6} {:>11} {:>10.1} {:>12.1}",
             "read",
-            read_cost.0,
-            read_cost.1,
+            read_cost.calls,
+            read_cost.capacity,
             median(read_times).as_secs_f64() * 1e3
         );
     }

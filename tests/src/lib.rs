@@ -226,6 +226,12 @@ impl Api {
         Self { transport }
     }
 
+    /// Whether requests go to the routers in process (not through `cargo lambda watch`).
+    #[must_use]
+    pub fn is_in_process(&self) -> bool {
+        matches!(self.transport, Transport::InProcess(_))
+    }
+
     /// Starts a request; `path` is relative to `/api/v1`.
     #[must_use]
     pub fn request(&self, method: Method, path: &str) -> Call<'_> {

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use executions::checkpoint::{Checkpoint, PackedState, STATE_MAX_BYTES};
 use executions::model::{Execution, ExecutionStatus};
@@ -13,6 +13,7 @@ use serde_json::{Map, Value};
 use shared::body::{Fields, JsonBody, WireEnum, string_map, text};
 use shared::counters::CounterChange;
 use shared::dynamo::{StoreError, Transaction, TransactionError, backoff};
+use shared::ids::PathId;
 use shared::ids::{CheckpointId, ExecutionId};
 use shared::pagination::{OffsetBody, OffsetRequest};
 use shared::query::Query;
@@ -167,7 +168,7 @@ pub async fn list(
 pub async fn get(
     State(state): State<AppState>,
     tenant: TenantId,
-    Path(raw): Path<String>,
+    PathId(raw): PathId,
     mut query: Query,
 ) -> Result<Json<CheckpointBody>, ApiError> {
     let include_state = query.boolean("include_state", false);

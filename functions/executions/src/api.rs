@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use billing::ledger::{EntryType, NewEntry};
 use chrono::{DateTime, Utc};
@@ -14,6 +14,7 @@ use serde_json::{Map, Value};
 use shared::body::{Fields, JsonBody, OptionalJsonBody, Patch, WireEnum, json_object, json_value, string_map, text};
 use shared::counters::CounterChange;
 use shared::dynamo::{StoreError, Transaction, TransactionError, backoff};
+use shared::ids::PathId;
 use shared::ids::{CheckpointId, ExecutionId, WorkflowId};
 use shared::pagination::{PageBody, PageRequest};
 use shared::query::Query;
@@ -224,7 +225,7 @@ pub fn check_range(after: Option<DateTime<Utc>>, before: Option<DateTime<Utc>>) 
 pub async fn get(
     State(state): State<AppState>,
     tenant: TenantId,
-    Path(raw): Path<String>,
+    PathId(raw): PathId,
 ) -> Result<Json<ExecutionBody>, ApiError> {
     let id = parse_id(&raw)?;
     Ok(Json(load(&state, &tenant, &id).await?.into()))
@@ -234,7 +235,7 @@ pub async fn get(
 pub async fn complete(
     State(state): State<AppState>,
     tenant: TenantId,
-    Path(raw): Path<String>,
+    PathId(raw): PathId,
     OptionalJsonBody(body): OptionalJsonBody,
 ) -> Result<Json<ExecutionBody>, ApiError> {
     let id = parse_id(&raw)?;
@@ -248,7 +249,7 @@ pub async fn complete(
 pub async fn fail(
     State(state): State<AppState>,
     tenant: TenantId,
-    Path(raw): Path<String>,
+    PathId(raw): PathId,
     JsonBody(body): JsonBody,
 ) -> Result<Json<ExecutionBody>, ApiError> {
     let id = parse_id(&raw)?;
@@ -277,7 +278,7 @@ fn error_type(value: &Value) -> Result<String, String> {
 pub async fn pause(
     State(state): State<AppState>,
     tenant: TenantId,
-    Path(raw): Path<String>,
+    PathId(raw): PathId,
     OptionalJsonBody(body): OptionalJsonBody,
 ) -> Result<Json<ExecutionBody>, ApiError> {
     let id = parse_id(&raw)?;
@@ -289,7 +290,7 @@ pub async fn pause(
 pub async fn cancel(
     State(state): State<AppState>,
     tenant: TenantId,
-    Path(raw): Path<String>,
+    PathId(raw): PathId,
     OptionalJsonBody(body): OptionalJsonBody,
 ) -> Result<Json<ExecutionBody>, ApiError> {
     let id = parse_id(&raw)?;
@@ -303,7 +304,7 @@ pub async fn cancel(
 pub async fn replay(
     State(state): State<AppState>,
     tenant: TenantId,
-    Path(raw): Path<String>,
+    PathId(raw): PathId,
     OptionalJsonBody(body): OptionalJsonBody,
 ) -> Result<Json<ExecutionBody>, ApiError> {
     let id = parse_id(&raw)?;
@@ -322,7 +323,7 @@ pub async fn replay(
 pub async fn rollback(
     State(state): State<AppState>,
     tenant: TenantId,
-    Path(raw): Path<String>,
+    PathId(raw): PathId,
     JsonBody(body): JsonBody,
 ) -> Result<Json<ExecutionBody>, ApiError> {
     let id = parse_id(&raw)?;

@@ -1,7 +1,7 @@
 //! The failure endpoints.
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use chrono::TimeDelta;
 use executions::failure::{Failure, FailureStatus, counter_name};
 use serde::Serialize;
@@ -10,6 +10,7 @@ use shared::body::WireEnum;
 use shared::counters;
 use shared::dynamo::{StoreError, Transaction, TransactionError, backoff};
 use shared::ids::FailureId;
+use shared::ids::PathId;
 use shared::pagination::{OffsetBody, OffsetRequest};
 use shared::query::Query;
 use shared::{ApiError, TenantId};
@@ -122,7 +123,7 @@ async fn load(state: &AppState, tenant: &TenantId, id: &FailureId) -> Result<Fai
 pub async fn get(
     State(state): State<AppState>,
     tenant: TenantId,
-    Path(raw): Path<String>,
+    PathId(raw): PathId,
 ) -> Result<Json<FailureDetail>, ApiError> {
     let id = parse_id(&raw)?;
     Ok(Json(load(&state, &tenant, &id).await?.into()))
@@ -180,7 +181,7 @@ pub struct Settled {
 pub async fn resolve(
     State(state): State<AppState>,
     tenant: TenantId,
-    Path(raw): Path<String>,
+    PathId(raw): PathId,
 ) -> Result<Json<Settled>, ApiError> {
     let id = parse_id(&raw)?;
     let settled = settle(&state, &tenant, &id, |current, now| match current.status {
@@ -200,7 +201,7 @@ pub async fn resolve(
 pub async fn ignore(
     State(state): State<AppState>,
     tenant: TenantId,
-    Path(raw): Path<String>,
+    PathId(raw): PathId,
 ) -> Result<Json<Settled>, ApiError> {
     let id = parse_id(&raw)?;
     let settled = settle(&state, &tenant, &id, |current, _| match current.status {

@@ -4,13 +4,14 @@
 use std::collections::BTreeMap;
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, HeaderValue, StatusCode, header};
 use serde::Serialize;
 use serde_json::{Map, Value};
 use shared::body::{Fields, JsonBody, WireEnum, json_object, one_of, string_map, text};
 use shared::dynamo::StoreError;
+use shared::ids::PathId;
 use shared::ids::WorkflowId;
 use shared::pagination::{PageBody, PageRequest};
 use shared::query::Query;
@@ -223,11 +224,7 @@ pub async fn list(
 }
 
 /// `GET /workflows/{workflow_id}`
-pub async fn get(
-    State(state): State<AppState>,
-    tenant: TenantId,
-    Path(raw): Path<String>,
-) -> Result<Response, ApiError> {
+pub async fn get(State(state): State<AppState>, tenant: TenantId, PathId(raw): PathId) -> Result<Response, ApiError> {
     let id = parse_id(&raw)?;
     Ok(respond(StatusCode::OK, load(&state, &tenant, &id).await?))
 }
@@ -236,7 +233,7 @@ pub async fn get(
 pub async fn update(
     State(state): State<AppState>,
     tenant: TenantId,
-    Path(raw): Path<String>,
+    PathId(raw): PathId,
     headers: HeaderMap,
     JsonBody(body): JsonBody,
 ) -> Result<Response, ApiError> {
@@ -262,7 +259,7 @@ pub async fn update(
 pub async fn delete(
     State(state): State<AppState>,
     tenant: TenantId,
-    Path(raw): Path<String>,
+    PathId(raw): PathId,
     headers: HeaderMap,
 ) -> Result<StatusCode, ApiError> {
     let id = parse_id(&raw)?;
