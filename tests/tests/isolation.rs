@@ -1,0 +1,158 @@
+//! Tenant isolation over every route, generated from `template.yaml` so that a new route
+//! cannot escape: another tenant's ids (in the path, the query or the body) are answered
+//! 404 `not_found` exactly like unknown ids, and nothing of the owner's changes. Every
+//! route must be classified below (ids in its path, ids in its query or body, or no ids);
+//! an unclassified route fails the test.
+
+use api_tests::{Api, Env, both_paths};
+use http::Method;
+use serde_json::{Value, json};
+
+both_paths!(another_tenants_ids_are_404_on_every_route_and_change_nothing);
+
+/// The owner's resources.
+struct Owned {
+    workflow: String,
+    running: String,
+    checkpoint: String,
+    failed: String,
+    failure: String,
+}
+
+const FAIL: &str = r#"{"error_type":"AGENT_ERROR","message":"it broke"}"#;
+
+/// Routes that take no ids at all (their lists are checked for leaks below).
+const NO_IDS: &[(&str, &str)] = &[
+    ("GET", "/api/v1/workflows"),
+    ("POST", "/api/v1/workflows"),
+    ("GET", "/api/v1/failures"),
+    ("GET", "/api/v1/failures/stats"),
+    ("GET", "/api/v1/billing/balance"),
+    ("GET", "/api/v1/billing/transactions"),
+    ("POST", "/api/v1/billing/topup"),
+    ("POST", "/api/v1/billing/subscriptions/create-checkout"),
+    ("GET", "/api/v1/billing/subscriptions/status"),
+    ("POST", "/api/v1/billing/subscriptions/portal"),
+    ("POST", "/api/v1/billing/subscriptions/cancel"),
+];
+
+fn id_of(reply: &api_tests::Reply) -> String {
+    reply.body["id"].as_str().expect("id").to_owned()
+}
+
+async fn own(api: &Api, key: &str) -> Owned {
+    let workflow =
+        id_of(api.post(key, "/workflows", &json!({"name": "w", "workflow_type": "custom"})).await.expect(201));
+    let start = json!({"workflow_id": workflow});
+    let running = id_of(api.post(key, "/executions", &start).await.expect(201));
+    let cp = json!({"execution_id": running, "name": "one", "state": {"secret": 1}});
+    let checkpoint = id_of(api.post(key, "/checkpoints", &cp).await.expect(201));
+    let failed = id_of(api.post(key, "/executions", &start).await.expect(201));
+    let fail: Value = serde_json::from_str(FAIL).expect("json");
+    api.post(key, &format!("/executions/{failed}/fail"), &fail).await.expect(200);
+    let failure = api.get(key, "/failures").await.body["items"][0]["id"].as_str().expect("failure").to_owned();
+    Owned { workflow, running, checkpoint, failed, failure }
+}
+
+/// Everything the owner can see.
+async fn snapshot(api: &Api, key: &str, o: &Owned) -> Vec<Value> {
+    let mut seen = Vec::new();
+    for path in [
+        format!("/workflows/{}", o.workflow),
+        format!("/executions/{}", o.running),
+        format!("/executions/{}", o.failed),
+        format!("/checkpoints/{}?include_state=true", o.checkpoint),
+        format!("/checkpoints?execution_id={}", o.running),
+        format!("/failures/{}", o.failure),
+        "/executions".to_owned(),
+        "/failures/stats".to_owned(),
+        "/billing/balance".to_owned(),
+        "/billing/transactions".to_owned(),
+    ] {
+        let reply = api.get(key, &path).await;
+        seen.push(json!({"path": path, "status": reply.status, "body": reply.body}));
+    }
+    seen
+}
+
+/// The requests that put the owner's ids into `method path` (for a route without ids
+/// in its path: in its query or body). `None`: the route takes no ids.
+fn requests(method: &str, path: &str, o: &Owned) -> Option<Vec<(String, Value)>> {
+    let fail: Value = serde_json::from_str(FAIL).expect("json");
+    if path.contains('{') {
+        let url = path
+            .replace("{workflow_id}", &o.workflow)
+            .replace("{checkpoint_id}", &o.checkpoint)
+            .replace("{failure_id}", &o.failure);
+        let body = match (method, path.rsplit('/').next().unwrap_or_default()) {
+            ("PUT", _) => json!({"name": "renamed"}),
+            (_, "fail") => fail,
+            (_, "rollback") => json!({"checkpoint_id": o.checkpoint}),
+            _ => json!({}),
+        };
+        assert!(
+            !url.contains('{') || url.contains("{execution_id}"),
+            "{method} {path}: a path parameter this test does not know; classify it"
+        );
+        return Some(
+            [&o.running, &o.failed].iter().map(|e| (url.replace("{execution_id}", e), body.clone())).collect(),
+        );
+    }
+    match (method, path) {
+        ("GET", "/api/v1/executions") => Some(vec![(format!("{path}?workflow_id={}", o.workflow), Value::Null)]),
+        ("GET", "/api/v1/checkpoints") => Some(vec![(format!("{path}?execution_id={}", o.running), Value::Null)]),
+        ("POST", "/api/v1/executions") => Some(vec![(path.to_owned(), json!({"workflow_id": o.workflow}))]),
+        ("POST", "/api/v1/checkpoints") => {
+            Some(vec![(path.to_owned(), json!({"execution_id": o.running, "state": {"n": 1}}))])
+        }
+        _ => {
+            assert!(NO_IDS.contains(&(method, path)), "{method} {path}: a route this test does not know; classify it");
+            None
+        }
+    }
+}
+
+async fn another_tenants_ids_are_404_on_every_route_and_change_nothing(api: Api, env: Env) {
+    let owner = env.tenant().await;
+    let intruder = env.tenant().await;
+    let o = own(&api, &owner.key).await;
+    let mine = own(&api, &intruder.key).await;
+    let before = snapshot(&api, &owner.key, &o).await;
+    let routes = infra::template::Template::embedded().expect("template").routes().expect("routes");
+    let mut checked = 0;
+    for route in &routes {
+        if billing::PUBLIC_ROUTES.contains(&(route.method.as_str(), route.path.as_str())) {
+            continue;
+        }
+        let Some(requests) = requests(&route.method, &route.path, &o) else { continue };
+        let method = Method::from_bytes(route.method.as_bytes()).expect("method");
+        for (url, body) in requests {
+            let path = url.replacen("/api/v1", "", 1);
+            let mut call = api.request(method.clone(), &path).key(&intruder.key);
+            if !body.is_null() {
+                call = call.json(&body);
+            }
+            let reply = call.send().await;
+            assert_eq!(reply.status, 404, "{method} {path}: {}", reply.body);
+            reply.expect_problem(404, "not_found");
+            checked += 1;
+        }
+    }
+    // Ids in bodies of routes whose path is the intruder's own.
+    for action in ["replay", "rollback"] {
+        let path = format!("/executions/{}/{action}", mine.failed);
+        let reply = api.post(&intruder.key, &path, &json!({"checkpoint_id": o.checkpoint})).await;
+        reply.expect_problem(404, "not_found");
+        checked += 1;
+    }
+    assert!(checked >= 25, "{checked} requests");
+    assert_eq!(snapshot(&api, &owner.key, &o).await, before, "the owner's data is unchanged");
+
+    // The intruder's own lists show none of the owner's ids.
+    for path in ["/workflows", "/executions", "/failures", "/billing/transactions"] {
+        let text = api.get(&intruder.key, path).await.expect(200).body.to_string();
+        for id in [&o.workflow, &o.running, &o.failed, &o.failure, &o.checkpoint] {
+            assert!(!text.contains(id.as_str()), "{path} leaks {id}");
+        }
+    }
+}
