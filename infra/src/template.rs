@@ -104,11 +104,24 @@ impl Template {
             .collect()
     }
 
-    /// Every HTTP API route with its function.
+    /// Every HTTP API route with its method and function (the `ANY` routes aside).
     ///
     /// # Errors
     /// When a function or event is not of the expected shape.
     pub fn routes(&self) -> Result<Vec<Route>> {
+        Ok(self.all_routes()?.into_iter().filter(|r| r.method != ANY).collect())
+    }
+
+    /// The `ANY` routes: one per path, sending the methods the path does not serve to its
+    /// function (which answers 405).
+    ///
+    /// # Errors
+    /// As [`Template::routes`].
+    pub fn any_method_routes(&self) -> Result<Vec<Route>> {
+        Ok(self.all_routes()?.into_iter().filter(|r| r.method == ANY).collect())
+    }
+
+    fn all_routes(&self) -> Result<Vec<Route>> {
         let mut routes = Vec::new();
         for (id, function) in self.of_type("AWS::Serverless::Function")? {
             let binary = function
@@ -141,6 +154,9 @@ impl Template {
         Ok(routes)
     }
 }
+
+/// API Gateway's method wildcard.
+const ANY: &str = "ANY";
 
 fn text_of(value: Option<&Value>, what: &str) -> Result<String> {
     value.and_then(Value::as_str).map(str::to_owned).ok_or_else(|| anyhow!("missing {what}"))

@@ -382,24 +382,16 @@ pub async fn batch_get(client: &Client, table: &str, keys: Vec<Item>) -> Result<
     Ok(found)
 }
 
-/// A query of one partition for ids (`<prefix>_<uuidv7>`) created strictly between
-/// `after` and `before` (either open), newest first: time filters as key ranges.
+/// A query of one partition for the ids (`<prefix>_<uuidv7>`) in `range`, newest first
+/// (the range comes from [`crate::ids::created_between`]: time filters as key ranges).
 #[must_use]
-pub fn newest_first_between(
+pub fn newest_first_in(
     client: &Client,
     table: &str,
     index: Option<&str>,
     partition: (&str, String),
-    id_prefix: &str,
-    after: Option<chrono::DateTime<chrono::Utc>>,
-    before: Option<chrono::DateTime<chrono::Utc>>,
+    range: (String, String),
 ) -> QueryFluentBuilder {
-    let ms = |t: chrono::DateTime<chrono::Utc>| u64::try_from(t.timestamp_millis()).unwrap_or(0);
-    let lo = after.map_or_else(|| format!("{id_prefix}_"), |t| format!("{id_prefix}_{:012x}", ms(t) + 1));
-    let hi = before.map_or_else(
-        || format!("{id_prefix}_{}", "f".repeat(32)),
-        |t| format!("{id_prefix}_{:012x}{}", ms(t).saturating_sub(1), "f".repeat(20)),
-    );
     client
         .query()
         .table_name(table)
@@ -408,8 +400,8 @@ pub fn newest_first_between(
         .expression_attribute_names("#pk", partition.0)
         .expression_attribute_names("#id", "id")
         .expression_attribute_values(":pk", s(partition.1))
-        .expression_attribute_values(":lo", s(lo))
-        .expression_attribute_values(":hi", s(hi))
+        .expression_attribute_values(":lo", s(range.0))
+        .expression_attribute_values(":hi", s(range.1))
         .scan_index_forward(false)
         .consistent_read(index.is_none())
 }

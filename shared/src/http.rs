@@ -11,6 +11,7 @@ use axum::middleware::{Next, from_fn, from_fn_with_state};
 use axum::response::{IntoResponse, Response};
 use http::HeaderValue;
 use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::compression::CompressionLayer;
 
 use crate::TenantId;
 use crate::auth::authenticate;
@@ -50,8 +51,8 @@ impl AuthState {
 }
 
 /// Wraps an area's routes in the shared edge: authentication and `Idempotency-Key`
-/// handling on every route, then panic safety, request ids and the access log around
-/// everything. Unknown paths and
+/// handling on every route, then panic safety, gzip for clients that accept it, request
+/// ids and the access log around everything. Unknown paths and
 /// methods get problem+json too.
 pub fn api(routes: Router, auth: AuthState) -> Router {
     api_with_public(routes, Router::new(), auth)
@@ -65,8 +66,9 @@ pub fn api_with_public(routes: Router, public: Router, auth: AuthState) -> Route
         .method_not_allowed_fallback(method_not_allowed)
         .layer(from_fn_with_state(auth.clone(), crate::idempotency::layer))
         .layer(from_fn_with_state(auth, require_api_key))
-        .merge(public)
+        .merge(public.method_not_allowed_fallback(method_not_allowed))
         .layer(CatchPanicLayer::custom(panic_response))
+        .layer(CompressionLayer::new())
         .layer(from_fn(request_context))
 }
 

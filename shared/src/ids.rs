@@ -141,6 +141,31 @@ mod tests {
     use super::*;
 
     #[test]
+    fn created_between_is_a_key_range_or_nothing() {
+        let at = |s: &str| Some(crate::time::parse(s).expect("time"));
+        let (lo, hi) = created_between("exec", at("2026-01-01T00:00:00Z"), at("2026-01-02T00:00:00Z")).expect("range");
+        assert!(lo < hi && lo.starts_with("exec_") && hi.ends_with(&"f".repeat(20)));
+        let open = created_between("exec", None, None).expect("everything");
+        assert_eq!(open, ("exec_000000000000".to_owned(), format!("exec_ffffffffffff{}", "f".repeat(20))));
+        assert!(created_between("exec", at("2026-01-02T00:00:00Z"), at("2026-01-01T00:00:00Z")).is_none());
+        assert!(created_between("exec", None, at("0719-01-14T18:25:19Z")).is_none(), "before 1970");
+        assert!(created_between("exec", None, at("1970-01-01T00:00:00Z")).is_none());
+        assert!(created_between("exec", at("0335-05-29T22:39:44Z"), at("0828-06-30T04:10:02Z")).is_none());
+        assert_eq!(
+            created_between("exec", at("0657-11-19T07:00:29Z"), None),
+            Some(open.clone()),
+            "all ids are after 0657"
+        );
+        let sub_ms = created_between("exec", at("2026-01-01T00:00:00.0003Z"), at("2026-01-01T00:00:00.0007Z"));
+        assert!(sub_ms.is_none(), "no whole millisecond lies strictly between");
+        assert!(
+            created_between("exec", DateTime::from_timestamp_millis(MAX_ID_MS * 2), None).is_none(),
+            "after the year 10889"
+        );
+        assert_eq!(created_between("exec", None, DateTime::from_timestamp_millis(MAX_ID_MS * 2)), Some(open));
+    }
+
+    #[test]
     fn generated_ids_have_prefix_and_32_hex_chars_and_parse_back() {
         let id = WorkflowId::generate();
         let (prefix, hex) = id.as_str().split_once('_').expect("underscore");
@@ -178,6 +203,24 @@ mod tests {
         assert!(WorkflowId::parse("").is_none());
         assert!(WorkflowId::parse("wf_0193a6f21c2b7d3e8f000123456789a\0").is_none());
     }
+}
+
+/// The largest millisecond timestamp an id can carry (48 bits, in the year 10889).
+const MAX_ID_MS: i64 = (1 << 48) - 1;
+
+/// The key range (`lo`, `hi`, inclusive) of the ids with `prefix` created strictly after
+/// `after` and strictly before `before` (to the millisecond; either bound open), or
+/// `None` when no id can be in it: the window ends at or before it starts, or lies
+/// entirely before 1970 or after the year 10889. Time filters are key ranges on ids.
+#[must_use]
+pub fn created_between(
+    prefix: &str,
+    after: Option<DateTime<Utc>>,
+    before: Option<DateTime<Utc>>,
+) -> Option<(String, String)> {
+    let lo = after.map_or(0, |t| t.timestamp_millis().saturating_add(1).max(0));
+    let hi = before.map_or(MAX_ID_MS, |t| t.timestamp_millis().saturating_sub(1).min(MAX_ID_MS));
+    (lo <= hi).then(|| (format!("{prefix}_{lo:012x}"), format!("{prefix}_{hi:012x}{}", "f".repeat(20))))
 }
 
 /// The `{id}` segment of a request's path, as the client sent it (decoded). A segment

@@ -410,6 +410,13 @@ async fn list_time_filters_are_exclusive_ranges(api: Api, env: Env) {
     let encoded = at(2).replace(':', "%3A");
     let before = api.get(&t.key, &format!("/executions?created_before={encoded}&status=running")).await;
     assert_eq!(before.body["total"], 2);
+    // A window that ends where (or before) it starts holds nothing: an empty page, not an error.
+    for (from, to) in [(3, 0), (2, 2)] {
+        let inverted =
+            api.get(&t.key, &format!("/executions?created_after={}&created_before={}", at(from), at(to))).await;
+        inverted.expect(200);
+        assert_eq!((inverted.body["total"].clone(), inverted.body["items"].clone()), (json!(0), json!([])));
+    }
 }
 
 async fn list_refuses_invalid_queries_and_unknown_workflows(api: Api, env: Env) {
@@ -419,7 +426,6 @@ async fn list_refuses_invalid_queries_and_unknown_workflows(api: Api, env: Env) 
         ("?page=0", "page"),
         ("?page_size=101", "page_size"),
         ("?created_after=yesterday", "created_after"),
-        ("?created_after=2026-01-02T00:00:00Z&created_before=2026-01-01T00:00:00Z", "created_before"),
     ];
     for (query, field) in cases {
         let reply = api.get(&t.key, &format!("/executions{query}")).await;

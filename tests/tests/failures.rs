@@ -144,6 +144,10 @@ async fn list_filters_pages_and_totals(api: Api, env: Env) {
     assert_eq!(newer.body["total"], 2);
     let older = api.get(&t.key, &format!("/failures?created_before={after}&status=open")).await;
     assert_eq!(older.body["total"], 0, "the older open ones were ignored and resolved");
+    let inverted =
+        api.get(&t.key, &format!("/failures?created_after={after}&created_before=2020-01-01T00:00:00Z")).await;
+    inverted.expect(200);
+    assert_eq!((inverted.body["total"].clone(), inverted.body["items"].clone()), (json!(0), json!([])));
 }
 
 async fn stats_after_each_transition_equal_a_recount_from_the_list(api: Api, env: Env) {
@@ -222,7 +226,6 @@ async fn list_refuses_invalid_queries(api: Api, env: Env) {
         ("?limit=201", "limit"),
         ("?offset=x", "offset"),
         ("?created_after=soon", "created_after"),
-        ("?created_after=2026-02-01T00:00:00Z&created_before=2026-01-01T00:00:00Z", "created_before"),
     ] {
         let reply = api.get(&t.key, &format!("/failures{query}")).await;
         reply.expect_problem(422, "validation_failed");

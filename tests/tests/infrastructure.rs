@@ -37,19 +37,14 @@ fn function_routes() -> RouteSet {
         .collect()
 }
 
-fn watch_routes() -> RouteSet {
+/// Path -> function of the watch router (each path sends every method to one function).
+fn watch_paths() -> BTreeSet<(String, String)> {
     let manifest: toml::Table = toml::from_str(&read("Cargo.toml")).expect("Cargo.toml");
     let router = manifest["workspace"]["metadata"]["lambda"]["watch"]["router"].as_table().expect("watch router");
-    let mut routes = RouteSet::new();
-    for (path, target) in router {
-        let entries = target.as_array().expect("each path lists its methods");
-        for entry in entries {
-            let method = entry["method"].as_str().expect("method").to_owned();
-            let function = entry["function"].as_str().expect("function").to_owned();
-            routes.insert((method, path.clone(), function));
-        }
-    }
-    routes
+    router
+        .iter()
+        .map(|(path, function)| (path.clone(), function.as_str().expect("each path names its function").to_owned()))
+        .collect()
 }
 
 fn openapi_routes() -> BTreeSet<(String, String)> {
@@ -69,10 +64,15 @@ fn openapi_routes() -> BTreeSet<(String, String)> {
 
 #[test]
 fn template_watch_router_openapi_and_functions_serve_the_same_routes() {
-    let template = as_set(Template::embedded().expect("template").routes().expect("routes"));
+    let parsed = Template::embedded().expect("template");
+    let template = as_set(parsed.routes().expect("routes"));
+    let any = as_set(parsed.any_method_routes().expect("ANY routes"));
     assert!(!template.is_empty());
     assert_eq!(template, function_routes(), "template.yaml vs the functions' ROUTES");
-    assert_eq!(template, watch_routes(), "template.yaml vs [workspace.metadata.lambda.watch.router]");
+    let paths: BTreeSet<(String, String)> = template.iter().map(|(_, p, f)| (p.clone(), f.clone())).collect();
+    let any_paths: BTreeSet<(String, String)> = any.into_iter().map(|(_, p, f)| (p, f)).collect();
+    assert_eq!(any_paths, paths, "every path has one ANY route to its function, and no other function serves it");
+    assert_eq!(watch_paths(), paths, "template.yaml vs [workspace.metadata.lambda.watch.router]");
     let without_functions: BTreeSet<(String, String)> = template.into_iter().map(|(m, p, _)| (m, p)).collect();
     assert_eq!(without_functions, openapi_routes(), "template.yaml vs infra/openapi.yaml");
 }

@@ -6,6 +6,8 @@ use http::Method;
 use serde_json::{Value, json};
 
 both_paths!(
+    answers_are_gzipped_for_clients_that_accept_it,
+    methods_a_path_does_not_serve_are_405_with_allow,
     create_returns_201_with_location_etag_and_contract_defaults,
     create_accepts_every_field_and_published_status,
     create_refuses_invalid_bodies_with_every_field_named,
@@ -433,20 +435,42 @@ async fn every_route_refuses_missing_unknown_revoked_and_basic_credentials(api: 
     assert_eq!(api.get(&t.key, &format!("/workflows/{}", id_of(&w))).await.body, w);
 }
 
-/// In process only: through the gateway (or the watch router) an unrouted method never
-/// reaches the function.
+/// In process only: through the gateway (or the watch router) an unknown path never
+/// reaches a function.
 #[tokio::test]
-async fn unknown_paths_and_methods_reaching_the_function_are_problem_json() {
+async fn unknown_paths_reaching_the_function_are_problem_json() {
     let env = api_tests::env().await;
     let api = Api::new(api_tests::Transport::in_process(&env));
     let t = env.tenant().await;
-    let patch = api.request(Method::PATCH, "/workflows").key(&t.key).send().await;
-    patch.expect_problem(405, "method_not_allowed");
     let unknown =
         api.request(Method::GET, "/workflows/wf_0193a6f21c2b7d3e8f000123456789ab/versions").key(&t.key).send().await;
     unknown.expect_problem(404, "not_found");
     let anonymous = api.request(Method::GET, "/nowhere").send().await;
     anonymous.expect_problem(401, "unauthorized");
+}
+
+/// Every path sends every method to its function (template.yaml's ANY routes, the watch
+/// router), which answers the methods it does not serve with 405 and `Allow`.
+async fn methods_a_path_does_not_serve_are_405_with_allow(api: Api, env: Env) {
+    let t = env.tenant().await;
+    let cases = [
+        (Method::PATCH, "/workflows", "GET,HEAD,POST"),
+        (Method::DELETE, "/failures/stats", "GET,HEAD"),
+        (Method::PUT, "/executions/exec_0193a6f21c2b7d3e8f000123456789ab/complete", "POST"),
+        (Method::GET, "/billing/topup", "POST"),
+        (Method::TRACE, "/billing/balance", "GET,HEAD"),
+    ];
+    for (method, path, allow) in cases {
+        let reply = api.request(method.clone(), path).key(&t.key).send().await;
+        reply.expect_problem(405, "method_not_allowed");
+        let mut allowed: Vec<&str> = reply.header("allow").unwrap_or_default().split(',').map(str::trim).collect();
+        allowed.sort_unstable();
+        assert_eq!(allowed.join(","), allow, "{method} {path}");
+    }
+    // The webhook, served without a key, too.
+    let webhook = api.request(Method::GET, "/billing/webhooks/stripe").send().await;
+    webhook.expect_problem(405, "method_not_allowed");
+    assert_eq!(webhook.header("allow"), Some("POST"));
 }
 
 async fn totals_match_a_recount_after_a_mix_of_changes(api: Api, env: Env) {
@@ -485,4 +509,22 @@ async fn list_all(api: &Api, key: &str) -> Vec<Value> {
         all.extend(items);
     }
     all
+}
+
+async fn answers_are_gzipped_for_clients_that_accept_it(api: Api, env: Env) {
+    use std::io::Read;
+    let t = env.tenant().await;
+    let big = json!({"name": "w", "workflow_type": "custom", "description": "cairn ".repeat(300)});
+    for _ in 0..5 {
+        api.post(&t.key, "/workflows", &big).await.expect(201);
+    }
+    let plain = api.get(&t.key, "/workflows").await;
+    assert_eq!(plain.header("content-encoding"), None, "no Accept-Encoding, no compression");
+    let gzipped = api.request(Method::GET, "/workflows").key(&t.key).header("accept-encoding", "gzip").send().await;
+    assert_eq!((gzipped.status, gzipped.header("content-encoding")), (200, Some("gzip")));
+    assert!(gzipped.raw.len() * 5 < plain.raw.len(), "{} vs {} bytes", gzipped.raw.len(), plain.raw.len());
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(gzipped.raw.as_slice()).read_to_string(&mut text).expect("gzip");
+    let body: Value = serde_json::from_str(&text).expect("json");
+    assert_eq!(body, plain.body);
 }

@@ -22,10 +22,10 @@ use shared::TenantId;
 use shared::body::WireEnum;
 use shared::counters::{self, CounterChange};
 use shared::dynamo::{
-    Item, StoreError, Table, Tables, Transaction, b, batch_get, built, classify, get_item, n, newest_first_between,
+    Item, StoreError, Table, Tables, Transaction, b, batch_get, built, classify, get_item, n, newest_first_in,
     query_window, s,
 };
-use shared::ids::{CheckpointId, CommandId, ExecutionId, FailureId, WorkflowId};
+use shared::ids::{CheckpointId, CommandId, ExecutionId, FailureId, WorkflowId, created_between};
 
 use crate::failure::{CommandStatus, Failure, FailureStatus, RecoveryCommand};
 use crate::model::{Execution, ExecutionError, ExecutionStatus, counter_name};
@@ -369,15 +369,10 @@ impl ExecutionStore {
                 (Some("by_workflow_status"), "tenant_workflow_status", format!("{t}#{w}#{}", st.wire()))
             }
         };
-        let query = newest_first_between(
-            &self.client,
-            self.tables.name(Table::Executions),
-            index,
-            (key, value),
-            ExecutionId::PREFIX,
-            filter.created_after,
-            filter.created_before,
-        );
+        let Some(range) = created_between(ExecutionId::PREFIX, filter.created_after, filter.created_before) else {
+            return Ok((Vec::new(), 0));
+        };
+        let query = newest_first_in(&self.client, self.tables.name(Table::Executions), index, (key, value), range);
         let timed = filter.created_after.is_some() || filter.created_before.is_some();
         let total = async {
             if timed {
@@ -471,15 +466,10 @@ impl ExecutionStore {
             Some(st) => (Some("by_status"), "tenant_status", format!("{t}#{}", st.wire())),
         };
         let table = self.tables.name(Table::Failures);
-        let query = newest_first_between(
-            &self.client,
-            table,
-            index,
-            (key, value),
-            FailureId::PREFIX,
-            created_after,
-            created_before,
-        );
+        let Some(range) = created_between(FailureId::PREFIX, created_after, created_before) else {
+            return Ok((Vec::new(), 0));
+        };
+        let query = newest_first_in(&self.client, table, index, (key, value), range);
         let total = async {
             if created_after.is_some() || created_before.is_some() {
                 count(query.clone()).await

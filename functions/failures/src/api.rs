@@ -93,7 +93,6 @@ pub async fn list(
     let created_before = query.timestamp("created_before");
     let window = OffsetRequest::read(&mut query);
     query.finish()?;
-    executions::api::check_range(created_after, created_before)?;
     let (items, total) = Box::pin(state.store.list_failures(
         &tenant,
         status,
