@@ -1,5 +1,5 @@
 # Cairn: the two commands of the README, and a few helpers.
-.PHONY: dev test bench fmt lint clean-local
+.PHONY: dev test build bench fmt lint clean-local
 
 ## The whole API on http://127.0.0.1:3000/api/v1 with DynamoDB Local and a demo key.
 dev:
@@ -8,6 +8,11 @@ dev:
 ## Every check and test; what CI runs.
 test:
 	bash infra/scripts/test.sh
+
+## The five functions for Lambda: release, arm64, zipped, with their sizes
+## (FUNCTIONS="billing" builds one alone).
+build:
+	bash infra/scripts/build.sh
 
 ## Benchmarks against DynamoDB Local (release build); figures in the README.
 bench:

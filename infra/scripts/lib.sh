@@ -8,6 +8,7 @@ CARGO_LAMBDA_VERSION=1.9.2      # PyPI package cargo-lambda (with ziglang)
 LOCALSTRIPE_VERSION=1.15.10     # PyPI package localstripe (a stateful Stripe fake)
 CFN_LINT_VERSION=1.51.0         # PyPI package cfn-lint (checks template.yaml)
 SCHEMATHESIS_VERSION=4.32.5     # PyPI package schemathesis (fuzzes the API from infra/openapi.yaml)
+SAM_CLI_VERSION=1.170.0         # PyPI package aws-sam-cli (sam validate, sam build)
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 
@@ -37,6 +38,11 @@ ensure_tools() {
     log "installing schemathesis (PyPI schemathesis==$SCHEMATHESIS_VERSION) into .local/fuzz-venv"
     python3 -m venv "$LOCAL/fuzz-venv"
     "$LOCAL/fuzz-venv/bin/pip" install --quiet --disable-pip-version-check "schemathesis==$SCHEMATHESIS_VERSION" >&2
+  fi
+  if [ ! -x "$LOCAL/sam-venv/bin/sam" ]; then
+    log "installing the AWS SAM CLI (PyPI aws-sam-cli==$SAM_CLI_VERSION) into .local/sam-venv"
+    python3 -m venv "$LOCAL/sam-venv"
+    "$LOCAL/sam-venv/bin/pip" install --quiet --disable-pip-version-check "aws-sam-cli==$SAM_CLI_VERSION" >&2
   fi
   # cargo-lambda and the zig it finds through python3 come from the venv.
   export PATH="$LOCAL/venv/bin:$PATH"

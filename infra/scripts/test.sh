@@ -15,6 +15,11 @@ cargo fmt --all --check
 log "cfn-lint template.yaml"
 cfn-lint template.yaml
 
+# The SAM translator (offline; dummy credentials, no telemetry): bad events, references.
+log "sam validate --region us-east-1 (the SAM translator)"
+AWS_ACCESS_KEY_ID=none AWS_SECRET_ACCESS_KEY=none SAM_CLI_TELEMETRY=0 \
+  "$LOCAL/sam-venv/bin/sam" validate --region us-east-1 --config-env translate
+
 log "cargo clippy (all targets, warnings are errors)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 

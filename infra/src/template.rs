@@ -60,6 +60,18 @@ pub struct Route {
     pub function: String,
 }
 
+/// One permission in a function's policy: a DynamoDB action on a table, or on its
+/// indexes.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Grant {
+    /// `dynamodb:<Action>`.
+    pub action: String,
+    /// The table's name after the stack prefix (`workflows`).
+    pub table: String,
+    /// Whether the grant is on the table's indexes (`<arn>/index/*`) rather than the table.
+    pub index: bool,
+}
+
 /// The parsed template.
 #[derive(Debug)]
 pub struct Template {
@@ -102,6 +114,49 @@ impl Template {
             .into_iter()
             .map(|(id, resource)| table(&id, resource).with_context(|| format!("table {id}")))
             .collect()
+    }
+
+    /// The DynamoDB permissions the policy of the function built as `binary` grants.
+    ///
+    /// # Errors
+    /// When the function is missing or a statement is not of the shapes the template uses
+    /// (`!GetAtt <Table>.Arn`, `!Sub "${<Table>.Arn}/index/*"`, one or a list).
+    pub fn grants(&self, binary: &str) -> Result<Vec<Grant>> {
+        let suffixes: std::collections::HashMap<String, String> =
+            self.tables()?.into_iter().map(|t| (t.logical_id, t.suffix)).collect();
+        let function = self
+            .of_type("AWS::Serverless::Function")?
+            .into_iter()
+            .find(|(_, f)| {
+                let built = f.get("Metadata").and_then(|m| m.get("BuildProperties")).and_then(|b| b.get("Binary"));
+                built.and_then(Value::as_str) == Some(binary)
+            })
+            .ok_or_else(|| anyhow!("no function is built as {binary}"))?
+            .1;
+        let mut grants = Vec::new();
+        let policies = function.get("Properties").and_then(|p| p.get("Policies")).and_then(Value::as_sequence);
+        for policy in policies.into_iter().flatten() {
+            let statements = policy.get("Statement").and_then(Value::as_sequence);
+            for statement in statements.into_iter().flatten() {
+                if statement.get("Effect").and_then(Value::as_str) != Some("Allow") {
+                    continue;
+                }
+                let actions = one_or_many(statement.get("Action"));
+                for resource in one_or_many(statement.get("Resource")) {
+                    let (logical_id, index) = table_resource(resource)?;
+                    let table = suffixes
+                        .get(&logical_id)
+                        .ok_or_else(|| anyhow!("{binary}'s policy names {logical_id}, which is not a table"))?;
+                    for action in &actions {
+                        let action = action.as_str().ok_or_else(|| anyhow!("an action is not text"))?;
+                        grants.push(Grant { action: action.to_owned(), table: table.clone(), index });
+                    }
+                }
+            }
+        }
+        grants.sort();
+        grants.dedup();
+        Ok(grants)
     }
 
     /// Every HTTP API route with its method and function (the `ANY` routes aside).
@@ -153,6 +208,30 @@ impl Template {
         routes.sort();
         Ok(routes)
     }
+}
+
+fn one_or_many(value: Option<&Value>) -> Vec<&Value> {
+    match value {
+        Some(Value::Sequence(list)) => list.iter().collect(),
+        Some(one) => vec![one],
+        None => Vec::new(),
+    }
+}
+
+/// `!GetAtt XTable.Arn` (the table) or `!Sub "${XTable.Arn}/index/*"` (its indexes).
+fn table_resource(resource: &Value) -> Result<(String, bool)> {
+    let Value::Tagged(tagged) = resource else { bail!("a policy resource is not !GetAtt or !Sub: {resource:?}") };
+    let text = tagged.value.as_str().ok_or_else(|| anyhow!("a policy resource is not text"))?;
+    let tag = tagged.tag.to_string();
+    if tag.ends_with("GetAtt") {
+        let id = text.strip_suffix(".Arn").ok_or_else(|| anyhow!("!GetAtt {text} is not a table's Arn"))?;
+        return Ok((id.to_owned(), false));
+    }
+    let id = text
+        .strip_prefix("${")
+        .and_then(|t| t.strip_suffix(".Arn}/index/*"))
+        .ok_or_else(|| anyhow!("!Sub {text} is not a table's indexes"))?;
+    Ok((id.to_owned(), true))
 }
 
 /// API Gateway's method wildcard.

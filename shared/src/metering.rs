@@ -23,6 +23,62 @@ use serde_json::{Value, json};
 
 tokio::task_local! {
     static USAGE: Cell<Usage>;
+    static ACCESSES: std::cell::RefCell<Vec<Access>>;
+}
+
+/// One DynamoDB permission a call needs: an IAM action on a table (or its indexes).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Access {
+    /// `dynamodb:<Action>`, as IAM names it (a transaction needs each item's action).
+    pub action: String,
+    /// The table's full name.
+    pub table: String,
+    /// Whether the call reads an index of the table.
+    pub index: bool,
+}
+
+/// Runs `work` (in this task) and lists every permission its DynamoDB calls needed. For
+/// tests that check the functions' IAM policies against what the code really calls.
+pub async fn recorded<T>(work: impl Future<Output = T>) -> (T, Vec<Access>) {
+    ACCESSES
+        .scope(std::cell::RefCell::new(Vec::new()), async {
+            let output = work.await;
+            (output, ACCESSES.with(|a| a.borrow().clone()))
+        })
+        .await
+}
+
+/// The permissions one call of `operation` with `body` needs.
+fn accesses(operation: &str, body: &[u8]) -> Vec<Access> {
+    let Ok(body) = serde_json::from_slice::<Value>(body) else { return Vec::new() };
+    let access = |action: &str, table: &Value, index: bool| {
+        table.as_str().map(|t| Access { action: format!("dynamodb:{action}"), table: t.to_owned(), index })
+    };
+    match operation {
+        "TransactWriteItems" | "TransactGetItems" => body["TransactItems"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|item| {
+                let (kind, op) = item.as_object()?.iter().next()?;
+                let action = match kind.as_str() {
+                    "Put" => "PutItem",
+                    "Update" => "UpdateItem",
+                    "Delete" => "DeleteItem",
+                    "ConditionCheck" => "ConditionCheckItem",
+                    _ => "GetItem",
+                };
+                access(action, &op["TableName"], false)
+            })
+            .collect(),
+        "BatchGetItem" | "BatchWriteItem" => body["RequestItems"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter_map(|(table, _)| access(operation, &Value::String(table.clone()), false))
+            .collect(),
+        _ => access(operation, &body["TableName"], body.get("IndexName").is_some()).into_iter().collect(),
+    }
 }
 
 /// What a piece of work cost in DynamoDB.
@@ -96,8 +152,13 @@ impl Intercept for CapacityMeter {
     ) -> Result<(), BoxError> {
         let request = context.request_mut();
         let target = request.headers().get("x-amz-target").unwrap_or_default();
-        let operation = target.rsplit('.').next().unwrap_or_default();
-        if !METERED.contains(&operation) {
+        let operation = target.rsplit('.').next().unwrap_or_default().to_owned();
+        // Only under `recorded` (tests): parsing every body has a cost.
+        let _ = ACCESSES.try_with(|list| {
+            let found = request.body().bytes().map(|body| accesses(&operation, body)).unwrap_or_default();
+            list.borrow_mut().extend(found);
+        });
+        if !METERED.contains(&operation.as_str()) {
             return Ok(());
         }
         let Some(body) = request.body().bytes() else { return Ok(()) };

@@ -134,8 +134,9 @@ impl Reply {
 /// How requests reach the API.
 #[derive(Debug, Clone)]
 pub enum Transport {
-    /// The functions' routers, called in process.
-    InProcess(Arc<Vec<axum::Router>>),
+    /// The functions' routers, called in process; with a [`Recorder`], every DynamoDB
+    /// permission each function's calls needed is noted.
+    InProcess(Arc<Vec<axum::Router>>, Option<Recorder>),
     /// HTTP to the local API (cargo lambda watch).
     Http {
         /// `http://127.0.0.1:PORT` (without `/api/v1`).
@@ -154,13 +155,24 @@ impl Transport {
     /// Every function's router over `env`, telling time by `clock`.
     pub fn in_process_with_clock(env: &Env, clock: Arc<dyn shared::time::Clock>) -> Self {
         let (client, tables) = (&env.client, &env.tables);
-        Self::InProcess(Arc::new(vec![
-            workflows::app(client.clone(), tables.clone(), clock.clone()),
-            executions::app(client.clone(), tables.clone(), clock.clone()),
-            checkpoints::app(client.clone(), tables.clone(), clock.clone()),
-            failures::app(client.clone(), tables.clone(), clock.clone()),
-            billing::app(client.clone(), tables.clone(), clock),
-        ]))
+        Self::InProcess(
+            Arc::new(vec![
+                workflows::app(client.clone(), tables.clone(), clock.clone()),
+                executions::app(client.clone(), tables.clone(), clock.clone()),
+                checkpoints::app(client.clone(), tables.clone(), clock.clone()),
+                failures::app(client.clone(), tables.clone(), clock.clone()),
+                billing::app(client.clone(), tables.clone(), clock),
+            ]),
+            None,
+        )
+    }
+
+    /// Like [`Transport::in_process`], noting every DynamoDB permission each function's
+    /// calls needed in the returned [`Recorder`].
+    pub fn in_process_recording(env: &Env) -> (Self, Recorder) {
+        let recorder = Recorder::default();
+        let Self::InProcess(routers, _) = Self::in_process(env) else { unreachable!("in process") };
+        (Self::InProcess(routers, Some(recorder.clone())), recorder)
     }
 
     /// The local API of `CAIRN_API_URL`.
@@ -176,9 +188,15 @@ impl Transport {
 
     async fn send(&self, request: Request<Vec<u8>>) -> Reply {
         let (status, headers, raw) = match self {
-            Self::InProcess(routers) => {
-                let router = pick(routers, request.uri().path()).clone();
-                let response = router.oneshot(request.map(axum::body::Body::from)).await.expect("infallible");
+            Self::InProcess(routers, recorder) => {
+                let (area, router) = pick(routers, request.uri().path());
+                let call = router.clone().oneshot(request.map(axum::body::Body::from));
+                let (response, accesses) = shared::metering::recorded(call).await;
+                if let Some(recorder) = recorder {
+                    let mut noted = recorder.lock().expect("recorder");
+                    noted.extend(accesses.into_iter().map(|a| (area.to_owned(), a)));
+                }
+                let response = response.expect("infallible");
                 let (parts, body) = response.into_parts();
                 let raw = axum::body::to_bytes(body, usize::MAX).await.expect("body").to_vec();
                 (parts.status.as_u16(), parts.headers, raw)
@@ -206,12 +224,15 @@ impl Transport {
 /// The areas served in process, in the order of [`Transport::in_process`].
 const AREAS: [&str; 5] = ["workflows", "executions", "checkpoints", "failures", "billing"];
 
-/// The router of the function that serves `path` (by its first segment after /api/v1).
-fn pick<'a>(routers: &'a [axum::Router], path: &str) -> &'a axum::Router {
+/// The function that serves `path` (by its first segment after /api/v1) and its router.
+fn pick<'a>(routers: &'a [axum::Router], path: &str) -> (&'static str, &'a axum::Router) {
     let area = path.trim_start_matches("/api/v1/").split('/').next().unwrap_or_default();
     let index = AREAS.iter().position(|a| *a == area).unwrap_or(0);
-    &routers[index]
+    (AREAS[index], &routers[index])
 }
+
+/// The DynamoDB permissions in-process functions needed: (function, permission).
+pub type Recorder = Arc<std::sync::Mutex<std::collections::BTreeSet<(String, shared::metering::Access)>>>;
 
 /// A client of the API for one test.
 #[derive(Debug, Clone)]
@@ -229,7 +250,7 @@ impl Api {
     /// Whether requests go to the routers in process (not through `cargo lambda watch`).
     #[must_use]
     pub fn is_in_process(&self) -> bool {
-        matches!(self.transport, Transport::InProcess(_))
+        matches!(self.transport, Transport::InProcess(..))
     }
 
     /// Starts a request; `path` is relative to `/api/v1`.

@@ -1,0 +1,171 @@
+//! Every function's IAM policy in `template.yaml` covers the DynamoDB calls its code
+//! really makes. A scenario drives every route of every function in process (and the
+//! Stripe webhook with signed events); the SDK interceptor notes each call's IAM action
+//! and table (`shared::metering::recorded`), and each must be granted by the policy of
+//! the function that made it. The list comes from the code's calls, not from a hand list
+//! that can drift.
+
+use std::collections::BTreeSet;
+
+use api_tests::stripe::{local, signed};
+use api_tests::{Api, Transport};
+use http::Method;
+use infra::template::{Grant, Template};
+use serde_json::{Value, json};
+
+fn id(reply: &api_tests::Reply) -> String {
+    reply.body["id"].as_str().unwrap_or_else(|| panic!("an id in {} {}", reply.status, reply.body)).to_owned()
+}
+
+fn event(kind: &str, object: &Value) -> Value {
+    let suffix = shared::ids::TransactionId::generate().to_string().replace("txn_", "");
+    json!({"id": format!("evt_{suffix}"), "object": "event", "type": kind, "created": api_tests::stripe::now(),
+           "data": {"object": object}})
+}
+
+/// Every route, including the paths that write the most: rollback deletions, replay
+/// charges, failures, large states in parts, idempotent replays and releases, the ledger
+/// through top-ups and subscription invoices.
+async fn drive_every_route(api: &Api, key: &str, tenant: &str) {
+    let wf = id(api.post(key, "/workflows", &json!({"name": "w", "workflow_type": "custom"})).await.expect(201));
+    api.get(key, "/workflows?status=draft").await.expect(200);
+    api.get(key, &format!("/workflows/{wf}")).await.expect(200);
+    api.put(key, &format!("/workflows/{wf}"), &json!({"status": "published"})).await.expect(200);
+    let start = json!({"workflow_id": wf, "input": {"q": 1}});
+    let idempotent = |path: &'static str, body: Value| {
+        let api = api.clone();
+        let key = key.to_owned();
+        async move { api.request(Method::POST, path).key(&key).header("idempotency-key", "k1").json(&body).send().await }
+    };
+    let e1 = id(idempotent("/executions", start.clone()).await.expect(201));
+    idempotent("/executions", start.clone()).await.expect(201);
+    idempotent("/executions", json!({"workflow_id": "wf_x"})).await.expect_problem(422, "idempotency_key_reused");
+    let failing = api.request(Method::POST, "/workflows").key(key).header("idempotency-key", "k2");
+    failing.json(&json!({})).send().await.expect_problem(422, "validation_failed");
+    api.get(key, &format!("/executions?workflow_id={wf}&created_after=2020-01-01T00:00:00Z")).await.expect(200);
+    api.get(key, "/executions?status=running").await.expect(200);
+    api.get(key, &format!("/executions/{e1}")).await.expect(200);
+
+    let cp = |n: u32, state: Value| json!({"execution_id": e1, "name": format!("c{n}"), "state": state});
+    let c1 = id(api.post(key, "/checkpoints", &cp(1, json!({"n": 1}))).await.expect(201));
+    let noise: String =
+        (0..600_000u32).map(|i| char::from(b'a' + (i.wrapping_mul(2_654_435_761) >> 27) as u8 % 26)).collect();
+    let c2 = id(api.post(key, "/checkpoints", &cp(2, json!({"noise": noise}))).await.expect(201));
+    api.get(key, &format!("/checkpoints?execution_id={e1}")).await.expect(200);
+    api.get(key, &format!("/checkpoints/{c2}?include_state=true")).await.expect(200);
+    api.post(key, &format!("/executions/{e1}/pause"), &json!({})).await.expect(200);
+    api.post(key, &format!("/executions/{e1}/rollback"), &json!({"checkpoint_id": c1})).await.expect(200);
+    api.post(key, &format!("/executions/{e1}/replay"), &json!({})).await.expect(200);
+    let fail = json!({"error_type": "AGENT_ERROR", "message": "m"});
+    api.post(key, &format!("/executions/{e1}/fail"), &fail).await.expect(200);
+    api.post(key, &format!("/executions/{e1}/replay"), &json!({"checkpoint_id": c1})).await.expect(200);
+    api.post(key, &format!("/executions/{e1}/complete"), &json!({"output": {"ok": true}})).await.expect(200);
+    let e2 = id(api.post(key, "/executions", &start).await.expect(201));
+    api.post(key, &format!("/executions/{e2}/cancel"), &json!({"reason": "r"})).await.expect(200);
+    for _ in 0..2 {
+        let e = id(api.post(key, "/executions", &start).await.expect(201));
+        api.post(key, &format!("/executions/{e}/fail"), &fail).await.expect(200);
+    }
+
+    let failures = api.get(key, "/failures?status=open").await;
+    let open: Vec<String> = failures.body["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|f| f["id"].as_str().expect("id").to_owned())
+        .collect();
+    api.get(key, "/failures/stats").await.expect(200);
+    api.get(key, &format!("/failures/{}", open[0])).await.expect(200);
+    api.post(key, &format!("/failures/{}/resolve", open[0]), &json!({})).await.expect(200);
+    api.post(key, &format!("/failures/{}/ignore", open[1]), &json!({})).await.expect(200);
+    api.delete(key, &format!("/workflows/{wf}")).await.expect(204);
+
+    api.get(key, "/billing/balance").await.expect(200);
+    api.get(key, "/billing/transactions?type=usage").await.expect(200);
+    api.post(key, "/billing/topup", &json!({"amount_cents": 500})).await.expect(200);
+    api.get(key, "/billing/subscriptions/status").await.expect_problem(404, "not_found");
+    api.request(Method::POST, "/billing/subscriptions/cancel").key(key).send().await.expect_problem(404, "not_found");
+    let checkout = api
+        .post(
+            key,
+            "/billing/subscriptions/create-checkout",
+            &json!({"plan_id": "developer", "return_url": "https://e.com/"}),
+        )
+        .await;
+    let url = checkout.expect(200).body["checkout_url"].as_str().expect("url").to_owned();
+    api.post(key, "/billing/subscriptions/portal", &json!({"return_url": "https://e.com/"})).await.expect(200);
+    let path = url.strip_prefix(&api_tests::stripe::base()).expect("local checkout");
+    let (_, session) = local(Method::POST, &format!("{path}/complete"), "").await;
+    let subscription = session["subscription"].as_str().expect("subscription").to_owned();
+
+    // The webhook, in process, with each kind of event it applies.
+    let topup = json!({"id": "pi_iam", "object": "payment_intent", "amount": 700, "amount_received": 700,
+                       "metadata": {"tenant_id": tenant, "credits": "700", "cairn_kind": "topup"}});
+    let session = json!({"id": "cs_iam", "object": "checkout.session", "customer": session["customer"],
+                         "subscription": subscription, "metadata": {"tenant_id": tenant}});
+    let sub = json!({"id": subscription, "object": "subscription"});
+    let invoice = json!({"id": "in_iam", "object": "invoice", "subscription": subscription, "billing_reason": "subscription_cycle"});
+    for (kind, object) in [
+        ("payment_intent.succeeded", &topup),
+        ("checkout.session.completed", &session),
+        ("customer.subscription.updated", &sub),
+        ("invoice.paid", &invoice),
+    ] {
+        assert_eq!(signed(api, &event(kind, object)).await.expect(200).body["applied"], true, "{kind}");
+    }
+    api.get(key, "/billing/subscriptions/status").await.expect(200);
+    api.request(Method::POST, "/billing/subscriptions/cancel").key(key).send().await.expect(200);
+
+    // Every function claims, stores, replays and releases Idempotency-Keys.
+    let keyed = |path: String, body: Value, k: &'static str| {
+        let (api, key) = (api.clone(), key.to_owned());
+        async move { api.request(Method::POST, &path).key(&key).header("idempotency-key", k).json(&body).send().await }
+    };
+    let wf2 = id(keyed("/workflows".into(), json!({"name": "v", "workflow_type": "custom"}), "s1").await.expect(201));
+    let e3 = id(api.post(key, "/executions", &json!({"workflow_id": wf2})).await.expect(201));
+    let c = json!({"execution_id": e3, "state": {}});
+    keyed("/checkpoints".into(), c.clone(), "s2").await.expect(201);
+    keyed("/checkpoints".into(), c, "s2").await.expect(201);
+    keyed(format!("/executions/{e3}/fail"), fail.clone(), "s3").await.expect(200);
+    let open = api.get(key, "/failures?status=open").await.body["items"][0]["id"].as_str().expect("open").to_owned();
+    keyed(format!("/failures/{open}/resolve"), json!({}), "s4").await.expect(200);
+    keyed("/billing/topup".into(), json!({"amount_cents": 100}), "s5").await.expect(200);
+    for path in ["/executions", "/checkpoints", "/failures/fail_x/resolve", "/billing/topup"] {
+        let failed = keyed(path.into(), json!({}), "f1").await;
+        assert!(failed.status >= 400, "{path}: {}", failed.status);
+    }
+}
+
+#[tokio::test]
+async fn every_functions_policy_grants_every_dynamodb_call_its_code_makes() {
+    let env = api_tests::env().await;
+    let (transport, recorder) = Transport::in_process_recording(&env);
+    let api = Api::new(transport);
+    let t = env.tenant_with_credits(1_000).await;
+    drive_every_route(&api, &t.key, &t.id).await;
+
+    let template = Template::embedded().expect("template");
+    let prefix = std::env::var("TABLE_PREFIX").expect("TABLE_PREFIX is set by make test");
+    let noted = recorder.lock().expect("recorder").clone();
+    let functions: BTreeSet<&str> = noted.iter().map(|(f, _)| f.as_str()).collect();
+    assert_eq!(functions.len(), 5, "the scenario reached every function: {functions:?}");
+    let mut missing = Vec::new();
+    for function in functions {
+        let grants: BTreeSet<Grant> = template.grants(function).expect("grants").into_iter().collect();
+        for (_, access) in noted.iter().filter(|(f, _)| f == function) {
+            let table = access.table.strip_prefix(&prefix).expect("a table of this run").to_owned();
+            let needed = Grant { action: access.action.clone(), table, index: access.index };
+            if !grants.contains(&needed) {
+                missing.push(format!(
+                    "{function}: {} on {}{}",
+                    needed.action,
+                    needed.table,
+                    if needed.index { " (index)" } else { "" }
+                ));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "template.yaml's policies lack what the code calls:\n{}", missing.join("\n"));
+    let kinds: BTreeSet<&str> = noted.iter().map(|(_, a)| a.action.as_str()).collect();
+    assert!(kinds.len() >= 7, "the scenario made every kind of call the code makes: {kinds:?}");
+}
