@@ -11,5 +11,13 @@ port=$(free_port)
 start_dynamodb "$port" "" "$run_dir/dynamodb.log"
 export_local_aws "$port"
 export TABLE_PREFIX="bench-"
+# The overhead bench makes thousands of requests a minute as one tenant; the limit is
+# measured (one window update per request), not enforced.
+export RATE_LIMIT_PER_MINUTE=1000000
 cargo run -q -p infra --bin cairn-admin -- tables create
 cargo bench -q -p api-tests --bench checkpoints
+cargo bench -q -p api-tests --bench overhead
+# Cold starts spawn the functions' release binaries (native, like the bench itself).
+cargo build -q --release -p workflows -p executions -p checkpoints -p failures -p billing --bins
+target_dir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
+CAIRN_RELEASE_DIR="$target_dir/release" cargo bench -q -p api-tests --bench cold_start

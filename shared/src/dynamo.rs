@@ -136,10 +136,15 @@ pub async fn client() -> Client {
     Client::from_conf(config)
 }
 
-/// The SDK configuration [`client`] is built from, for callers that add to it (the
-/// benchmarks add an interceptor that counts round trips and capacity).
+/// The SDK configuration [`client`] is built from, for callers that add to it (tests
+/// point it at a DynamoDB Local of their own).
+///
+/// Under Lambda the credentials and the region are environment variables. When they are
+/// set, only the environment is read: the default chains would also look for profile
+/// files, SSO, web identity and instance metadata, which costs cold-start time
+/// (`make bench`, cold starts).
 pub async fn sdk_config() -> aws_config::SdkConfig {
-    aws_config::defaults(BehaviorVersion::latest())
+    let mut loader = aws_config::defaults(BehaviorVersion::latest())
         .timeout_config(
             TimeoutConfig::builder()
                 .operation_timeout(OPERATION_TIMEOUT)
@@ -147,9 +152,14 @@ pub async fn sdk_config() -> aws_config::SdkConfig {
                 .connect_timeout(CONNECT_TIMEOUT)
                 .build(),
         )
-        .retry_config(RetryConfig::standard().with_max_attempts(3))
-        .load()
-        .await
+        .retry_config(RetryConfig::standard().with_max_attempts(3));
+    if std::env::var_os("AWS_ACCESS_KEY_ID").is_some() && std::env::var_os("AWS_SECRET_ACCESS_KEY").is_some() {
+        loader = loader.credentials_provider(aws_config::environment::EnvironmentVariableCredentialsProvider::new());
+    }
+    if let Some(region) = std::env::var("AWS_REGION").ok().filter(|r| !r.is_empty()) {
+        loader = loader.region(aws_config::Region::new(region));
+    }
+    loader.load().await
 }
 
 /// What a storage call can fail with, as facts the domain can act on.

@@ -1,0 +1,226 @@
+//! Cold starts: each function's release binary is spawned under a Lambda Runtime API
+//! stub of ours (the protocol Lambda speaks to a `provided.al2023` bootstrap) and given
+//! one authenticated `GET` against DynamoDB Local. Measured per start: spawn to the
+//! first `GET /runtime/invocation/next` (init), spawn to the first response, and the
+//! process's peak RSS (`VmHWM`). Medians of several starts per function.
+//!
+//! Run with `make bench` (it builds the release binaries, starts DynamoDB Local and
+//! creates the tables). Goals (issue 7): init <= 8 ms, first response <= 15 ms,
+//! RSS <= 32 MB. These are x86_64 builds on the bench machine, not arm64 on Lambda.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use shared::dynamo::Tables;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+
+/// What the stub saw, in order.
+#[derive(Debug)]
+enum Seen {
+    /// The function asked for its first event: init is over.
+    Next(Instant),
+    /// The function answered the event.
+    Response(Instant, Value),
+}
+
+/// Reads one HTTP/1.1 request (head and Content-Length body); `None` at end of stream.
+async fn read_request(stream: &mut BufReader<TcpStream>) -> Option<(String, Vec<u8>)> {
+    let mut head = String::new();
+    let mut length = 0;
+    loop {
+        let mut line = String::new();
+        if stream.read_line(&mut line).await.ok()? == 0 {
+            return None;
+        }
+        if line == "\r\n" {
+            break;
+        }
+        if let Some((name, value)) = line.split_once(':')
+            && name.eq_ignore_ascii_case("content-length")
+        {
+            length = value.trim().parse().unwrap_or(0);
+        }
+        if head.is_empty() {
+            head = line;
+        }
+    }
+    let mut body = vec![0; length];
+    stream.read_exact(&mut body).await.ok()?;
+    Some((head, body))
+}
+
+/// The Runtime API for one start: the first `next` gets `event`, later ones wait.
+async fn serve(listener: TcpListener, event: String, seen: mpsc::UnboundedSender<Seen>) {
+    let served = Arc::new(Mutex::new(false));
+    loop {
+        let Ok((socket, _)) = listener.accept().await else { return };
+        let (event, seen, served) = (event.clone(), seen.clone(), served.clone());
+        tokio::spawn(async move {
+            let mut stream = BufReader::new(socket);
+            while let Some((head, body)) = read_request(&mut stream).await {
+                let now = Instant::now();
+                let answer = if head.starts_with("GET /2018-06-01/runtime/invocation/next") {
+                    let first = !std::mem::replace(&mut *served.lock().expect("lock"), true);
+                    if !first {
+                        std::future::pending::<()>().await;
+                    }
+                    let _ = seen.send(Seen::Next(now));
+                    let deadline = chrono::Utc::now().timestamp_millis() + 30_000;
+                    format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
+                         lambda-runtime-aws-request-id: 8476a536-e9f4-11e8-9739-2dfe598c3fcd\r\n\
+                         lambda-runtime-deadline-ms: {deadline}\r\n\
+                         lambda-runtime-invoked-function-arn: arn:aws:lambda:us-east-1:123456789012:function:bench\r\n\
+                         lambda-runtime-trace-id: Root=1-5bef4de7-ad49b0e87f6ef6c87fc2e700;Sampled=1\r\n\
+                         content-length: {}\r\n\r\n{event}",
+                        event.len()
+                    )
+                } else {
+                    if head.contains("/response") {
+                        let _ = seen.send(Seen::Response(now, serde_json::from_slice(&body).unwrap_or(Value::Null)));
+                    } else {
+                        eprintln!("the function reported: {head} {}", String::from_utf8_lossy(&body));
+                    }
+                    "HTTP/1.1 202 Accepted\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}".to_owned()
+                };
+                if stream.get_mut().write_all(answer.as_bytes()).await.is_err() {
+                    return;
+                }
+            }
+        });
+    }
+}
+
+struct Start {
+    init: Duration,
+    first_response: Duration,
+    peak_rss_kib: u64,
+}
+
+fn peak_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+async fn cold_start(binary: &PathBuf, function: &str, event: String) -> Start {
+    let (seen_tx, mut seen) = mpsc::unbounded_channel();
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let address = listener.local_addr().expect("address");
+    let server = tokio::spawn(serve(listener, event, seen_tx));
+    let spawned = Instant::now();
+    let mut child = Command::new(binary)
+        .env("AWS_LAMBDA_RUNTIME_API", address.to_string())
+        .env("AWS_LAMBDA_FUNCTION_NAME", function)
+        .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")
+        .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
+        .env("AWS_LAMBDA_LOG_FORMAT", "JSON")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the function starts");
+    let mut init = None;
+    let mut answered = None;
+    while answered.is_none() {
+        match tokio::time::timeout(Duration::from_secs(30), seen.recv()).await {
+            Ok(Some(Seen::Next(at))) => init = Some(at - spawned),
+            Ok(Some(Seen::Response(at, body))) => {
+                assert_eq!(body["statusCode"], 200, "{function}: {body}");
+                answered = Some(at - spawned);
+            }
+            _ => panic!("{function} did not answer within 30 s"),
+        }
+    }
+    let peak_rss_kib = peak_rss_kib(child.id());
+    let _ = child.kill();
+    let _ = child.wait();
+    server.abort();
+    Start { init: init.expect("init before the response"), first_response: answered.expect("answered"), peak_rss_kib }
+}
+
+fn event(template: &str, key: &str, path: &str, route: &str) -> String {
+    let (path, query) = path.split_once('?').unwrap_or((path, ""));
+    template
+        .replace("{{METHOD}}", "GET")
+        .replace("{{ROUTE}}", route)
+        .replace("{{PATH}}", path)
+        .replace("{{QUERY}}", query)
+        .replace("{{API_KEY}}", key)
+        .replace("\"body\": \"{{BODY}}\"", "\"body\": null")
+}
+
+/// A workflow and a running execution, made through the functions in process.
+async fn first_execution(client: &aws_sdk_dynamodb::Client, tables: &Tables, key: &str) -> String {
+    use tower::ServiceExt;
+    let clock = Arc::new(shared::time::SystemClock);
+    let post = |app: axum::Router, uri: &'static str, body: Value| async move {
+        let request = http::Request::post(uri)
+            .header("x-api-key", key)
+            .header("content-type", "application/json")
+            .body(axum::body::Body::from(body.to_string()))
+            .expect("request");
+        let response = app.oneshot(request).await.expect("call");
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX).await.expect("body");
+        serde_json::from_slice::<Value>(&bytes).expect("json")
+    };
+    let workflows = workflows::app(client.clone(), tables.clone(), clock.clone());
+    let wf = post(workflows, "/api/v1/workflows", serde_json::json!({"name": "w", "workflow_type": "custom"})).await;
+    let executions = executions::app(client.clone(), tables.clone(), clock);
+    let started = post(executions, "/api/v1/executions", serde_json::json!({"workflow_id": wf["id"]})).await;
+    started["id"].as_str().expect("an execution").to_owned()
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+#[tokio::main]
+async fn main() {
+    let prefix = std::env::var("TABLE_PREFIX").expect("TABLE_PREFIX: run with `make bench`");
+    let release = PathBuf::from(std::env::var("CAIRN_RELEASE_DIR").expect("CAIRN_RELEASE_DIR: run with `make bench`"));
+    let tables = Tables::new(&prefix);
+    let client = shared::dynamo::client().await;
+    let now = shared::time::format(chrono::Utc::now());
+    let tenant = infra::admin::create_tenant(&client, &tables, "cold", &now).await.expect("tenant");
+    let (_, key) = infra::admin::create_key(&client, &tables, tenant.as_str(), &now).await.expect("key");
+    infra::admin::grant_credits(&client, &tables, tenant.as_str(), 10).await.expect("credits");
+    let execution = first_execution(&client, &tables, &key).await;
+    let checkpoints_path = format!("/api/v1/checkpoints?execution_id={execution}");
+    let template = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/data/apigw-v2-request.json"))
+        .expect("event template");
+    let runs = 7;
+    println!("cold start under a Lambda Runtime API stub ({runs} starts each, medians; x86_64 release build)");
+    println!("{:<12} {:>9} {:>16} {:>9}", "function", "init ms", "first answer ms", "RSS MB");
+    for (function, path, route) in [
+        ("workflows", "/api/v1/workflows", "/api/v1/workflows"),
+        ("executions", "/api/v1/executions", "/api/v1/executions"),
+        ("checkpoints", checkpoints_path.as_str(), "/api/v1/checkpoints"),
+        ("failures", "/api/v1/failures/stats", "/api/v1/failures/stats"),
+        ("billing", "/api/v1/billing/balance", "/api/v1/billing/balance"),
+    ] {
+        let binary = release.join(function);
+        let mut starts = Vec::new();
+        for _ in 0..runs {
+            starts.push(cold_start(&binary, function, event(&template, &key, path, route)).await);
+        }
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        println!(
+            "{function:<12} {:>9.1} {:>16.1} {:>9.1}",
+            median(starts.iter().map(|s| ms(s.init)).collect()),
+            median(starts.iter().map(|s| ms(s.first_response)).collect()),
+            median(starts.iter().map(|s| s.peak_rss_kib as f64 / 1024.0).collect()),
+        );
+    }
+    println!(
+        "(goals: init <= 8 ms, first answer <= 15 ms, RSS <= 32 MB; the answer includes DynamoDB Local's latency)"
+    );
+}
