@@ -8,12 +8,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use http::{Method, Request};
+use api_tests::bench::{Bench, call, setup};
+use http::Method;
 use serde_json::{Map, Value, json};
-use shared::dynamo::Tables;
 use shared::metering::{Usage, metered};
 use shared::time::SystemClock;
-use tower::ServiceExt;
 
 fn state_of_size(size: usize) -> Value {
     let mut seed = 0x2545_F491_4F6C_DD1D_u64;
@@ -31,20 +30,6 @@ fn state_of_size(size: usize) -> Value {
     Value::Object(map)
 }
 
-async fn call(app: &axum::Router, key: &str, method: Method, uri: &str, body: Option<&Value>) -> Value {
-    let mut request = Request::builder().method(method).uri(uri).header("x-api-key", key);
-    let bytes = body.map(|b| serde_json::to_vec(b).expect("json")).unwrap_or_default();
-    if body.is_some() {
-        request = request.header("content-type", "application/json");
-    }
-    let response =
-        app.clone().oneshot(request.body(axum::body::Body::from(bytes)).expect("request")).await.expect("call");
-    let status = response.status();
-    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX).await.expect("body");
-    assert!(status.is_success(), "{status}: {}", String::from_utf8_lossy(&bytes[..bytes.len().min(500)]));
-    serde_json::from_slice(&bytes).expect("json")
-}
-
 fn median(mut values: Vec<Duration>) -> Duration {
     values.sort_unstable();
     values[values.len() / 2]
@@ -52,13 +37,7 @@ fn median(mut values: Vec<Duration>) -> Duration {
 
 #[tokio::main]
 async fn main() {
-    let prefix = std::env::var("TABLE_PREFIX").expect("TABLE_PREFIX: run with `make bench`");
-    let tables = Tables::new(&prefix);
-    let client = shared::dynamo::client().await;
-    let now = shared::time::format(chrono::Utc::now());
-    let tenant = infra::admin::create_tenant(&client, &tables, "bench", &now).await.expect("tenant");
-    let (_, key) = infra::admin::create_key(&client, &tables, tenant.as_str(), &now).await.expect("key");
-    infra::admin::grant_credits(&client, &tables, tenant.as_str(), 100).await.expect("credits");
+    let Bench { client, tables, key, .. } = setup("bench", 100).await;
     let clock = Arc::new(SystemClock);
     let workflows = workflows::app(client.clone(), tables.clone(), clock.clone());
     let executions = executions::app(client.clone(), tables.clone(), clock.clone());

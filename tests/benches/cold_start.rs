@@ -13,8 +13,8 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use api_tests::bench::{Bench, call, setup};
 use serde_json::Value;
-use shared::dynamo::Tables;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
@@ -158,23 +158,15 @@ fn event(template: &str, key: &str, path: &str, route: &str) -> String {
 }
 
 /// A workflow and a running execution, made through the functions in process.
-async fn first_execution(client: &aws_sdk_dynamodb::Client, tables: &Tables, key: &str) -> String {
-    use tower::ServiceExt;
+async fn first_execution(bench: &Bench) -> String {
     let clock = Arc::new(shared::time::SystemClock);
-    let post = |app: axum::Router, uri: &'static str, body: Value| async move {
-        let request = http::Request::post(uri)
-            .header("x-api-key", key)
-            .header("content-type", "application/json")
-            .body(axum::body::Body::from(body.to_string()))
-            .expect("request");
-        let response = app.oneshot(request).await.expect("call");
-        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX).await.expect("body");
-        serde_json::from_slice::<Value>(&bytes).expect("json")
-    };
+    let (client, tables, key) = (&bench.client, &bench.tables, &bench.key);
     let workflows = workflows::app(client.clone(), tables.clone(), clock.clone());
-    let wf = post(workflows, "/api/v1/workflows", serde_json::json!({"name": "w", "workflow_type": "custom"})).await;
+    let body = serde_json::json!({"name": "w", "workflow_type": "custom"});
+    let wf = call(&workflows, key, http::Method::POST, "/api/v1/workflows", Some(&body)).await;
     let executions = executions::app(client.clone(), tables.clone(), clock);
-    let started = post(executions, "/api/v1/executions", serde_json::json!({"workflow_id": wf["id"]})).await;
+    let body = serde_json::json!({"workflow_id": wf["id"]});
+    let started = call(&executions, key, http::Method::POST, "/api/v1/executions", Some(&body)).await;
     started["id"].as_str().expect("an execution").to_owned()
 }
 
@@ -185,15 +177,10 @@ fn median(mut values: Vec<f64>) -> f64 {
 
 #[tokio::main]
 async fn main() {
-    let prefix = std::env::var("TABLE_PREFIX").expect("TABLE_PREFIX: run with `make bench`");
     let release = PathBuf::from(std::env::var("CAIRN_RELEASE_DIR").expect("CAIRN_RELEASE_DIR: run with `make bench`"));
-    let tables = Tables::new(&prefix);
-    let client = shared::dynamo::client().await;
-    let now = shared::time::format(chrono::Utc::now());
-    let tenant = infra::admin::create_tenant(&client, &tables, "cold", &now).await.expect("tenant");
-    let (_, key) = infra::admin::create_key(&client, &tables, tenant.as_str(), &now).await.expect("key");
-    infra::admin::grant_credits(&client, &tables, tenant.as_str(), 10).await.expect("credits");
-    let execution = first_execution(&client, &tables, &key).await;
+    let bench = setup("cold", 10).await;
+    let key = bench.key.clone();
+    let execution = first_execution(&bench).await;
     let checkpoints_path = format!("/api/v1/checkpoints?execution_id={execution}");
     let template = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/data/apigw-v2-request.json"))
         .expect("event template");

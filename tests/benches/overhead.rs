@@ -9,45 +9,19 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use api_tests::bench::{Bench, call, setup};
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::types::ReturnValue;
-use http::{Method, Request};
+use http::Method;
 use serde_json::json;
-use shared::dynamo::{Table, Tables, get_item, n, s};
+use shared::TenantId;
+use shared::dynamo::{Table, Tables, get_item};
 use shared::time::SystemClock;
-use tower::ServiceExt;
 
-async fn call(app: &axum::Router, key: &str, method: Method, uri: &str, body: Option<serde_json::Value>) -> Vec<u8> {
-    let mut request = Request::builder().method(method).uri(uri).header("x-api-key", key);
-    if body.is_some() {
-        request = request.header("content-type", "application/json");
-    }
-    let bytes = body.map(|b| serde_json::to_vec(&b).expect("json")).unwrap_or_default();
-    let response =
-        app.clone().oneshot(request.body(axum::body::Body::from(bytes)).expect("request")).await.expect("call");
-    let status = response.status();
-    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX).await.expect("body").to_vec();
-    assert!(status.is_success(), "{status}: {}", String::from_utf8_lossy(&bytes));
-    bytes
-}
-
-/// The DynamoDB calls every authenticated request makes before its handler.
-async fn edge_calls(client: &Client, tables: &Tables, key_hash: &str, tenant: &str) {
+/// The DynamoDB calls every authenticated request makes before its handler: the key
+/// lookup and the rate-limit window (`shared::rate_limit::count` is that one update).
+async fn edge_calls(client: &Client, tables: &Tables, key_hash: &str, tenant: &TenantId) {
     get_item(client, tables.name(Table::ApiKeys), &[("key_hash", key_hash)]).await.expect("key");
-    let now = chrono::Utc::now().timestamp();
-    let window = now.div_euclid(60);
-    client
-        .update_item()
-        .table_name(tables.name(Table::RateLimits))
-        .key("tenant_id", s(tenant))
-        .key("window", n(window))
-        .update_expression("ADD requests :one SET expires_at = if_not_exists(expires_at, :expires)")
-        .expression_attribute_values(":one", n(1))
-        .expression_attribute_values(":expires", n((window + 2) * 60))
-        .return_values(ReturnValue::UpdatedNew)
-        .send()
-        .await
-        .expect("window");
+    shared::rate_limit::count(client, tables, tenant, 1_000_000, chrono::Utc::now().timestamp()).await.expect("window");
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> f64 {
@@ -57,28 +31,19 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
 
 #[tokio::main]
 async fn main() {
-    let prefix = std::env::var("TABLE_PREFIX").expect("TABLE_PREFIX: run with `make bench`");
-    let tables = Tables::new(&prefix);
-    let client = shared::dynamo::client().await;
-    let now = shared::time::format(chrono::Utc::now());
-    let tenant = infra::admin::create_tenant(&client, &tables, "overhead", &now).await.expect("tenant");
-    let (_, key) = infra::admin::create_key(&client, &tables, tenant.as_str(), &now).await.expect("key");
-    infra::admin::grant_credits(&client, &tables, tenant.as_str(), 100).await.expect("credits");
+    let Bench { client, tables, tenant, key } = setup("overhead", 100).await;
     let clock = Arc::new(SystemClock);
     let workflows = workflows::app(client.clone(), tables.clone(), clock.clone());
     let executions = executions::app(client.clone(), tables.clone(), clock.clone());
     let billing = billing::app(client.clone(), tables.clone(), clock);
     let body = json!({"name": "bench", "workflow_type": "custom"});
-    let wf: serde_json::Value =
-        serde_json::from_slice(&call(&workflows, &key, Method::POST, "/api/v1/workflows", Some(body)).await)
-            .expect("json");
+    let wf = call(&workflows, &key, Method::POST, "/api/v1/workflows", Some(&body)).await;
     let start = json!({"workflow_id": wf["id"], "input": {"question": "what is 6 x 7?"}});
-    let execution: serde_json::Value =
-        serde_json::from_slice(&call(&executions, &key, Method::POST, "/api/v1/executions", Some(start)).await)
-            .expect("json");
+    let execution = call(&executions, &key, Method::POST, "/api/v1/executions", Some(&start)).await;
     let execution_id = execution["id"].as_str().expect("id").to_owned();
     let key_hash = shared::auth::hash_key(&key);
     let t = tenant.as_str().to_owned();
+    let tenant_id = shared::auth::trusted::tenant(&tenant);
 
     let iterations = 400;
     println!(
@@ -94,7 +59,7 @@ async fn main() {
         ("GET /executions/{id}", &executions, execution_path, (Table::Executions, Some(execution_id.as_str()))),
     ] {
         let raw = || async {
-            edge_calls(&client, &tables, &key_hash, &t).await;
+            edge_calls(&client, &tables, &key_hash, &tenant_id).await;
             let mut keys = vec![("tenant_id", t.as_str())];
             if let Some(id) = item.1 {
                 keys.push(("id", id));

@@ -17,6 +17,7 @@ use shared::dynamo::Tables;
 use shared::time::SystemClock;
 use tower::ServiceExt;
 
+pub mod bench;
 pub mod stripe;
 
 /// Fails a test run that was started without the local stack.

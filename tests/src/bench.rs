@@ -1,0 +1,50 @@
+//! What the benchmarks (`tests/benches`, `make bench`) share: a tenant with a key and
+//! credits in the run's tables, and calls through a function's router in process.
+
+use aws_sdk_dynamodb::Client;
+use http::{Method, Request};
+use serde_json::Value;
+use shared::dynamo::Tables;
+use shared::ids::TenantKey;
+use tower::ServiceExt;
+
+/// The run's tables and a tenant of the benchmark's own.
+#[derive(Debug)]
+pub struct Bench {
+    /// DynamoDB Local (every call metered by `shared::metering`).
+    pub client: Client,
+    /// The run's tables (`TABLE_PREFIX`).
+    pub tables: Tables,
+    /// The tenant.
+    pub tenant: TenantKey,
+    /// Its API key.
+    pub key: String,
+}
+
+/// A tenant named `name` with a live key and `credits`, in the tables of `make bench`.
+pub async fn setup(name: &str, credits: i64) -> Bench {
+    let prefix = std::env::var("TABLE_PREFIX").expect("TABLE_PREFIX: run with `make bench`");
+    let tables = Tables::new(&prefix);
+    let client = shared::dynamo::client().await;
+    let now = shared::time::format(chrono::Utc::now());
+    let tenant = infra::admin::create_tenant(&client, &tables, name, &now).await.expect("tenant");
+    let (_, key) = infra::admin::create_key(&client, &tables, tenant.as_str(), &now).await.expect("key");
+    infra::admin::grant_credits(&client, &tables, tenant.as_str(), credits).await.expect("credits");
+    Bench { client, tables, tenant, key }
+}
+
+/// Calls `app` with the key and an optional JSON body; the answer must be a success.
+/// Returns its JSON (`Null` when empty).
+pub async fn call(app: &axum::Router, key: &str, method: Method, uri: &str, body: Option<&Value>) -> Value {
+    let mut request = Request::builder().method(method).uri(uri).header("x-api-key", key);
+    let bytes = body.map(|b| serde_json::to_vec(b).expect("json")).unwrap_or_default();
+    if body.is_some() {
+        request = request.header("content-type", "application/json");
+    }
+    let response =
+        app.clone().oneshot(request.body(axum::body::Body::from(bytes)).expect("request")).await.expect("call");
+    let status = response.status();
+    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX).await.expect("body");
+    assert!(status.is_success(), "{status}: {}", String::from_utf8_lossy(&bytes[..bytes.len().min(500)]));
+    serde_json::from_slice(&bytes).unwrap_or(Value::Null)
+}
