@@ -5,7 +5,7 @@ source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
 ensure_tools
 run_dir=$(mktemp -d "${TMPDIR:-/tmp}/cairn-bench.XXXXXX")
-cleanup() { stop_group "${DYNAMODB_PID:-}"; rm -rf "$run_dir"; }
+cleanup() { stop_group "${WATCH_PID:-}"; stop_group "${DYNAMODB_PID:-}"; rm -rf "$run_dir"; }
 trap cleanup EXIT
 port=$(free_port)
 start_dynamodb "$port" "" "$run_dir/dynamodb.log"
@@ -21,3 +21,13 @@ cargo bench -q -p api-tests --bench overhead
 cargo build -q --release -p workflows -p executions -p checkpoints -p failures -p billing --bins
 target_dir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 CAIRN_RELEASE_DIR="$target_dir/release" cargo bench -q -p api-tests --bench cold_start
+
+# Throughput through cargo lambda watch, serving the same release binaries.
+api_port=$(free_port)
+setsid cargo lambda watch --release --ignore-changes --invoke-address 127.0.0.1 --invoke-port "$api_port" \
+  --env-var "TABLE_PREFIX=$TABLE_PREFIX" --env-var "AWS_ENDPOINT_URL_DYNAMODB=$AWS_ENDPOINT_URL_DYNAMODB" \
+  --env-var "RATE_LIMIT_PER_MINUTE=$RATE_LIMIT_PER_MINUTE" >"$run_dir/watch.log" 2>&1 &
+WATCH_PID=$!
+wait_for_port "$api_port" 120 || { cat "$run_dir/watch.log" >&2; exit 1; }
+warm_up "http://127.0.0.1:$api_port/api/v1" workflows executions checkpoints failures billing/balance
+CAIRN_API_URL="http://127.0.0.1:$api_port/api/v1" cargo bench -q -p api-tests --bench throughput
