@@ -17,6 +17,7 @@ export RATE_LIMIT_PER_MINUTE=1000000
 cargo run -q -p infra --bin cairn-admin -- tables create
 cargo bench -q -p api-tests --bench checkpoints
 cargo bench -q -p api-tests --bench overhead
+cargo bench -q -p api-tests --bench scale
 # Cold starts spawn the functions' release binaries (native, like the bench itself).
 cargo build -q --release -p workflows -p executions -p checkpoints -p failures -p billing --bins
 target_dir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')

@@ -1,0 +1,182 @@
+//! Capacity per request does not grow with the data: DynamoDB consumed capacity of
+//! `GET /failures/stats`, `GET /billing/balance`, `GET /executions/{id}` and page 1 of
+//! every list, for a tenant with about 100 and with 100,000 items in each list (written
+//! in bulk by copying items the API made, with new keys). Goal (issue 7): ratio <= 1.1.
+//!
+//! Run with `make bench`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use api_tests::bench::{Bench, call, setup};
+use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
+use http::Method;
+use serde_json::json;
+use shared::dynamo::{Item, Table, s};
+use shared::metering::metered;
+use shared::time::SystemClock;
+
+/// How the copies of a table's item get their keys.
+struct Copies {
+    table: Table,
+    /// The sort key attribute.
+    sort_key: &'static str,
+    /// The item to copy.
+    template: Item,
+    /// The sort key of copy `i`.
+    key: fn(&str, u64) -> AttributeValue,
+}
+
+async fn query_first(bench: &Bench, table: Table, prefix: Option<&str>) -> Item {
+    let mut query = bench
+        .client
+        .query()
+        .table_name(bench.tables.name(table))
+        .key_condition_expression("tenant_id = :t")
+        .expression_attribute_values(":t", s(bench.tenant.as_str()));
+    if let Some(prefix) = prefix {
+        query = query
+            .key_condition_expression("tenant_id = :t AND begins_with(#e, :p)")
+            .expression_attribute_names("#e", "entry")
+            .expression_attribute_values(":p", s(prefix));
+    }
+    let out = query.send().await.expect("query");
+    out.items.unwrap_or_default().into_iter().next().expect("an item the API wrote")
+}
+
+/// Writes copies `from..to` of each table's template, 25 a request, 8 requests at once.
+async fn grow(bench: &Bench, copies: &[Copies], context: &str, from: u64, to: u64) {
+    for c in copies {
+        let mut batches = Vec::new();
+        let mut i = from;
+        while i < to {
+            let end = (i + 25).min(to);
+            let requests: Vec<WriteRequest> = (i..end)
+                .map(|n| {
+                    let mut item = c.template.clone();
+                    item.insert(c.sort_key.to_owned(), (c.key)(context, n));
+                    WriteRequest::builder()
+                        .put_request(PutRequest::builder().set_item(Some(item)).build().expect("put"))
+                        .build()
+                })
+                .collect();
+            batches.push(requests);
+            i = end;
+        }
+        let name = bench.tables.name(c.table).to_owned();
+        for chunk in batches.chunks(8) {
+            let mut tasks = tokio::task::JoinSet::new();
+            for batch in chunk {
+                let (client, name, mut batch) = (bench.client.clone(), name.clone(), batch.clone());
+                tasks.spawn(async move {
+                    while !batch.is_empty() {
+                        let out =
+                            client.batch_write_item().request_items(&name, batch).send().await.expect("batch write");
+                        batch = out.unprocessed_items.and_then(|mut u| u.remove(&name)).unwrap_or_default();
+                    }
+                });
+            }
+            while let Some(done) = tasks.join_next().await {
+                done.expect("task");
+            }
+        }
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    let bench = setup("scale", 1_000_000).await;
+    let clock = Arc::new(SystemClock);
+    let (client, tables, key) = (bench.client.clone(), bench.tables.clone(), bench.key.clone());
+    let apps: HashMap<&str, axum::Router> = [
+        ("workflows", workflows::app(client.clone(), tables.clone(), clock.clone())),
+        ("executions", executions::app(client.clone(), tables.clone(), clock.clone())),
+        ("checkpoints", checkpoints::app(client.clone(), tables.clone(), clock.clone())),
+        ("failures", failures::app(client.clone(), tables.clone(), clock.clone())),
+        ("billing", billing::app(client, tables, clock)),
+    ]
+    .into_iter()
+    .collect();
+    let post = |area: &'static str, path: String, body: serde_json::Value| {
+        let (app, key) = (apps[area].clone(), key.clone());
+        async move { call(&app, &key, Method::POST, &path, Some(&body)).await }
+    };
+    let wf = post("workflows", "/api/v1/workflows".into(), json!({"name": "w", "workflow_type": "custom"})).await;
+    let start = json!({"workflow_id": wf["id"]});
+    let e = post("executions", "/api/v1/executions".into(), start.clone()).await["id"].as_str().expect("id").to_owned();
+    let cp = json!({"execution_id": e, "name": "c", "state": {"n": 1}});
+    post("checkpoints", "/api/v1/checkpoints".into(), cp).await;
+    let failed = post("executions", "/api/v1/executions".into(), start).await["id"].as_str().expect("id").to_owned();
+    let fail = json!({"error_type": "AGENT_ERROR", "message": "m"});
+    post("executions", format!("/api/v1/executions/{failed}/fail"), fail).await;
+
+    let copies = [
+        Copies {
+            table: Table::Workflows,
+            sort_key: "id",
+            template: query_first(&bench, Table::Workflows, None).await,
+            key: |c, n| s(format!("wf_{c}{n:031x}")),
+        },
+        Copies {
+            table: Table::Executions,
+            sort_key: "id",
+            template: query_first(&bench, Table::Executions, None).await,
+            key: |c, n| s(format!("exec_{c}{n:031x}")),
+        },
+        Copies {
+            table: Table::Checkpoints,
+            sort_key: "entry",
+            template: query_first(&bench, Table::Checkpoints, Some(&format!("{e}#"))).await,
+            key: |c, n| s(format!("{c}#{:010}", n + 2)),
+        },
+        Copies {
+            table: Table::Failures,
+            sort_key: "id",
+            template: query_first(&bench, Table::Failures, None).await,
+            key: |c, n| s(format!("fail_{c}{n:031x}")),
+        },
+        Copies {
+            table: Table::Ledger,
+            sort_key: "seq",
+            template: query_first(&bench, Table::Ledger, None).await,
+            key: |_, n| AttributeValue::N((n + 100).to_string()),
+        },
+    ];
+    let requests: [(&str, String); 8] = [
+        ("failures", "/api/v1/failures/stats".into()),
+        ("billing", "/api/v1/billing/balance".into()),
+        ("executions", format!("/api/v1/executions/{e}")),
+        ("workflows", "/api/v1/workflows".into()),
+        ("executions", "/api/v1/executions".into()),
+        ("checkpoints", format!("/api/v1/checkpoints?execution_id={e}")),
+        ("failures", "/api/v1/failures".into()),
+        ("billing", "/api/v1/billing/transactions".into()),
+    ];
+    let measure = || async {
+        let mut capacity = Vec::new();
+        for (area, path) in &requests {
+            let (_, usage) = metered(call(&apps[area], &key, Method::GET, path, None)).await;
+            capacity.push(usage.capacity);
+        }
+        capacity
+    };
+    // Checkpoint entries are the execution's: their keys start with its id.
+    let context = |c: &Copies| if c.table == Table::Checkpoints { e.clone() } else { "0".to_owned() };
+    for c in &copies {
+        grow(&bench, std::slice::from_ref(c), &context(c), 0, 100).await;
+    }
+    let small = measure().await;
+    for c in &copies {
+        grow(&bench, std::slice::from_ref(c), &context(c), 100, 100_000).await;
+    }
+    let large = measure().await;
+    println!(
+        "DynamoDB capacity per request against DynamoDB Local, a tenant with ~100 and with 100,000 items per list"
+    );
+    println!("{:<44} {:>10} {:>12} {:>7}", "request", "@100", "@100,000", "ratio");
+    for (i, (_, path)) in requests.iter().enumerate() {
+        let shown = path.replace(&e, "{id}");
+        println!("{shown:<44} {:>10.1} {:>12.1} {:>7.2}", small[i], large[i], large[i] / small[i]);
+    }
+    println!("(capacity includes the key lookup and the rate-limit window every request makes; goal: ratio <= 1.1)");
+}
