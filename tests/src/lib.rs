@@ -205,22 +205,38 @@ impl Transport {
             Self::Http { origin, client } => {
                 let (parts, body) = request.into_parts();
                 let url = format!("{origin}{}", parts.uri);
-                let response = client
-                    .request(parts.method, url)
-                    .headers(parts.headers)
-                    .body(body)
-                    .send()
-                    .await
-                    .expect("the local API answers");
-                let status = response.status().as_u16();
-                let headers = response.headers().clone();
-                (status, headers, response.bytes().await.expect("body").to_vec())
+                let mut attempt = 0;
+                loop {
+                    let response = client
+                        .request(parts.method.clone(), &url)
+                        .headers(parts.headers.clone())
+                        .body(body.clone())
+                        .send()
+                        .await
+                        .expect("the local API answers");
+                    let status = response.status().as_u16();
+                    let headers = response.headers().clone();
+                    let raw = response.bytes().await.expect("body").to_vec();
+                    // cargo lambda watch now and then answers a GET with a 500 of its own
+                    // (this body; a function's errors are problem+json with a `code`)
+                    // without the function having failed. A GET is safe to send again.
+                    let emulator_failed = status == 500 && raw.starts_with(EMULATOR_500.as_bytes());
+                    if emulator_failed && parts.method == Method::GET && attempt < 2 {
+                        attempt += 1;
+                        eprintln!("the local gateway answered its own 500 to GET {url}; trying again");
+                        continue;
+                    }
+                    break (status, headers, raw);
+                }
             }
         };
         let body = serde_json::from_slice(&raw).unwrap_or(Value::Null);
         Reply { status, headers, body, raw }
     }
 }
+
+/// The start of the body of the 500 that `cargo lambda watch` itself sends.
+const EMULATOR_500: &str = r#"{"type":"https://httpstatuses.com/500""#;
 
 /// The areas served in process, in the order of [`Transport::in_process`].
 const AREAS: [&str; 5] = ["workflows", "executions", "checkpoints", "failures", "billing"];

@@ -519,6 +519,7 @@ async fn answers_are_gzipped_for_clients_that_accept_it(api: Api, env: Env) {
         api.post(&t.key, "/workflows", &big).await.expect(201);
     }
     let plain = api.get(&t.key, "/workflows").await;
+    plain.expect(200);
     assert_eq!(plain.header("content-encoding"), None, "no Accept-Encoding, no compression");
     let gzipped = api.request(Method::GET, "/workflows").key(&t.key).header("accept-encoding", "gzip").send().await;
     assert_eq!((gzipped.status, gzipped.header("content-encoding")), (200, Some("gzip")));
