@@ -69,9 +69,6 @@ export CAIRN_API_URL="http://127.0.0.1:$api_port/api/v1"
 log "starting the function instances"
 warm_up "$CAIRN_API_URL" workflows executions checkpoints failures billing/balance || { tail -n 30 "$run_dir/watch.log" >&2; exit 1; }
 export CAIRN_WATCH_LOG="$run_dir/watch.log"
-# The fault tests start (and kill) DynamoDB Locals of their own.
-CAIRN_DYNAMODB_DIR=$(dynamodb_dir)
-export CAIRN_DYNAMODB_DIR
 
 log "cargo test"
 if ! cargo test --workspace --locked "$@" 2>&1 | tee "$run_dir/test.log"; then
