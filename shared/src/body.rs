@@ -22,6 +22,47 @@ pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
 #[derive(Debug, Clone, Copy)]
 pub struct BodyLimit(pub usize);
 
+/// The largest body any route accepts, after decoding (`POST /checkpoints`).
+pub const MAX_BODY_LIMIT: usize = 6 * 1024 * 1024;
+
+/// Decodes a `Content-Encoding: gzip` request body before anything reads it, so that
+/// every limit applies to the decoded body (at most [`MAX_BODY_LIMIT`] here; each route's
+/// own limit later). Large states fit Lambda's 6 MB event only compressed. Other
+/// encodings are 400 `malformed_request`; a body that is not gzip, 400; one that inflates
+/// past the limit, 413 without being inflated further.
+pub async fn decode_gzip(request: Request, next: axum::middleware::Next) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let Some(encoding) = request.headers().get(header::CONTENT_ENCODING) else {
+        return next.run(request).await;
+    };
+    let encoding = encoding.to_str().unwrap_or_default().trim().to_ascii_lowercase();
+    if encoding == "identity" || encoding.is_empty() {
+        return next.run(request).await;
+    }
+    if encoding != "gzip" && encoding != "x-gzip" {
+        let message = format!("Content-Encoding {encoding:?} is not supported; send gzip or an unencoded body");
+        return ApiError::MalformedRequest(message).into_response();
+    }
+    let (mut parts, body) = request.into_parts();
+    let Ok(compressed) = axum::body::to_bytes(body, MAX_BODY_LIMIT).await else {
+        return too_large(MAX_BODY_LIMIT).into_response();
+    };
+    let mut decoded = Vec::new();
+    let inflated = std::io::Read::read_to_end(
+        &mut std::io::Read::take(flate2::read::MultiGzDecoder::new(&compressed[..]), MAX_BODY_LIMIT as u64 + 1),
+        &mut decoded,
+    );
+    if inflated.is_err() {
+        return ApiError::MalformedRequest("the body is not valid gzip data".to_owned()).into_response();
+    }
+    if decoded.len() > MAX_BODY_LIMIT {
+        return too_large(MAX_BODY_LIMIT).into_response();
+    }
+    parts.headers.remove(header::CONTENT_ENCODING);
+    parts.headers.insert(header::CONTENT_LENGTH, decoded.len().into());
+    next.run(Request::from_parts(parts, axum::body::Body::from(decoded))).await
+}
+
 /// A JSON request body, read within its limit and parsed, not yet validated.
 #[derive(Debug)]
 pub struct JsonBody(pub Value);
@@ -49,6 +90,19 @@ impl<S: Send + Sync> FromRequest<S> for OptionalJsonBody {
 
 async fn read(request: Request, allow_empty: bool) -> Result<Value, ApiError> {
     let limit = request.extensions().get::<BodyLimit>().map_or(DEFAULT_BODY_LIMIT, |limit| limit.0);
+    let (json, bytes) = read_bytes(request, limit).await?;
+    if allow_empty && bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Value::Object(Map::new()));
+    }
+    if !json {
+        return Err(not_json());
+    }
+    parse(&bytes)
+}
+
+/// The body within `limit` (413 beyond it, checked before reading when the length is
+/// declared), and whether it was sent as JSON.
+async fn read_bytes(request: Request, limit: usize) -> Result<(bool, bytes::Bytes), ApiError> {
     let declared =
         request.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|len| len > limit as u64) {
@@ -57,15 +111,11 @@ async fn read(request: Request, allow_empty: bool) -> Result<Value, ApiError> {
     let json =
         request.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(is_json_media_type);
     let bytes = axum::body::to_bytes(request.into_body(), limit).await.map_err(|_| too_large(limit))?;
-    if allow_empty && bytes.iter().all(u8::is_ascii_whitespace) {
-        return Ok(Value::Object(Map::new()));
-    }
-    if !json {
-        return Err(ApiError::MalformedRequest(
-            "the body must be JSON sent with Content-Type: application/json".to_owned(),
-        ));
-    }
-    parse(&bytes)
+    Ok((json, bytes))
+}
+
+fn not_json() -> ApiError {
+    ApiError::MalformedRequest("the body must be JSON sent with Content-Type: application/json".to_owned())
 }
 
 fn too_large(limit: usize) -> ApiError {
@@ -77,14 +127,96 @@ fn is_json_media_type(value: &str) -> bool {
     essence.eq_ignore_ascii_case("application/json")
 }
 
+/// A JSON request body read within its limit, as bytes: for a route that keeps one
+/// large field as raw JSON ([`split_raw`]) instead of building a tree of it.
+#[derive(Debug)]
+pub struct RawJsonBody(pub bytes::Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for RawJsonBody {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, _state: &S) -> Result<Self, ApiError> {
+        let limit = request.extensions().get::<BodyLimit>().map_or(DEFAULT_BODY_LIMIT, |limit| limit.0);
+        let (json, bytes) = read_bytes(request, limit).await?;
+        if !json {
+            return Err(not_json());
+        }
+        Ok(Self(bytes))
+    }
+}
+
+/// Splits a JSON object body into its field `raw` (kept as the text it was sent as, so a
+/// state of millions of values costs its bytes, not a tree of them) and every other
+/// field, parsed, for [`Fields`]. The whole body is checked to be JSON first, so syntax
+/// errors are 400 as with [`JsonBody`].
+///
+/// # Errors
+/// 400 when the body is not JSON; 422 when it is not an object.
+pub fn split_raw<'a>(bytes: &'a [u8], raw: &str) -> Result<(Value, Option<&'a serde_json::value::RawValue>), ApiError> {
+    serde_json::from_slice::<serde::de::IgnoredAny>(bytes).map_err(|e| syntax_error(&e))?;
+    let fields: Vec<(String, &serde_json::value::RawValue)> = match serde_json::from_slice::<RawFields<'a>>(bytes) {
+        Ok(RawFields(fields)) => fields,
+        Err(_) => return Err(ApiError::field("body", "must be a JSON object")),
+    };
+    let mut others = Map::new();
+    let mut kept = None;
+    for (name, value) in fields {
+        if name == raw {
+            kept = Some(value);
+        } else {
+            others.insert(name, parse(value.get().as_bytes())?);
+        }
+    }
+    Ok((Value::Object(others), kept))
+}
+
+/// An object's fields in order, values unparsed.
+struct RawFields<'a>(Vec<(String, &'a serde_json::value::RawValue)>);
+
+impl<'de: 'a, 'a> serde::Deserialize<'de> for RawFields<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visit<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for Visit<'a> {
+            type Value = RawFields<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<M: serde::de::MapAccess<'de>>(self, mut map: M) -> Result<Self::Value, M::Error> {
+                let mut fields = Vec::new();
+                while let Some(entry) = map.next_entry::<String, &'de serde_json::value::RawValue>()? {
+                    fields.push(entry);
+                }
+                Ok(RawFields(fields))
+            }
+        }
+        deserializer.deserialize_map(Visit(std::marker::PhantomData))
+    }
+}
+
+/// `raw` as compact JSON (what `serde_json` writes for the value it holds), streamed
+/// token by token: no tree of the value is built, so memory stays a small multiple of
+/// its size whatever its shape.
+///
+/// # Errors
+/// 400 when it is not valid JSON (it came from a client).
+pub fn compact(raw: &serde_json::value::RawValue) -> Result<Vec<u8>, ApiError> {
+    let mut out = Vec::with_capacity(raw.get().len());
+    let mut from = serde_json::Deserializer::from_str(raw.get());
+    let mut to = serde_json::Serializer::new(&mut out);
+    serde_transcode::transcode(&mut from, &mut to).map_err(|e| syntax_error(&e))?;
+    Ok(out)
+}
+
+fn syntax_error(e: &serde_json::Error) -> ApiError {
+    ApiError::MalformedRequest(format!("the body is not valid JSON (line {}, column {})", e.line(), e.column()))
+}
+
 /// Parses JSON text; a syntax error is a 400 naming line and column.
 ///
 /// # Errors
 /// [`ApiError::MalformedRequest`] when `bytes` is not one JSON value.
 pub fn parse(bytes: &[u8]) -> Result<Value, ApiError> {
-    serde_json::from_slice(bytes).map_err(|e| {
-        ApiError::MalformedRequest(format!("the body is not valid JSON (line {}, column {})", e.line(), e.column()))
-    })
+    serde_json::from_slice(bytes).map_err(|e| syntax_error(&e))
 }
 
 /// A field value read from a body where absence and `null` mean different things
@@ -153,6 +285,11 @@ impl Fields {
     /// Records a problem found by the caller (a rule across fields).
     pub fn reject(&mut self, field: impl Into<String>, message: impl Into<String>) {
         self.errors.push(FieldError::new(field, message));
+    }
+
+    /// Counts `name` as a known field that the caller reads itself (see [`split_raw`]).
+    pub fn known(&mut self, name: &'static str) {
+        self.known.insert(name);
     }
 
     fn take(&mut self, name: &'static str) -> Option<Value> {
@@ -236,12 +373,24 @@ pub fn text(min: usize, max: usize) -> impl Fn(&Value) -> Result<String, String>
         if chars > max {
             return Err(format!("must be at most {max} characters"));
         }
-        if s.contains('\0') {
-            return Err("must not contain NUL characters".to_owned());
+        if s.chars().any(is_refused_control) {
+            return Err("must not contain control characters other than tab, line feed and carriage return".to_owned());
         }
         Ok(s.to_owned())
     }
 }
+
+/// Control characters have no place in names, messages and metadata, and each costs six
+/// bytes in JSON (`\u0001`), which would let one field outgrow the size bounds of a
+/// list page; tab, line feed and carriage return are ordinary text.
+fn is_refused_control(c: char) -> bool {
+    c.is_ascii_control() && !matches!(c, '\t' | '\n' | '\r') && c != '\u{7f}'
+}
+
+/// The largest metadata object, serialized as compact JSON: with 50 keys of 40 and values
+/// of 500 characters of 4-byte UTF-8, metadata alone could be 108 KB, and a list page of
+/// 200 such items over Lambda's 6 MB response limit.
+pub const METADATA_MAX_BYTES: usize = 16 * 1024;
 
 /// Reads one of the values of an enum that parses from its wire name.
 pub fn one_of<T: WireEnum>(allowed: &'static [T]) -> impl Fn(&Value) -> Result<T, String> {
@@ -280,13 +429,19 @@ pub fn json_object(max_bytes: usize) -> impl Fn(&Value) -> Result<Map<String, Va
     }
 }
 
-/// Reads an object of string values with at most `max_keys` keys
-/// (keys 1..=40 characters, values at most 500 characters, as Stripe's metadata).
+/// Reads an object of string values with at most `max_keys` keys (keys 1..=40
+/// characters, values at most 500 characters, as Stripe's metadata; no control
+/// characters but tab, line feed and carriage return) and at most [`METADATA_MAX_BYTES`]
+/// as compact JSON.
 pub fn string_map(max_keys: usize) -> impl Fn(&Value) -> Result<std::collections::BTreeMap<String, String>, String> {
     move |value| {
         let map = value.as_object().ok_or("must be an object of string values")?;
         if map.len() > max_keys {
             return Err(format!("must have at most {max_keys} keys"));
+        }
+        let size = serde_json::to_vec(value).map_or(usize::MAX, |v| v.len());
+        if size > METADATA_MAX_BYTES {
+            return Err(format!("must be at most {METADATA_MAX_BYTES} bytes as JSON; it is {size}"));
         }
         map.iter()
             .map(|(k, v)| {
@@ -294,6 +449,9 @@ pub fn string_map(max_keys: usize) -> impl Fn(&Value) -> Result<std::collections
                     return Err(format!("key {k:?} must be 1 to 40 characters"));
                 }
                 let s = v.as_str().ok_or_else(|| format!("value of {k:?} must be a string"))?;
+                if k.chars().chain(s.chars()).any(is_refused_control) {
+                    return Err(format!("key {k:?} or its value contains a control character"));
+                }
                 if s.chars().count() > 500 {
                     return Err(format!("value of {k:?} must be at most 500 characters"));
                 }

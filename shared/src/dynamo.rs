@@ -240,7 +240,8 @@ where
 ///
 /// # Errors
 /// [`StoreError::ConditionFailed`] with the index of the first failed condition;
-/// [`StoreError::Unavailable`] when a conflict or throttling cancelled it.
+/// [`StoreError::Conflict`] for a conflict; [`StoreError::Unavailable`] when throttling
+/// cancelled it; [`StoreError::Other`] for a validation error or any other reason.
 pub async fn transact(client: &Client, items: Vec<TransactWriteItem>) -> Result<(), StoreError> {
     let result = client.transact_write_items().set_transact_items(Some(items)).send().await;
     match result {
@@ -258,7 +259,16 @@ pub async fn transact(client: &Client, items: Vec<TransactWriteItem>) -> Result<
             if reasons.iter().any(|r| r.code() == Some("TransactionConflict")) {
                 return Err(StoreError::Conflict);
             }
-            Err(StoreError::Unavailable(Box::new(SdkError::service_error(service.into_err(), ()))))
+            // Throttling is worth a retry; a ValidationError (an item over 400 KB, say) or
+            // any other reason is a bug: a 500 with its cause logged, never a 503 that
+            // would invite the client to send the same doomed request again.
+            let throttled =
+                reasons.iter().any(|r| matches!(r.code(), Some("ThrottlingError" | "ProvisionedThroughputExceeded")));
+            let error = Box::new(SdkError::service_error(service.into_err(), ()));
+            if throttled {
+                return Err(StoreError::Unavailable(error));
+            }
+            Err(StoreError::Other(error))
         }
         Err(other) => Err(classify(other)),
     }
@@ -437,7 +447,33 @@ pub async fn query_window(
     skip: usize,
     take: usize,
 ) -> Result<Vec<Item>, StoreError> {
+    query_window_of(query, sort_key, skip, take, &[]).await
+}
+
+/// Like [`query_window`], returning only `attributes` of each item (all of them when
+/// empty): list summaries leave large payloads where they are.
+///
+/// # Errors
+/// The query's [`StoreError`].
+pub async fn query_window_of(
+    query: QueryFluentBuilder,
+    sort_key: &str,
+    skip: usize,
+    take: usize,
+    attributes: &[&str],
+) -> Result<Vec<Item>, StoreError> {
     const MAX_PER_CALL: usize = 1000;
+    let query_items = if attributes.is_empty() {
+        query.clone()
+    } else {
+        let names: Vec<String> = (0..attributes.len()).map(|i| format!("#attr{i}")).collect();
+        attributes
+            .iter()
+            .zip(&names)
+            .fold(query.clone().projection_expression(names.join(", ")), |q, (attribute, name)| {
+                q.expression_attribute_names(name, *attribute)
+            })
+    };
     let mut start: Option<Item> = None;
     let mut remaining = skip;
     while remaining > 0 {
@@ -458,7 +494,7 @@ pub async fn query_window(
     }
     let mut items = Vec::with_capacity(take.min(MAX_PER_CALL));
     while items.len() < take {
-        let out = query
+        let out = query_items
             .clone()
             .set_exclusive_start_key(start.take())
             .limit((take - items.len()).min(MAX_PER_CALL) as i32)

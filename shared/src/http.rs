@@ -67,6 +67,7 @@ pub fn api_with_public(routes: Router, public: Router, auth: AuthState) -> Route
         .layer(from_fn_with_state(auth.clone(), crate::idempotency::layer))
         .layer(from_fn_with_state(auth, require_api_key))
         .merge(public.method_not_allowed_fallback(method_not_allowed))
+        .layer(from_fn(crate::body::decode_gzip))
         .layer(CatchPanicLayer::custom(panic_response))
         .layer(CompressionLayer::new())
         .layer(from_fn(request_context))
@@ -164,10 +165,10 @@ pub fn init_logging() {
     lambda_http::tracing::init_default_subscriber();
 }
 
-/// Serves `app` as a Lambda function behind API Gateway.
+/// Serves `app` as a Lambda function behind API Gateway ([`crate::lambda`]).
 ///
 /// # Errors
 /// Only when the function cannot serve at all (the runtime API fails).
 pub async fn run(app: Router) -> Result<(), lambda_http::Error> {
-    lambda_http::run(app).await
+    crate::lambda::run(app).await
 }

@@ -6,7 +6,7 @@
 //! and body). Then:
 //!
 //! - the request succeeds (2xx): its status, `Content-Type`, `Location`, `ETag` and body
-//!   are stored, and the same request with the same key gets them again with
+//!   (compressed; in parts when large, so answers of every size are kept) are stored, and the same request with the same key gets them again with
 //!   `Idempotent-Replayed: true`, without running again;
 //! - the request fails (anything else): the claim is released, so the client can retry
 //!   with the same key;
@@ -43,8 +43,15 @@ pub const LEASE_MS: i64 = 30_000;
 pub const MAX_KEY_LEN: usize = 255;
 /// Request bodies are read whole to fingerprint them; no route accepts more.
 const MAX_REQUEST_BYTES: usize = 8 * 1024 * 1024;
-/// Larger answers are not kept (none of Cairn's POST answers comes near it).
-const MAX_STORED_BODY: usize = 300 * 1024;
+/// A stored answer is compressed; up to this size it sits in the key's item, larger
+/// ones are split into parts (items of their own beside it, expiring with it), so that
+/// answers of any size are kept without nearing DynamoDB's 400 KB item limit.
+const INLINE_BODY_MAX: usize = 300 * 1024;
+/// The size of one part of a large stored answer.
+const PART_SIZE: usize = 350 * 1024;
+/// The largest answer kept: far beyond any POST answer of Cairn's (an execution with
+/// 256 KiB of input and of output is the largest), and within Lambda's 6 MB.
+const MAX_STORED_BODY: usize = 6 * 1024 * 1024;
 /// The answer headers a replay repeats.
 const KEPT_HEADERS: [HeaderName; 3] = [header::CONTENT_TYPE, header::LOCATION, header::ETAG];
 
@@ -98,7 +105,7 @@ pub async fn layer(State(auth): State<AuthState>, request: Request, next: Next) 
         return ApiError::internal("the answer could not be read").into_response();
     };
     if body.len() > MAX_STORED_BODY {
-        tracing::warn!(bytes = body.len(), "an answer too large to keep for its Idempotency-Key");
+        tracing::error!(bytes = body.len(), "an answer too large to keep for its Idempotency-Key");
         records.release(&claim).await;
     } else if let Err(error) = records.complete(&claim, parts.status, &parts.headers, &body).await {
         // The work is done; the claim lapses and a retry would run again.
@@ -179,14 +186,22 @@ impl Records<'_> {
                 return Ok(Err(ApiError::IdempotencyKeyReused.into_response()));
             }
             if text("state") == "done" {
-                return Ok(Err(replay(&held)));
+                let body = self.stored_body(&held).await?;
+                return Ok(Err(replay(&held, body)));
             }
             return Ok(Err(ApiError::IdempotencyInProgress.into_response()));
         }
         Err(StoreError::Conflict)
     }
 
-    /// Stores the answer under the claim.
+    /// The key of part `index` of a large answer: a newline cannot occur in a client's
+    /// key, so parts never meet one.
+    fn part_key(&self, index: usize) -> String {
+        format!("{}\n{index}", self.key)
+    }
+
+    /// Stores the answer under the claim: compressed, in the key's item or, when large,
+    /// in parts written first (a part without its record expires with the key's TTL).
     async fn complete(
         &self,
         claim: &Claim,
@@ -212,16 +227,69 @@ impl Records<'_> {
             .expression_attribute_values(":done", s("done"))
             .expression_attribute_values(":status", n(status.as_u16()))
             .expression_attribute_values(":headers", AttributeValue::M(kept));
+        let packed = crate::blob::compress(body);
         update = if body.is_empty() {
             update.update_expression("SET #state = :done, #status = :status, #headers = :headers")
-        } else {
+        } else if packed.len() <= INLINE_BODY_MAX {
             update
-                .update_expression("SET #state = :done, #status = :status, #headers = :headers, #body = :body")
-                .expression_attribute_names("#body", "body")
-                .expression_attribute_values(":body", b(body.to_vec()))
+                .update_expression("SET #state = :done, #status = :status, #headers = :headers, #packed = :packed")
+                .expression_attribute_names("#packed", "body_deflate")
+                .expression_attribute_values(":packed", b(packed))
+        } else {
+            let expires_at = chrono::Utc::now().timestamp() + WINDOW_SECS;
+            let chunks: Vec<&[u8]> = packed.chunks(PART_SIZE).collect();
+            for (index, chunk) in chunks.iter().enumerate() {
+                self.client
+                    .put_item()
+                    .table_name(self.table())
+                    .item("tenant_id", s(self.tenant.as_str()))
+                    .item("idempotency_key", s(self.part_key(index)))
+                    .item("data", b(chunk.to_vec()))
+                    .item("expires_at", n(expires_at))
+                    .send()
+                    .await
+                    .map_err(classify)?;
+            }
+            update
+                .update_expression("SET #state = :done, #status = :status, #headers = :headers, #parts = :parts")
+                .expression_attribute_names("#parts", "body_parts")
+                .expression_attribute_values(":parts", n(chunks.len()))
         };
         update.expression_attribute_names("#status", "status").send().await.map_err(classify)?;
         Ok(())
+    }
+
+    /// The answer kept in `held`: raw (as stored before answers were compressed),
+    /// compressed, or in parts.
+    async fn stored_body(&self, held: &crate::dynamo::Item) -> Result<Vec<u8>, StoreError> {
+        let corrupt = || StoreError::Corrupt(format!("the stored answer of Idempotency-Key {:?}", self.key));
+        let bytes = |item: &crate::dynamo::Item, name: &str| {
+            item.get(name).and_then(|v| v.as_b().ok()).map(|b| b.as_ref().to_vec())
+        };
+        if let Some(raw) = bytes(held, "body") {
+            return Ok(raw);
+        }
+        let packed = if let Some(packed) = bytes(held, "body_deflate") {
+            packed
+        } else if let Some(count) =
+            held.get("body_parts").and_then(|v| v.as_n().ok()).and_then(|v| v.parse::<usize>().ok())
+        {
+            let mut packed = Vec::new();
+            for index in 0..count {
+                let key = self.part_key(index);
+                let part = get_item(
+                    self.client,
+                    self.table(),
+                    &[("tenant_id", self.tenant.as_str()), ("idempotency_key", &key)],
+                )
+                .await?;
+                packed.extend(part.as_ref().and_then(|p| bytes(p, "data")).ok_or_else(corrupt)?);
+            }
+            packed
+        } else {
+            return Ok(Vec::new());
+        };
+        crate::blob::decompress(&packed, MAX_STORED_BODY).map_err(|_| corrupt())
     }
 
     /// Gives the key back after a failed request (if the claim is still this one's).
@@ -245,14 +313,13 @@ impl Records<'_> {
 }
 
 /// The stored answer again, marked as a replay.
-fn replay(held: &crate::dynamo::Item) -> Response {
+fn replay(held: &crate::dynamo::Item, body: Vec<u8>) -> Response {
     let status = held
         .get("status")
         .and_then(|v| v.as_n().ok())
         .and_then(|v| v.parse::<u16>().ok())
         .and_then(|v| StatusCode::from_u16(v).ok())
         .unwrap_or(StatusCode::OK);
-    let body = held.get("body").and_then(|v| v.as_b().ok()).map(|b| b.as_ref().to_vec()).unwrap_or_default();
     let mut response = (status, body).into_response();
     response.headers_mut().remove(header::CONTENT_TYPE);
     if let Some(headers) = held.get("headers").and_then(|v| v.as_m().ok()) {

@@ -15,6 +15,7 @@ pub mod error;
 pub mod http;
 pub mod idempotency;
 pub mod ids;
+pub mod lambda;
 pub mod metering;
 pub mod pagination;
 pub mod query;

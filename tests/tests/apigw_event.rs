@@ -56,7 +56,9 @@ async fn create_and_list_through_real_api_gateway_v2_events() {
     assert_eq!(status, 200, "{page}");
     assert_eq!(page["total"], 1);
     assert_eq!(page["page_size"], 5);
-    assert_eq!(page["items"][0], created);
+    let mut summary = created.clone();
+    summary.as_object_mut().expect("object").remove("definition");
+    assert_eq!(page["items"][0], summary, "a list item is the workflow without its definition");
 
     let other = env.tenant().await;
     let id = created["id"].as_str().expect("id");

@@ -12,6 +12,7 @@ both_paths!(
     replay_and_rollback_refuse_checkpoints_of_other_executions_and_tenants,
     another_tenants_execution_is_404_on_every_route_and_unchanged,
     list_filters_pages_and_totals_follow_every_transition,
+    list_items_are_summaries_without_input_and_output,
     list_time_filters_are_exclusive_ranges,
     list_refuses_invalid_queries_and_unknown_workflows,
     a_workflow_with_running_or_paused_executions_cannot_be_deleted,
@@ -388,6 +389,27 @@ async fn list_filters_pages_and_totals_follow_every_transition(api: Api, env: En
         paged.extend(reply.body["items"].as_array().expect("items").iter().map(id));
     }
     assert_eq!(paged, newest_first, "pages are disjoint and complete");
+}
+
+async fn list_items_are_summaries_without_input_and_output(api: Api, env: Env) {
+    let t = env.tenant().await;
+    let wf = workflow(&api, &t.key).await;
+    let body = json!({"workflow_id": wf, "input": {"q": "x".repeat(200 * 1024)}, "metadata": {"k": "v"}});
+    let started = api.post(&t.key, "/executions", &body).await;
+    let e = id(&started.expect(201).body);
+    let done = act(&api, &t.key, &e, "complete", &json!({"output": {"a": "y".repeat(200 * 1024)}})).await;
+    let mut summary = done.expect(200).body.clone();
+    let fields = summary.as_object_mut().expect("object");
+    assert!(fields.remove("input").is_some() && fields.remove("output").is_some(), "GET-shaped answers carry both");
+    let list = api.get(&t.key, &format!("/executions?workflow_id={wf}")).await;
+    assert_eq!(
+        list.expect(200).body["items"],
+        json!([summary]),
+        "the list item is the execution without input and output"
+    );
+    assert!(list.raw.len() < 4096, "the page does not carry the 400 KiB of payloads: {} bytes", list.raw.len());
+    let one = get(&api, &t.key, &e).await;
+    assert_eq!(one["input"], body["input"], "the execution's own GET still returns its input");
 }
 
 async fn list_time_filters_are_exclusive_ranges(api: Api, env: Env) {

@@ -15,6 +15,7 @@ both_paths!(
     get_returns_the_workflow_with_its_etag,
     unknown_malformed_and_foreign_ids_are_404_on_every_id_route,
     list_is_newest_first_with_disjoint_pages_and_right_totals,
+    list_items_are_summaries_without_definition,
     list_filters_by_status_and_type_with_matching_totals,
     list_refuses_invalid_query_parameters,
     update_replaces_given_fields_and_bumps_version,
@@ -191,6 +192,23 @@ async fn list_is_newest_first_with_disjoint_pages_and_right_totals(api: Api, env
     let beyond = api.get(&t.key, "/workflows?page=4&page_size=3").await;
     assert_eq!(beyond.expect(200).body["items"], json!([]));
     assert_eq!(beyond.body["total"], 7);
+}
+
+async fn list_items_are_summaries_without_definition(api: Api, env: Env) {
+    let t = env.tenant().await;
+    let definition = json!({"graph": "g".repeat(60 * 1024)});
+    let w = create(&api, &t.key, json!({"name": "big", "workflow_type": "langgraph", "definition": definition})).await;
+    let mut summary = w.clone();
+    assert_eq!(summary.as_object_mut().expect("object").remove("definition"), Some(definition.clone()));
+    let list = api.get(&t.key, "/workflows").await;
+    assert_eq!(
+        list.expect(200).body["items"],
+        json!([summary]),
+        "the list item is the workflow without its definition"
+    );
+    assert!(list.raw.len() < 4096, "the page does not carry the definition: {} bytes", list.raw.len());
+    let one = api.get(&t.key, &format!("/workflows/{}", w["id"].as_str().expect("id"))).await;
+    assert_eq!(one.expect(200).body["definition"], definition, "the workflow's own GET still returns it");
 }
 
 async fn list_filters_by_status_and_type_with_matching_totals(api: Api, env: Env) {

@@ -9,8 +9,7 @@ use executions::checkpoint::{Checkpoint, PackedState, STATE_MAX_BYTES};
 use executions::model::{Execution, ExecutionStatus};
 use http::{HeaderValue, StatusCode, header};
 use serde::Serialize;
-use serde_json::{Map, Value};
-use shared::body::{Fields, JsonBody, WireEnum, string_map, text};
+use shared::body::{Fields, RawJsonBody, WireEnum, split_raw, string_map, text};
 use shared::counters::CounterChange;
 use shared::dynamo::{StoreError, Transaction, TransactionError, backoff};
 use shared::ids::PathId;
@@ -42,7 +41,7 @@ pub struct CheckpointBody {
     state_size_bytes: u64,
     created_at: String,
     #[serde(skip_serializing_if = "Option::is_none")]
-    state: Option<Value>,
+    state: Option<Box<serde_json::value::RawValue>>,
 }
 
 impl From<Checkpoint> for CheckpointBody {
@@ -72,22 +71,27 @@ async fn load_execution(state: &AppState, tenant: &TenantId, raw: &str) -> Resul
 pub async fn create(
     State(state): State<AppState>,
     tenant: TenantId,
-    JsonBody(body): JsonBody,
+    RawJsonBody(bytes): RawJsonBody,
 ) -> Result<Response, ApiError> {
+    // The state stays the text it was sent as: up to 6 MiB of `[0,0,…]` would be
+    // hundreds of MB as a tree of values.
+    let (body, raw_state) = split_raw(&bytes, "state")?;
     let mut f = Fields::new(body)?;
     let execution =
         f.required("execution_id", |v| v.as_str().map(str::to_owned).ok_or_else(|| "must be a string".to_owned()));
-    let state_value = f.required("state", |v| match v {
-        Value::Object(map) => Ok(map.clone()),
-        _ => Err("must be a JSON object".to_owned()),
-    });
+    f.known("state");
+    match raw_state {
+        None => f.reject("state", "is required"),
+        Some(raw) if !raw.get().starts_with('{') => f.reject("state", "must be a JSON object"),
+        Some(_) => {}
+    }
     let name = f.nullable("name", text(1, NAME_MAX));
     let metadata = f.optional("metadata", string_map(METADATA_MAX_KEYS));
     f.finish()?;
-    let (Some(execution), Some(state_value)) = (execution, state_value) else {
+    let (Some(execution), Some(raw_state)) = (execution, raw_state) else {
         return Err(ApiError::internal("validated fields missing"));
     };
-    let packed = pack(&state_value)?;
+    let packed = pack(raw_state)?;
     let now = state.clock.now();
     let id = CheckpointId::generate_at(now);
     let name = name.into_update().flatten();
@@ -139,8 +143,8 @@ pub async fn create(
     Err(ApiError::Unavailable("too many concurrent checkpoint writes on this execution; retry".into()))
 }
 
-fn pack(state: &Map<String, Value>) -> Result<PackedState, ApiError> {
-    let packed = PackedState::pack(state);
+fn pack(state: &serde_json::value::RawValue) -> Result<PackedState, ApiError> {
+    let packed = PackedState::from_json(&shared::body::compact(state)?);
     if packed.size > STATE_MAX_BYTES {
         return Err(ApiError::PayloadTooLarge(format!(
             "the state is {} bytes of JSON; the limit is {STATE_MAX_BYTES} bytes (4 MiB)",

@@ -49,14 +49,12 @@ struct ErrorBody {
     message: String,
 }
 
-/// An execution as the API shows it.
+/// An execution as a list shows it: a summary, without `input` and `output`.
 #[derive(Debug, Serialize)]
-pub struct ExecutionBody {
+pub struct ExecutionSummary {
     id: String,
     workflow_id: String,
     status: &'static str,
-    input: Option<Value>,
-    output: Option<Value>,
     error: Option<ErrorBody>,
     cancel_reason: Option<String>,
     metadata: BTreeMap<String, String>,
@@ -66,18 +64,33 @@ pub struct ExecutionBody {
     created_at: String,
     updated_at: String,
     ended_at: Option<String>,
+}
+
+/// An execution as its own `GET` and every action show it: the summary's fields plus
+/// `input` and `output`.
+#[derive(Debug, Serialize)]
+pub struct ExecutionBody {
+    #[serde(flatten)]
+    summary: ExecutionSummary,
+    input: Option<Value>,
+    output: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     discarded_checkpoints: Option<u64>,
 }
 
 impl From<Execution> for ExecutionBody {
+    fn from(mut e: Execution) -> Self {
+        let (input, output) = (e.input.take(), e.output.take());
+        Self { summary: e.into(), input, output, discarded_checkpoints: None }
+    }
+}
+
+impl From<Execution> for ExecutionSummary {
     fn from(e: Execution) -> Self {
         Self {
             id: e.id.to_string(),
             workflow_id: e.workflow_id.to_string(),
             status: e.status.wire(),
-            input: e.input,
-            output: e.output,
             error: e.error.map(|x| ErrorBody { error_type: x.error_type, message: x.message }),
             cancel_reason: e.cancel_reason,
             metadata: e.metadata,
@@ -87,7 +100,6 @@ impl From<Execution> for ExecutionBody {
             created_at: shared::time::format(e.created_at),
             updated_at: shared::time::format(e.updated_at),
             ended_at: e.ended_at.map(shared::time::format),
-            discarded_checkpoints: None,
         }
     }
 }
@@ -184,7 +196,7 @@ pub async fn list(
     State(state): State<AppState>,
     tenant: TenantId,
     mut query: Query,
-) -> Result<Json<PageBody<ExecutionBody>>, ApiError> {
+) -> Result<Json<PageBody<ExecutionSummary>>, ApiError> {
     let status = query.one_of::<ExecutionStatus>("status");
     let workflow = query.string("workflow_id");
     let created_after = query.timestamp("created_after");
@@ -206,7 +218,7 @@ pub async fn list(
     let filter = ListFilter { status, workflow_id, created_after, created_before };
     let (items, total) =
         Box::pin(state.executions.list(&tenant, &filter, page.skip(), page.page_size as usize)).await?;
-    Ok(Json(page.respond(items.into_iter().map(ExecutionBody::from).collect(), total)))
+    Ok(Json(page.respond(items.into_iter().map(ExecutionSummary::from).collect(), total)))
 }
 
 /// `GET /executions/{execution_id}`

@@ -69,8 +69,13 @@ impl PackedState {
     /// Serializes and compresses `state`.
     #[must_use]
     pub fn pack(state: &Map<String, Value>) -> Self {
-        let json = serde_json::to_vec(state).unwrap_or_default();
-        Self { compressed: shared::blob::compress(&json), size: json.len() }
+        Self::from_json(&serde_json::to_vec(state).unwrap_or_default())
+    }
+
+    /// Compresses a state already serialized as compact JSON.
+    #[must_use]
+    pub fn from_json(json: &[u8]) -> Self {
+        Self { compressed: shared::blob::compress(json), size: json.len() }
     }
 
     fn parts(&self) -> Vec<&[u8]> {
@@ -271,7 +276,7 @@ impl CheckpointStore {
         &self,
         tenant: &TenantId,
         id: &CheckpointId,
-    ) -> Result<Option<(Checkpoint, Value)>, StoreError> {
+    ) -> Result<Option<(Checkpoint, Box<serde_json::value::RawValue>)>, StoreError> {
         let Some(record) = self.get_record(tenant, id).await? else { return Ok(None) };
         let checkpoint = record.checkpoint()?;
         let compressed = match record.state {
@@ -281,7 +286,9 @@ impl CheckpointStore {
         let corrupt = |what: &str| StoreError::Corrupt(format!("checkpoint {}: {what}", checkpoint.id));
         let json =
             shared::blob::decompress(&compressed, STATE_MAX_BYTES).map_err(|_| corrupt("state does not inflate"))?;
-        let state = serde_json::from_slice(&json).map_err(|_| corrupt("state is not JSON"))?;
+        // Kept as text: a state of millions of values is returned as the bytes it is.
+        let text = String::from_utf8(json).map_err(|_| corrupt("state is not UTF-8"))?;
+        let state = serde_json::value::RawValue::from_string(text).map_err(|_| corrupt("state is not JSON"))?;
         Ok(Some((checkpoint, state)))
     }
 

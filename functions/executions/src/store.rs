@@ -23,7 +23,7 @@ use shared::body::WireEnum;
 use shared::counters::{self, CounterChange};
 use shared::dynamo::{
     Item, StoreError, Table, Tables, Transaction, b, batch_get, built, classify, get_item, n, newest_first_in,
-    query_window, s,
+    query_window, query_window_of, s,
 };
 use shared::ids::{CheckpointId, CommandId, ExecutionId, FailureId, WorkflowId, created_between};
 
@@ -78,7 +78,10 @@ struct ExecutionRecord {
     id: String,
     workflow_id: String,
     status: String,
+    /// Left out of list queries ([`SUMMARY_ATTRIBUTES`]).
+    #[serde(default)]
     input: StoredValue,
+    #[serde(default)]
     output: StoredValue,
     error_type: Option<String>,
     error_message: Option<String>,
@@ -97,6 +100,31 @@ struct ExecutionRecord {
     tenant_workflow: String,
     tenant_workflow_status: String,
 }
+
+/// The attributes a list reads: every one but `input` and `output`, so list items are
+/// summaries and a list reads no blob.
+const SUMMARY_ATTRIBUTES: &[&str] = &[
+    "tenant_id",
+    "id",
+    "workflow_id",
+    "status",
+    "error_type",
+    "error_message",
+    "cancel_reason",
+    "metadata",
+    "attempt",
+    "current_checkpoint_id",
+    "checkpoint_count",
+    "last_sequence",
+    "failure_ids",
+    "version",
+    "created_at",
+    "updated_at",
+    "ended_at",
+    "tenant_status",
+    "tenant_workflow",
+    "tenant_workflow_status",
+];
 
 fn blob_key(tenant: &TenantId, part: String) -> Item {
     HashMap::from([("tenant_id".to_owned(), s(tenant.as_str())), ("part".to_owned(), s(part))])
@@ -350,6 +378,7 @@ impl ExecutionStore {
     }
 
     /// One window of the tenant's executions, newest first, and the total matching.
+    /// The executions are summaries: their `input` and `output` are not read (`None`).
     ///
     /// # Errors
     /// The reads' [`StoreError`]s.
@@ -387,7 +416,8 @@ impl ExecutionStore {
                 .await
             }
         };
-        let (items, total) = tokio::try_join!(query_window(query.clone(), "id", skip, take), total)?;
+        let window = query_window_of(query.clone(), "id", skip, take, SUMMARY_ATTRIBUTES);
+        let (items, total) = tokio::try_join!(window, total)?;
         Ok((self.decode(tenant, items).await?, total))
     }
 

@@ -36,22 +36,37 @@ const WRITE_ATTEMPTS: usize = 5;
 /// Fields the server owns.
 const READ_ONLY: &[&str] = &["id", "version", "created_at", "updated_at"];
 
-/// A workflow as the API shows it.
+/// A workflow as a list shows it: a summary, without `definition`.
 #[derive(Debug, Serialize)]
-pub struct WorkflowBody {
+pub struct WorkflowSummary {
     id: String,
     name: String,
     description: Option<String>,
     workflow_type: &'static str,
     status: &'static str,
-    definition: Option<Map<String, Value>>,
     metadata: BTreeMap<String, String>,
     version: u64,
     created_at: String,
     updated_at: String,
 }
 
+/// A workflow as its own `GET` and every write show it: the summary's fields plus
+/// `definition`.
+#[derive(Debug, Serialize)]
+pub struct WorkflowBody {
+    #[serde(flatten)]
+    summary: WorkflowSummary,
+    definition: Option<Map<String, Value>>,
+}
+
 impl From<Workflow> for WorkflowBody {
+    fn from(mut w: Workflow) -> Self {
+        let definition = w.definition.take();
+        Self { summary: w.into(), definition }
+    }
+}
+
+impl From<Workflow> for WorkflowSummary {
     fn from(w: Workflow) -> Self {
         Self {
             id: w.id.to_string(),
@@ -59,7 +74,6 @@ impl From<Workflow> for WorkflowBody {
             description: w.description,
             workflow_type: w.workflow_type.wire(),
             status: w.status.wire(),
-            definition: w.definition,
             metadata: w.metadata,
             version: w.version,
             created_at: shared::time::format(w.created_at),
@@ -215,12 +229,12 @@ pub async fn list(
     State(state): State<AppState>,
     tenant: TenantId,
     mut query: Query,
-) -> Result<Json<PageBody<WorkflowBody>>, ApiError> {
+) -> Result<Json<PageBody<WorkflowSummary>>, ApiError> {
     let filter = ListFilter { status: query.one_of("status"), workflow_type: query.one_of("workflow_type") };
     let page = PageRequest::read(&mut query, DEFAULT_PAGE_SIZE);
     query.finish()?;
     let (workflows, total) = state.store.list(&tenant, filter, page).await?;
-    Ok(Json(page.respond(workflows.into_iter().map(WorkflowBody::from).collect(), total)))
+    Ok(Json(page.respond(workflows.into_iter().map(WorkflowSummary::from).collect(), total)))
 }
 
 /// `GET /workflows/{workflow_id}`

@@ -15,7 +15,7 @@ use shared::TenantId;
 use shared::body::WireEnum;
 use shared::counters::{self, CounterChange};
 use shared::dynamo::{
-    Item, StoreError, Table, Tables, Transaction, TransactionError, get_item, n, query_window, s, transact,
+    Item, StoreError, Table, Tables, Transaction, TransactionError, get_item, n, query_window_of, s, transact,
 };
 use shared::ids::WorkflowId;
 use shared::pagination::PageRequest;
@@ -31,7 +31,9 @@ struct WorkflowRecord {
     description: Option<String>,
     workflow_type: String,
     status: String,
-    /// The definition as JSON text: exact, and far from the item size limit.
+    /// The definition as JSON text: exact, and far from the item size limit. Left out
+    /// of list queries ([`SUMMARY_ATTRIBUTES`]).
+    #[serde(default)]
     definition: Option<String>,
     metadata: BTreeMap<String, String>,
     version: u64,
@@ -41,6 +43,23 @@ struct WorkflowRecord {
     tenant_type: String,
     tenant_status_type: String,
 }
+
+/// The attributes a list reads: every one but `definition`, so list items are summaries.
+const SUMMARY_ATTRIBUTES: &[&str] = &[
+    "tenant_id",
+    "id",
+    "name",
+    "description",
+    "workflow_type",
+    "status",
+    "metadata",
+    "version",
+    "created_at",
+    "updated_at",
+    "tenant_status",
+    "tenant_type",
+    "tenant_status_type",
+];
 
 impl WorkflowRecord {
     fn new(tenant: &TenantId, w: &Workflow) -> Result<Self, StoreError> {
@@ -233,6 +252,7 @@ impl WorkflowStore {
     }
 
     /// One page of the tenant's workflows, newest first, and the total matching `filter`.
+    /// The workflows are summaries: their `definition` is not read (`None`).
     ///
     /// # Errors
     /// The reads' [`StoreError`]s.
@@ -263,7 +283,7 @@ impl WorkflowStore {
             .consistent_read(index.is_none());
         let total_name = counter_name(filter.status, filter.workflow_type);
         let (items, total) = tokio::try_join!(
-            query_window(query, "id", page.skip(), page.page_size as usize),
+            query_window_of(query, "id", page.skip(), page.page_size as usize, SUMMARY_ATTRIBUTES),
             counters::read(&self.client, &self.tables, tenant, &total_name),
         )?;
         let workflows = items.into_iter().map(decode).collect::<Result<Vec<_>, _>>()?;

@@ -1,0 +1,157 @@
+//! The Lambda entry: API Gateway (HTTP API, payload 2.0) events in, responses out, with
+//! every response encoded so that it fits Lambda's 6 MB response payload.
+//!
+//! Lambda returns a response to API Gateway as one JSON document in which the body is a
+//! string: either the body's text, JSON-escaped (a `"` becomes `\"`, a control
+//! character `\u0001`), or the body's bytes in base64 with `isBase64Encoded`. Escaping
+//! can double a JSON body's size (a body of quotes and backslashes); base64 adds a third
+//! to any body. `lambda_http` picks the form by content type alone, so a 4 MiB
+//! checkpoint state of escape-heavy JSON became an 8 MiB payload, which Lambda refuses.
+//! This adapter picks, per response, whichever form is smaller, so no body of `n`
+//! bytes costs more than `4 * ceil(n / 3)` bytes of payload ([`encoded_body_len`]).
+//! API Gateway decodes either form before the client sees it: clients get the same
+//! bytes.
+
+use axum::Router;
+use axum::body::Body;
+use http::HeaderValue;
+use lambda_http::aws_lambda_events::apigw::ApiGatewayV2httpResponse;
+use lambda_http::request::LambdaRequest;
+use lambda_http::{Context, LambdaEvent, RequestExt};
+use tower::ServiceExt;
+
+/// Lambda's limit on a synchronous invocation's response payload, in bytes.
+pub const MAX_RESPONSE_PAYLOAD: usize = 6_291_556;
+
+/// Lambda's limit on a synchronous invocation's request payload (the event), in bytes.
+pub const MAX_REQUEST_PAYLOAD: usize = 6_291_556;
+
+/// Serves `app` as a Lambda function behind API Gateway.
+///
+/// # Errors
+/// Only when the function cannot serve at all (the runtime API fails).
+pub async fn run(app: Router) -> Result<(), lambda_http::Error> {
+    lambda_http::lambda_runtime::run(lambda_http::service_fn(move |event: LambdaEvent<LambdaRequest>| {
+        let app = app.clone();
+        async move { Ok::<_, lambda_http::Error>(invoke(app, event).await) }
+    }))
+    .await
+}
+
+/// Answers one event as Lambda would hand it to `app`: the request `lambda_http` makes
+/// of the event (with the invocation's context), and the response in the smaller
+/// encoding.
+pub async fn invoke(app: Router, event: LambdaEvent<LambdaRequest>) -> ApiGatewayV2httpResponse {
+    let LambdaEvent { payload, context } = event;
+    let request: lambda_http::Request = payload.into();
+    let request = with_trace_header(request, &context).with_lambda_context(context);
+    let response = match app.oneshot(request.map(Body::new)).await {
+        Ok(response) => response,
+        Err(never) => match never {},
+    };
+    let (parts, body) = response.into_parts();
+    let bytes = match axum::body::to_bytes(body, usize::MAX).await {
+        Ok(bytes) => bytes.to_vec(),
+        Err(error) => {
+            tracing::error!(error = %error, "the response body could not be read");
+            return failed();
+        }
+    };
+    encode(parts, bytes)
+}
+
+/// The `X-Amzn-Trace-Id` header from the invocation's context, as `lambda_http` sets it.
+fn with_trace_header(mut request: lambda_http::Request, context: &Context) -> lambda_http::Request {
+    if let Some(value) = context.xray_trace_id.as_deref().and_then(|id| HeaderValue::from_str(id).ok()) {
+        request.headers_mut().insert("x-amzn-trace-id", value);
+    }
+    request
+}
+
+fn failed() -> ApiGatewayV2httpResponse {
+    let mut response = ApiGatewayV2httpResponse::default();
+    response.status_code = 500;
+    response
+}
+
+/// The API Gateway response for `parts` and `body`: text when the body is UTF-8 and its
+/// JSON-escaped form is no longer than its base64 form, otherwise base64.
+#[must_use]
+pub fn encode(parts: http::response::Parts, body: Vec<u8>) -> ApiGatewayV2httpResponse {
+    let mut headers = parts.headers;
+    let cookies =
+        headers.get_all(http::header::SET_COOKIE).iter().filter_map(|v| v.to_str().ok().map(str::to_owned)).collect();
+    headers.remove(http::header::SET_COOKIE);
+    let mut response = ApiGatewayV2httpResponse::default();
+    response.status_code = i64::from(parts.status.as_u16());
+    response.headers = headers;
+    response.cookies = cookies;
+    if !body.is_empty() {
+        let as_text = match String::from_utf8(body) {
+            Ok(text) if escaped_len(&text) <= base64_len(text.len()) => Ok(text),
+            Ok(text) => Err(text.into_bytes()),
+            Err(not_text) => Err(not_text.into_bytes()),
+        };
+        match as_text {
+            Ok(text) => response.body = Some(lambda_http::Body::Text(text)),
+            Err(bytes) => {
+                response.is_base64_encoded = true;
+                response.body = Some(lambda_http::Body::Binary(bytes));
+            }
+        }
+    }
+    response
+}
+
+/// The size of `text` as a JSON string, quotes included (what `serde_json` writes).
+#[must_use]
+pub fn escaped_len(text: &str) -> usize {
+    2 + text
+        .bytes()
+        .map(|b| match b {
+            b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0c => 2,
+            0..0x20 => 6,
+            _ => 1,
+        })
+        .sum::<usize>()
+}
+
+/// The size of `n` bytes in padded base64 as a JSON string, quotes included.
+#[must_use]
+pub fn base64_len(n: usize) -> usize {
+    2 + n.div_ceil(3) * 4
+}
+
+/// The most payload a body of `n` bytes can cost in the chosen encoding.
+#[must_use]
+pub fn encoded_body_len(n: usize) -> usize {
+    base64_len(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escaped_len_is_what_serde_json_writes() {
+        for text in ["", "plain", "quote \" and \\ backslash", "\u{1}\u{1f}\n\t\r\u{8}\u{c}", "ümlaut 😀", "\u{7f}"]
+        {
+            assert_eq!(escaped_len(text), serde_json::to_string(text).expect("json").len(), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn escape_heavy_bodies_go_as_base64_and_plain_ones_as_text() {
+        let parts = || http::Response::new(()).into_parts().0;
+        let plain = encode(parts(), br#"{"a":"plain text"}"#.to_vec());
+        assert!(!plain.is_base64_encoded);
+        let quotes = encode(parts(), br#"{"a":"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\""}"#.to_vec());
+        assert!(quotes.is_base64_encoded);
+        let binary = encode(parts(), vec![0xff, 0xfe, 0x00]);
+        assert!(binary.is_base64_encoded);
+        let payload = serde_json::to_string(&quotes).expect("payload");
+        let body_len = br#"{"a":"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\""}"#.len();
+        assert!(payload.contains(&format!("\"body\":\"{}", "eyJhIjoiXCJcIlwiXCJc")), "{payload}");
+        assert!(encoded_body_len(body_len) >= base64_len(body_len));
+    }
+}

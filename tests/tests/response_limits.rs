@@ -1,0 +1,345 @@
+//! Lambda's 6 MB payload limits, proved by computation on the worst cases valid data can
+//! make: every list at its largest page and every `GET` by id, filled with the most
+//! expensive content each field accepts (escape-heavy strings, 4-byte characters, full
+//! metadata), is encoded exactly as the function hands it to Lambda
+//! (`shared::lambda::invoke` on an API Gateway v2 event) and measured; and the largest
+//! requests fit Lambda's event once API Gateway has encoded them (gzip for large states).
+//! DynamoDB Local enforces none of these limits, so only arithmetic can show them. In
+//! process only: the local gateway relays large answers unreliably.
+
+use std::io::Write;
+use std::sync::Arc;
+
+use api_tests::{Api, Env, Transport};
+use lambda_http::aws_lambda_events::apigw::ApiGatewayV2httpResponse;
+use serde_json::{Value, json};
+use shared::lambda::{MAX_REQUEST_PAYLOAD, MAX_RESPONSE_PAYLOAD};
+use shared::time::SystemClock;
+
+const EVENT: &str = include_str!("../data/apigw-v2-request.json");
+
+/// A string of `chars` characters whose JSON form is as large as the API lets text be:
+/// `"` costs 2 bytes in JSON and 4 in Lambda's text payload; `😀` is 4 bytes of UTF-8.
+fn heavy(chars: usize) -> String {
+    ['"', '😀', '\\', '😀'].iter().cycle().take(chars).collect()
+}
+
+/// Metadata as large as it may be: 16 KiB of compact JSON, escape-heavy.
+fn heavy_metadata() -> Value {
+    let mut metadata = serde_json::Map::new();
+    for i in 0..50 {
+        let key = format!("{i:02}{}", "\"".repeat(38));
+        metadata.insert(key, Value::String(String::new()));
+    }
+    let mut i = 0;
+    while serde_json::to_vec(&metadata).expect("json").len() < shared::body::METADATA_MAX_BYTES - 8 {
+        let key = metadata.keys().nth(i % 50).expect("key").clone();
+        if let Some(Value::String(v)) = metadata.get_mut(&key)
+            && v.chars().count() < 500
+        {
+            v.push('"');
+        }
+        i += 1;
+    }
+    let size = serde_json::to_vec(&metadata).expect("json").len();
+    assert!(size <= shared::body::METADATA_MAX_BYTES && size > shared::body::METADATA_MAX_BYTES - 64, "{size}");
+    Value::Object(metadata)
+}
+
+/// The Lambda payload of `GET path` answered by `app`, as the runtime sends it.
+async fn payload(app: &axum::Router, key: &str, path: &str) -> (usize, ApiGatewayV2httpResponse) {
+    let (raw_path, query) = path.split_once('?').unwrap_or((path, ""));
+    let text = EVENT
+        .replace("{{METHOD}}", "GET")
+        .replace("{{ROUTE}}", raw_path)
+        .replace("{{PATH}}", &format!("/api/v1{raw_path}"))
+        .replace("{{QUERY}}", query)
+        .replace("{{API_KEY}}", key)
+        .replace("\"{{BODY}}\"", "null");
+    let request: lambda_http::request::LambdaRequest = serde_json::from_str(&text).expect("event");
+    let event = lambda_http::LambdaEvent::new(request, lambda_http::Context::default());
+    let response = shared::lambda::invoke(app.clone(), event).await;
+    assert_eq!(response.status_code, 200, "GET {path}: {:?}", response.body);
+    (serde_json::to_vec(&response).expect("payload").len(), response)
+}
+
+#[track_caller]
+fn fits(what: &str, size: usize) {
+    println!("{what}: {size} bytes of Lambda response payload (limit {MAX_RESPONSE_PAYLOAD})");
+    assert!(size <= MAX_RESPONSE_PAYLOAD, "{what}: {size} bytes > {MAX_RESPONSE_PAYLOAD}");
+}
+
+fn body_of(response: &ApiGatewayV2httpResponse) -> Value {
+    let bytes = match response.body.as_ref().expect("body") {
+        lambda_http::Body::Text(text) => text.as_bytes().to_vec(),
+        lambda_http::Body::Binary(bytes) => bytes.clone(),
+        lambda_http::Body::Empty => Vec::new(),
+        _ => panic!("unknown body"),
+    };
+    serde_json::from_slice(&bytes).expect("json body")
+}
+
+/// A new tenant with 1000 credits, an in-process API and a workflow of that tenant.
+async fn running_workflow() -> (Env, api_tests::Tenant, Api, Value) {
+    let env = api_tests::env().await;
+    let t = env.tenant().await;
+    let api = Api::new(Transport::in_process(&env));
+    let wf = api.post(&t.key, "/workflows", &json!({"name": "w", "workflow_type": "custom"})).await;
+    let wf = wf.expect(201).body["id"].clone();
+    (env, t, api, wf)
+}
+
+struct Apps {
+    workflows: axum::Router,
+    executions: axum::Router,
+    checkpoints: axum::Router,
+    failures: axum::Router,
+    billing: axum::Router,
+}
+
+fn apps(env: &Env) -> Apps {
+    let (c, t, clock) = (&env.client, &env.tables, Arc::new(SystemClock));
+    Apps {
+        workflows: workflows::app(c.clone(), t.clone(), clock.clone()),
+        executions: executions::app(c.clone(), t.clone(), clock.clone()),
+        checkpoints: checkpoints::app(c.clone(), t.clone(), clock.clone()),
+        failures: failures::app(c.clone(), t.clone(), clock.clone()),
+        billing: billing::app(c.clone(), t.clone(), clock),
+    }
+}
+
+#[tokio::test]
+async fn a_4_mib_escape_heavy_state_fits_the_response_as_base64_and_comes_back_whole() {
+    let (env, t, api, wf) = running_workflow().await;
+    let metadata = heavy_metadata();
+    let e = api.post(&t.key, "/executions", &json!({"workflow_id": wf})).await.expect(201).body["id"].clone();
+    // 4 MiB of compact JSON, each character of the string a quote: 8 MiB as Lambda text.
+    let state = json!({"s": "\"".repeat((4 * 1024 * 1024 - 8) / 2)});
+    assert!(serde_json::to_vec(&state).expect("json").len() <= 4 * 1024 * 1024);
+    let body = json!({"execution_id": e, "name": heavy(200), "metadata": metadata, "state": state});
+    let cp = api.post(&t.key, "/checkpoints", &body).await;
+    let id = cp.expect(201).body["id"].as_str().expect("id").to_owned();
+
+    let apps = apps(&env);
+    let (size, response) = payload(&apps.checkpoints, &t.key, &format!("/checkpoints/{id}?include_state=true")).await;
+    fits("GET /checkpoints/{id}?include_state=true, 4 MiB of quotes", size);
+    assert!(response.is_base64_encoded, "the escape-heavy body goes as base64, the smaller form");
+    let returned = body_of(&response);
+    assert_eq!(returned["state"], state, "the state comes back whole");
+    assert_eq!(returned["metadata"], body["metadata"]);
+    // The same body as lambda_http would have sent it (always text for JSON): over the limit.
+    let text = serde_json::to_vec(&returned).expect("json");
+    let as_text = serde_json::to_string(std::str::from_utf8(&text).expect("utf-8")).expect("escaped").len();
+    assert!(as_text > MAX_RESPONSE_PAYLOAD, "text encoding alone would be {as_text} bytes");
+}
+
+#[tokio::test]
+async fn the_largest_executions_workflows_and_transactions_pages_and_items_fit() {
+    let env = api_tests::env().await;
+    let t = env.tenant_with_credits(1000).await;
+    let api = Api::new(Transport::in_process(&env));
+    let metadata = heavy_metadata();
+    let definition = json!({"d": "\"".repeat((64 * 1024 - 8) / 2)});
+    let mut workflows = Vec::new();
+    for _ in 0..100 {
+        let body = json!({"name": heavy(200), "description": heavy(2000), "workflow_type": "custom",
+                          "metadata": metadata, "definition": definition});
+        workflows.push(api.post(&t.key, "/workflows", &body).await.expect(201).body["id"].clone());
+    }
+    let value = json!({"v": "\"".repeat((256 * 1024 - 8) / 2)});
+    let mut last = Value::Null;
+    for wf in &workflows {
+        let start = json!({"workflow_id": wf, "metadata": metadata, "input": value});
+        let e = api.post(&t.key, "/executions", &start).await.expect(201).body["id"].clone();
+        let path = format!("/executions/{}/fail", e.as_str().expect("id"));
+        let fail =
+            json!({"error_type": "AGENT_ERROR", "message": heavy(4096), "details": {"traceback": "\"".repeat(30_000)}});
+        api.post(&t.key, &path, &fail).await.expect(200);
+        last = e;
+    }
+    let last = last.as_str().expect("id");
+    api.post(&t.key, &format!("/executions/{last}/replay"), &json!({})).await.expect(200);
+    let cancel = json!({"reason": heavy(1000)});
+    api.post(&t.key, &format!("/executions/{last}/pause"), &json!({})).await.expect(200);
+    api.post(&t.key, &format!("/executions/{last}/cancel"), &cancel).await.expect(200);
+
+    let apps = apps(&env);
+    let (size, page) = payload(&apps.workflows, &t.key, "/workflows?page_size=100").await;
+    assert_eq!(body_of(&page)["items"].as_array().map(Vec::len), Some(100));
+    fits("GET /workflows?page_size=100, every field at its largest", size);
+    let (size, _) =
+        payload(&apps.workflows, &t.key, &format!("/workflows/{}", workflows[0].as_str().expect("id"))).await;
+    fits("GET /workflows/{id} with a 64 KiB definition", size);
+    let (size, page) = payload(&apps.executions, &t.key, "/executions?page_size=100").await;
+    assert_eq!(body_of(&page)["items"].as_array().map(Vec::len), Some(100));
+    fits("GET /executions?page_size=100, failed with 4096-character messages", size);
+    let (size, _) = payload(&apps.executions, &t.key, &format!("/executions/{last}")).await;
+    fits("GET /executions/{id} with a 256 KiB input", size);
+    let (size, page) = payload(&apps.billing, &t.key, "/billing/transactions?page_size=100").await;
+    assert_eq!(body_of(&page)["items"].as_array().map(Vec::len), Some(100));
+    fits("GET /billing/transactions?page_size=100", size);
+    let (size, page) = payload(&apps.failures, &t.key, "/failures?limit=200").await;
+    assert_eq!(body_of(&page)["items"].as_array().map(Vec::len), Some(100));
+    fits("GET /failures?limit=200 (100 failures of 4096-character messages)", size);
+    let failure = body_of(&page)["items"][0]["id"].as_str().expect("failure").to_owned();
+    let (size, _) = payload(&apps.failures, &t.key, &format!("/failures/{failure}")).await;
+    fits("GET /failures/{id} with its details", size);
+    let (size, _) = payload(&apps.failures, &t.key, "/failures/stats").await;
+    fits("GET /failures/stats", size);
+    let (size, _) = payload(&apps.billing, &t.key, "/billing/balance").await;
+    fits("GET /billing/balance", size);
+}
+
+#[tokio::test]
+async fn the_largest_checkpoint_and_failure_windows_fit() {
+    let env = api_tests::env().await;
+    let t = env.tenant_with_credits(1000).await;
+    let api = Api::new(Transport::in_process(&env));
+    let metadata = heavy_metadata();
+    let wf = api.post(&t.key, "/workflows", &json!({"name": "w", "workflow_type": "custom"})).await;
+    let wf = wf.expect(201).body["id"].clone();
+    let e = api.post(&t.key, "/executions", &json!({"workflow_id": wf})).await.expect(201).body["id"].clone();
+    let e = e.as_str().expect("id").to_owned();
+    for _ in 0..200 {
+        let body = json!({"execution_id": e, "name": heavy(200), "metadata": metadata, "state": {}});
+        api.post(&t.key, "/checkpoints", &body).await.expect(201);
+    }
+    for _ in 0..200 {
+        let start = api.post(&t.key, "/executions", &json!({"workflow_id": wf})).await;
+        let id = start.expect(201).body["id"].as_str().expect("id").to_owned();
+        let fail = json!({"error_type": "AGENT_ERROR", "message": heavy(4096)});
+        api.post(&t.key, &format!("/executions/{id}/fail"), &fail).await.expect(200);
+    }
+    let apps = apps(&env);
+    let (size, page) = payload(&apps.checkpoints, &t.key, &format!("/checkpoints?execution_id={e}&limit=200")).await;
+    assert_eq!(body_of(&page)["items"].as_array().map(Vec::len), Some(200));
+    fits("GET /checkpoints?limit=200, full metadata and names", size);
+    let (size, page) = payload(&apps.failures, &t.key, "/failures?limit=200").await;
+    assert_eq!(body_of(&page)["items"].as_array().map(Vec::len), Some(200));
+    fits("GET /failures?limit=200, 4096-character messages", size);
+}
+
+/// The size of the API Gateway event carrying `body` (as text, or as base64 when
+/// `binary`), with headers as large as API Gateway lets them be (10 KB in all).
+fn event_size(body: &[u8], binary: bool) -> usize {
+    let headers_room = 10 * 1024;
+    let encoded = if binary {
+        shared::lambda::base64_len(body.len())
+    } else {
+        // API Gateway may write non-ASCII as \uXXXX escapes: 3 bytes of UTF-8 become 6,
+        // a 2-byte character 6, a 4-byte one 12. Count the worst of them per byte.
+        let text = std::str::from_utf8(body).expect("utf-8");
+        2 + text
+            .chars()
+            .map(|c| match c {
+                '"' | '\\' | '\n' | '\r' | '\t' => 2,
+                c if c.is_ascii_control() => 6,
+                c if c.is_ascii() => 1,
+                c => 6 * c.len_utf16(),
+            })
+            .sum::<usize>()
+    };
+    EVENT.len() + headers_room + encoded
+}
+
+#[tokio::test]
+async fn large_states_arrive_gzipped_and_the_safe_uncompressed_size_holds() {
+    // The README's promise: any body of at most 2,000,000 bytes fits the event however
+    // it is escaped (at most 3 event bytes per body byte).
+    let safe = 2_000_000;
+    for worst in ["😀".repeat(safe / 4), "\"".repeat(safe), "\u{1}".repeat(safe / 6)] {
+        assert!(event_size(worst.as_bytes(), false) <= MAX_REQUEST_PAYLOAD, "{}", event_size(worst.as_bytes(), false));
+    }
+    assert!(3 * safe + EVENT.len() + 10 * 1024 <= MAX_REQUEST_PAYLOAD, "3 bytes per byte is the worst escaping");
+
+    // A 4 MiB escape-heavy state does not fit as text, but does gzipped (base64 in the event).
+    let (_env, t, api, wf) = running_workflow().await;
+    let e = api.post(&t.key, "/executions", &json!({"workflow_id": wf})).await.expect(201).body["id"].clone();
+    let state = json!({"tool_output": serde_json::to_string(&json!({"rows": vec!["\"x\""; 250_000]})).expect("json")});
+    let body = serde_json::to_vec(&json!({"execution_id": e, "state": state})).expect("json");
+    assert!(body.len() > 3_400_000, "{}", body.len());
+    assert!(event_size(&body, false) > MAX_REQUEST_PAYLOAD, "as text it cannot reach the function");
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(&body).expect("gzip");
+    let gzipped = gz.finish().expect("gzip");
+    assert!(event_size(&gzipped, true) <= MAX_REQUEST_PAYLOAD, "gzipped it fits: {} bytes", gzipped.len());
+    let sent = api
+        .request(http::Method::POST, "/checkpoints")
+        .key(&t.key)
+        .header("content-encoding", "gzip")
+        .raw_body("application/json", gzipped)
+        .send()
+        .await;
+    let id = sent.expect(201).body["id"].as_str().expect("id").to_owned();
+    let back = api.get(&t.key, &format!("/checkpoints/{id}?include_state=true")).await;
+    assert_eq!(back.expect(200).body["state"], state, "the gzipped state is stored as sent");
+    // Even incompressible data fits gzipped: gzip adds a few bytes per 64 KiB at most.
+    let gzip_bound = 4 * 1024 * 1024 + 5 * (4 * 1024 * 1024 / 65_535 + 1) + 18;
+    assert!(event_size(&vec![0; gzip_bound], true) <= MAX_REQUEST_PAYLOAD);
+}
+
+#[tokio::test]
+async fn bad_gzip_and_other_encodings_are_400_and_bombs_413() {
+    let env = api_tests::env().await;
+    let t = env.tenant().await;
+    let api = Api::new(Transport::in_process(&env));
+    let post = |encoding: &'static str, body: Vec<u8>| {
+        api.request(http::Method::POST, "/workflows")
+            .key(&t.key)
+            .header("content-encoding", encoding)
+            .raw_body("application/json", body)
+            .send()
+    };
+    post("gzip", b"not gzip".to_vec()).await.expect_problem(400, "malformed_request");
+    post("br", b"{}".to_vec()).await.expect_problem(400, "malformed_request");
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    gz.write_all(&vec![b' '; 64 * 1024 * 1024]).expect("gzip");
+    let bomb = gz.finish().expect("gzip");
+    assert!(bomb.len() < 200 * 1024);
+    post("gzip", bomb).await.expect_problem(413, "payload_too_large");
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(br#"{"name":"zipped","workflow_type":"custom"}"#).expect("gzip");
+    let created = post("gzip", gz.finish().expect("gzip")).await;
+    assert_eq!(created.expect(201).body["name"], "zipped");
+    let total = api.get(&t.key, "/workflows").await.body["total"].clone();
+    assert_eq!(total, 1, "only the valid request created anything");
+}
+
+#[tokio::test]
+async fn a_6_mb_state_of_tiny_values_is_refused_without_building_it() {
+    let (_env, t, api, wf) = running_workflow().await;
+    let e = api.post(&t.key, "/executions", &json!({"workflow_id": wf})).await.expect(201).body["id"].clone();
+    let zeros = vec!["0"; 3 * 1024 * 1024 - 64].join(",");
+    let send = |body: String| {
+        api.request(http::Method::POST, "/checkpoints")
+            .key(&t.key)
+            .raw_body("application/json", body.into_bytes())
+            .send()
+    };
+    let body = format!(r#"{{"execution_id":{e},"state":{{"a":[{zeros}]}}}}"#);
+    assert!(body.len() <= 6 * 1024 * 1024, "{}", body.len());
+    send(body).await.expect_problem(413, "payload_too_large");
+    let reply = send(format!(r#"{{"execution_id":{e},"state":[{zeros}]}}"#)).await;
+    reply.expect_problem(422, "validation_failed");
+    assert_eq!(reply.error_fields(), vec!["state"]);
+}
+
+#[tokio::test]
+async fn a_validation_error_inside_a_transaction_is_a_bug_not_a_retryable_503() {
+    use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
+    use shared::dynamo::{StoreError, Table, Transaction, TransactionError, b, s};
+    let env = api_tests::env().await;
+    // An item over DynamoDB's 400 KB item limit (DynamoDB Local enforces this one).
+    let put = Put::builder()
+        .table_name(env.tables.name(Table::Blobs))
+        .item("tenant_id", s("ten_validation"))
+        .item("part", s("too-large"))
+        .item("data", b(vec![7; 500 * 1024]))
+        .build()
+        .expect("put");
+    let mut tx = Transaction::new();
+    tx.push("blob", TransactWriteItem::builder().put(put).build());
+    let error = tx.commit(&env.client).await.expect_err("over 400 KB");
+    assert!(matches!(error, TransactionError::Store(StoreError::Other(_))), "{error:?}");
+    assert_eq!(shared::ApiError::from(error).status().as_u16(), 500);
+}
