@@ -291,6 +291,18 @@ pub enum TransactionError {
     /// The condition of the operation with this label did not hold.
     #[error("condition failed: {0}")]
     Condition(&'static str),
+    /// It is beyond what DynamoDB accepts in one transaction (more than
+    /// [`MAX_TRANSACTION_ITEMS`] operations, more than [`MAX_TRANSACTION_BYTES`], or an
+    /// item over [`MAX_ITEM_BYTES`]); nothing was sent.
+    #[error("transaction too large: {items} operations, {bytes} bytes, largest item {largest_item} bytes")]
+    TooLarge {
+        /// Its operations.
+        items: usize,
+        /// Its aggregate size.
+        bytes: usize,
+        /// Its largest item.
+        largest_item: usize,
+    },
     /// Any other storage failure (conflicts included).
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -300,13 +312,57 @@ impl From<TransactionError> for ApiError {
     fn from(error: TransactionError) -> Self {
         match error {
             TransactionError::Store(store) => store.into(),
-            condition @ TransactionError::Condition(_) => Self::internal(condition),
+            other @ (TransactionError::Condition(_) | TransactionError::TooLarge { .. }) => Self::internal(other),
         }
     }
 }
 
 /// DynamoDB's limit of operations in one transaction.
 pub const MAX_TRANSACTION_ITEMS: usize = 100;
+/// DynamoDB's limit on the aggregate size of a transaction's items ("4 MB", read as
+/// decimal megabytes to be safe).
+pub const MAX_TRANSACTION_BYTES: usize = 4_000_000;
+/// DynamoDB's limit on one item, attribute names included.
+pub const MAX_ITEM_BYTES: usize = 400 * 1024;
+
+/// The size DynamoDB counts for `item`: attribute names and values in UTF-8 bytes,
+/// numbers at one byte per two digits plus one, 3 bytes plus one per element for lists
+/// and maps, 1 byte for booleans and nulls (the rules of "Item sizes" in the DynamoDB
+/// developer guide, rounded up where they say "approximately").
+#[must_use]
+pub fn item_size(item: &Item) -> usize {
+    item.iter().map(|(name, value)| name.len() + value_size(value)).sum()
+}
+
+fn value_size(value: &AttributeValue) -> usize {
+    match value {
+        AttributeValue::S(s) => s.len(),
+        AttributeValue::N(n) => n.len().div_ceil(2) + 1,
+        AttributeValue::B(b) => b.as_ref().len(),
+        AttributeValue::Ss(set) => set.iter().map(String::len).sum(),
+        AttributeValue::Ns(set) => set.iter().map(|n| n.len().div_ceil(2) + 1).sum(),
+        AttributeValue::Bs(set) => set.iter().map(|b| b.as_ref().len()).sum(),
+        AttributeValue::L(list) => 3 + list.iter().map(|v| 1 + value_size(v)).sum::<usize>(),
+        AttributeValue::M(map) => 3 + map.iter().map(|(k, v)| 1 + k.len() + value_size(v)).sum::<usize>(),
+        _ => 1,
+    }
+}
+
+/// The size an operation of a transaction adds to its aggregate: a put's whole item;
+/// for an update, delete or condition check, its key and the values it names.
+fn operation_size(operation: &TransactWriteItem) -> usize {
+    let values = |v: Option<&HashMap<String, AttributeValue>>| v.map_or(0, item_size);
+    if let Some(put) = operation.put() {
+        return item_size(put.item());
+    }
+    if let Some(update) = operation.update() {
+        return item_size(update.key()) + values(update.expression_attribute_values());
+    }
+    if let Some(delete) = operation.delete() {
+        return item_size(delete.key());
+    }
+    operation.condition_check().map_or(0, |check| item_size(check.key()))
+}
 
 impl Transaction {
     /// An empty transaction.
@@ -346,14 +402,37 @@ impl Transaction {
         self.items.is_empty()
     }
 
-    /// Commits every operation atomically.
+    /// The aggregate size DynamoDB counts for it (see [`item_size`]).
+    #[must_use]
+    pub fn size(&self) -> usize {
+        self.items.iter().map(operation_size).sum()
+    }
+
+    /// Refuses what DynamoDB would refuse: callers check this before committing where a
+    /// client's data can make it too large (a checkpoint state), to answer 413.
     ///
     /// # Errors
-    /// [`TransactionError::Condition`] naming the failed operation's label; storage errors.
+    /// [`TransactionError::TooLarge`].
+    pub fn check_limits(&self) -> Result<(), TransactionError> {
+        let bytes = self.size();
+        let largest_item = self.items.iter().map(operation_size).max().unwrap_or(0);
+        if self.items.len() > MAX_TRANSACTION_ITEMS || bytes > MAX_TRANSACTION_BYTES || largest_item > MAX_ITEM_BYTES {
+            return Err(TransactionError::TooLarge { items: self.items.len(), bytes, largest_item });
+        }
+        Ok(())
+    }
+
+    /// Commits every operation atomically. A transaction beyond DynamoDB's limits is not
+    /// sent: it is a bug (500 with its sizes logged), never a retryable 503.
+    ///
+    /// # Errors
+    /// [`TransactionError::Condition`] naming the failed operation's label;
+    /// [`TransactionError::TooLarge`]; storage errors.
     pub async fn commit(self, client: &Client) -> Result<(), TransactionError> {
         if self.items.is_empty() {
             return Ok(());
         }
+        self.check_limits()?;
         match transact(client, self.items).await {
             Ok(()) => Ok(()),
             Err(StoreError::ConditionFailed { index: Some(index) }) => {
@@ -540,6 +619,39 @@ pub fn n(value: impl std::fmt::Display) -> AttributeValue {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn item_size_follows_dynamodbs_rules() {
+        let item: Item = HashMap::from([
+            ("name".to_owned(), s("äb")),
+            ("n".to_owned(), n(12345)),
+            ("data".to_owned(), b(vec![0; 10])),
+            ("list".to_owned(), AttributeValue::L(vec![s("ab"), AttributeValue::Bool(true)])),
+        ]);
+        // name 4 + "äb" 3; n 1 + 3; data 4 + 10; list 4 + 3 + (1 + 2) + (1 + 1)
+        assert_eq!(item_size(&item), 7 + 4 + 14 + 12);
+    }
+
+    #[test]
+    fn a_transaction_beyond_dynamodbs_limits_is_refused_before_it_is_sent() {
+        let put = |bytes: usize| {
+            let item = HashMap::from([("k".to_owned(), s("x")), ("data".to_owned(), b(vec![0; bytes]))]);
+            let put = aws_sdk_dynamodb::types::Put::builder().table_name("t").set_item(Some(item)).build();
+            TransactWriteItem::builder().put(put.expect("put")).build()
+        };
+        let mut fits = Transaction::new();
+        fits.extend("part", (0..10).map(|_| put(390 * 1024)));
+        assert!(fits.check_limits().is_ok(), "{}", fits.size());
+        let mut big_item = Transaction::new();
+        big_item.push("part", put(MAX_ITEM_BYTES));
+        assert!(matches!(big_item.check_limits(), Err(TransactionError::TooLarge { .. })));
+        let mut too_big = Transaction::new();
+        too_big.extend("part", (0..11).map(|_| put(390 * 1024)));
+        assert!(matches!(too_big.check_limits(), Err(TransactionError::TooLarge { .. })));
+        let mut too_many = Transaction::new();
+        too_many.extend("part", (0..=MAX_TRANSACTION_ITEMS).map(|_| put(1)));
+        assert!(matches!(too_many.check_limits(), Err(TransactionError::TooLarge { items: 101, .. })));
+    }
 
     #[test]
     fn every_table_has_a_distinct_name() {

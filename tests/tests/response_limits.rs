@@ -325,7 +325,7 @@ async fn a_6_mb_state_of_tiny_values_is_refused_without_building_it() {
 }
 
 #[tokio::test]
-async fn a_validation_error_inside_a_transaction_is_a_bug_not_a_retryable_503() {
+async fn a_transaction_beyond_dynamodbs_limits_is_a_bug_not_a_retryable_503() {
     use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
     use shared::dynamo::{StoreError, Table, Transaction, TransactionError, b, s};
     let env = api_tests::env().await;
@@ -337,9 +337,178 @@ async fn a_validation_error_inside_a_transaction_is_a_bug_not_a_retryable_503() 
         .item("data", b(vec![7; 500 * 1024]))
         .build()
         .expect("put");
-    let mut tx = Transaction::new();
-    tx.push("blob", TransactWriteItem::builder().put(put).build());
-    let error = tx.commit(&env.client).await.expect_err("over 400 KB");
-    assert!(matches!(error, TransactionError::Store(StoreError::Other(_))), "{error:?}");
+    let item = TransactWriteItem::builder().put(put).build();
+    // Sent as it is, DynamoDB cancels it with a ValidationError: a bug, not a 503.
+    let error = shared::dynamo::transact(&env.client, vec![item.clone()]).await.expect_err("over 400 KB");
+    assert!(matches!(error, StoreError::Other(_)), "{error:?}");
     assert_eq!(shared::ApiError::from(error).status().as_u16(), 500);
+    // Through Transaction, it is not even sent.
+    let mut tx = Transaction::new();
+    tx.push("blob", item);
+    let error = tx.commit(&env.client).await.expect_err("over 400 KB");
+    assert!(matches!(error, TransactionError::TooLarge { items: 1, .. }), "{error:?}");
+    assert_eq!(shared::ApiError::from(error).status().as_u16(), 500);
+}
+
+#[tokio::test]
+async fn a_state_too_incompressible_for_one_transaction_is_413_and_changes_nothing() {
+    let (_env, t, api, wf) = running_workflow().await;
+    let e = api.post(&t.key, "/executions", &json!({"workflow_id": wf})).await.expect(201).body["id"].clone();
+    let e = e.as_str().expect("id").to_owned();
+    // Random text whose bytes spread over as many values as UTF-8 allows (printable ASCII,
+    // 2-, 3- and 4-byte characters, 7:3:1:1): it compresses to about 0.96 of itself.
+    let mut seed = 0x9E37_79B9_7F4A_7C15_u64;
+    let mut next = move |below: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % below
+    };
+    let mut text = String::new();
+    while text.len() < 4 * 1024 * 1024 - 16 {
+        let c = match next(12) {
+            0..7 => char::from_u32(0x20 + next(95) as u32).filter(|c| *c != '"' && *c != '\\'),
+            7..10 => char::from_u32(0x80 + next(0x780) as u32),
+            10 => char::from_u32(0x800 + next(0xD000) as u32),
+            _ => char::from_u32(0x10000 + next(0x100000) as u32),
+        };
+        if let Some(c) = c.filter(|c| text.len() + c.len_utf8() <= 4 * 1024 * 1024 - 8) {
+            text.push(c);
+        }
+    }
+    let state = json!({"s": text});
+    let json = serde_json::to_vec(&state).expect("json");
+    assert!(json.len() <= 4 * 1024 * 1024, "within the state limit: {}", json.len());
+    let compressed = shared::blob::compress(&json).len();
+    assert!(compressed > shared::dynamo::MAX_TRANSACTION_BYTES, "the case holds: {compressed} bytes compressed");
+    let reply = api.post(&t.key, "/checkpoints", &json!({"execution_id": e, "state": state})).await;
+    reply.expect_problem(413, "payload_too_large");
+    assert!(reply.body["detail"].as_str().is_some_and(|d| d.contains("compresses to only")), "{}", reply.body);
+    let execution = api.get(&t.key, &format!("/executions/{e}")).await;
+    assert_eq!(execution.expect(200).body["checkpoint_count"], 0, "nothing was written");
+}
+
+#[tokio::test]
+async fn an_execution_has_at_most_50_attempts_so_completing_it_fits_one_transaction() {
+    let (_env, t, api, wf) = running_workflow().await;
+    let e = api.post(&t.key, "/executions", &json!({"workflow_id": wf})).await.expect(201).body["id"].clone();
+    let e = e.as_str().expect("id").to_owned();
+    let fail = json!({"error_type": "AGENT_ERROR", "message": "boom"});
+    for _ in 1..50 {
+        api.post(&t.key, &format!("/executions/{e}/fail"), &fail).await.expect(200);
+        api.post(&t.key, &format!("/executions/{e}/replay"), &json!({})).await.expect(200);
+    }
+    // Attempt 50 with 49 open failures: completing resolves all of them in its own
+    // transaction (49 failures, the execution and its counters: well under 100 items).
+    let done = api.post(&t.key, &format!("/executions/{e}/complete"), &json!({"output": 1})).await;
+    assert_eq!(
+        (done.expect(200).body["attempt"].clone(), done.body["status"].clone()),
+        (json!(50), json!("completed"))
+    );
+    let open = api.get(&t.key, "/failures?status=open").await;
+    assert_eq!(open.expect(200).body["total"], 0, "every failure was resolved");
+    let resolved = api.get(&t.key, "/failures?status=resolved&limit=100").await;
+    assert_eq!(resolved.expect(200).body["total"], 49);
+
+    // A 51st attempt is refused, and nothing changes.
+    let e = api.post(&t.key, "/executions", &json!({"workflow_id": wf})).await.expect(201).body["id"].clone();
+    let e = e.as_str().expect("id").to_owned();
+    for _ in 1..50 {
+        api.post(&t.key, &format!("/executions/{e}/fail"), &fail).await.expect(200);
+        api.post(&t.key, &format!("/executions/{e}/replay"), &json!({})).await.expect(200);
+    }
+    api.post(&t.key, &format!("/executions/{e}/fail"), &fail).await.expect(200);
+    let refused = api.post(&t.key, &format!("/executions/{e}/replay"), &json!({})).await;
+    refused.expect_problem(409, "invalid_state");
+    assert!(refused.body["detail"].as_str().is_some_and(|d| d.contains("50 attempts")), "{}", refused.body);
+    let after = api.get(&t.key, &format!("/executions/{e}")).await;
+    assert_eq!((after.body["attempt"].clone(), after.body["status"].clone()), (json!(50), json!("failed")));
+}
+
+/// Text of `len` characters that compresses badly (6 bits a character).
+fn noise(seed: u64, len: usize) -> String {
+    let mut seed = seed;
+    (0..len)
+        .map(|_| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            char::from(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"[(seed % 64) as usize])
+        })
+        .collect()
+}
+
+/// The largest JSON value of the form `{"s": noise}` whose compressed form is at most
+/// `max` bytes, and that form's size.
+fn largest_under(max: usize, seed: u64) -> (Value, usize) {
+    let mut len = max * 4 / 3;
+    loop {
+        let value = json!({"s": noise(seed, len)});
+        let packed = shared::blob::compress(&serde_json::to_vec(&value).expect("json")).len();
+        if packed <= max {
+            return (value, packed);
+        }
+        len -= 256;
+    }
+}
+
+fn heavy_metadata_map() -> std::collections::BTreeMap<String, String> {
+    heavy_metadata()
+        .as_object()
+        .expect("object")
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_str().expect("str").to_owned()))
+        .collect()
+}
+
+#[tokio::test]
+async fn the_largest_checkpoint_and_execution_items_fit_dynamodbs_400_kb() {
+    use executions::checkpoint::{Checkpoint, CheckpointStore, INLINE_STATE_MAX, PackedState};
+    use executions::model::{Execution, ExecutionError, MAX_ATTEMPTS};
+    use shared::dynamo::{MAX_ITEM_BYTES, Transaction};
+    use shared::ids::{CheckpointId, ExecutionId, FailureId, WorkflowId};
+    let env = api_tests::env().await;
+    let tenant = shared::auth::trusted::tenant(&shared::ids::TenantKey::generate());
+    let now = chrono::Utc::now();
+
+    // A checkpoint whose state is inline at the largest inline size, with the largest
+    // name and metadata.
+    let (state, packed_len) = largest_under(INLINE_STATE_MAX, 1);
+    assert!(packed_len > INLINE_STATE_MAX - 1024, "{packed_len}");
+    let packed = PackedState::from_json(&serde_json::to_vec(&state).expect("json"));
+    let checkpoint = Checkpoint {
+        id: CheckpointId::generate(),
+        execution_id: ExecutionId::generate(),
+        workflow_id: WorkflowId::generate(),
+        sequence: u64::MAX / 2,
+        name: Some(heavy(200)),
+        parent_checkpoint_id: Some(CheckpointId::generate()),
+        attempt: MAX_ATTEMPTS,
+        metadata: heavy_metadata_map(),
+        state_size_bytes: packed.size as u64,
+        created_at: now,
+    };
+    let mut tx = Transaction::new();
+    CheckpointStore::new(env.client.clone(), env.tables.clone())
+        .stage_create(&mut tx, &tenant, &checkpoint, &packed)
+        .expect("staged");
+    tx.check_limits().expect("every item under 400 KB");
+    println!("checkpoint with the largest inline state: {} bytes in 2 items (limit {MAX_ITEM_BYTES} each)", tx.size());
+
+    // An execution with inline input and output at their largest, the longest error
+    // message and cancellation reason, full metadata and a failure id per attempt.
+    let (input, _) = largest_under(executions::store::INLINE_VALUE_MAX, 2);
+    let (output, _) = largest_under(executions::store::INLINE_VALUE_MAX, 3);
+    let mut execution = Execution::start(WorkflowId::generate(), Some(input), heavy_metadata_map(), now);
+    execution.output = Some(output);
+    execution.error = Some(ExecutionError { error_type: "A".repeat(64), message: heavy(4096) });
+    execution.cancel_reason = Some(heavy(1000));
+    execution.failure_ids = (0..MAX_ATTEMPTS).map(|_| FailureId::generate()).collect();
+    execution.current_checkpoint_id = Some(CheckpointId::generate());
+    let mut tx = Transaction::new();
+    executions::store::ExecutionStore::new(env.client, env.tables)
+        .stage_create(&mut tx, &tenant, &execution)
+        .expect("staged");
+    tx.check_limits().expect("the execution item is under 400 KB");
+    println!("execution at its largest inline: {} bytes with its counters", tx.size());
 }

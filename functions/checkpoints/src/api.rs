@@ -11,7 +11,7 @@ use http::{HeaderValue, StatusCode, header};
 use serde::Serialize;
 use shared::body::{Fields, RawJsonBody, WireEnum, split_raw, string_map, text};
 use shared::counters::CounterChange;
-use shared::dynamo::{StoreError, Transaction, TransactionError, backoff};
+use shared::dynamo::{MAX_TRANSACTION_BYTES, StoreError, Transaction, TransactionError, backoff};
 use shared::ids::PathId;
 use shared::ids::{CheckpointId, ExecutionId};
 use shared::pagination::{OffsetBody, OffsetRequest};
@@ -126,6 +126,16 @@ pub async fn create(
         let mut tx = Transaction::new();
         state.executions.stage_replace(&mut tx, &tenant, &current, &next, &CounterChange::default())?;
         state.checkpoints.stage_create(&mut tx, &tenant, &checkpoint, &packed)?;
+        if let Err(TransactionError::TooLarge { bytes, .. }) = tx.check_limits() {
+            return Err(ApiError::PayloadTooLarge(format!(
+                "the state is {} bytes of JSON and compresses to only {} bytes: a checkpoint is written in \
+                 one atomic DynamoDB transaction of at most {MAX_TRANSACTION_BYTES} bytes (this one would be \
+                 {bytes}); keep large incompressible data (media, embeddings) elsewhere and a reference to it \
+                 in the state",
+                packed.size,
+                packed.compressed_len()
+            )));
+        }
         match tx.commit(state.executions.client()).await {
             Ok(()) => {
                 let location = HeaderValue::from_str(&format!("{}/checkpoints/{id}", shared::http::BASE_PATH))

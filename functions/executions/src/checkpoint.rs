@@ -78,6 +78,12 @@ impl PackedState {
         Self { compressed: shared::blob::compress(json), size: json.len() }
     }
 
+    /// Its compressed size.
+    #[must_use]
+    pub fn compressed_len(&self) -> usize {
+        self.compressed.len()
+    }
+
     fn parts(&self) -> Vec<&[u8]> {
         if self.compressed.len() <= INLINE_STATE_MAX { Vec::new() } else { self.compressed.chunks(PART_SIZE).collect() }
     }

@@ -9,6 +9,13 @@ use shared::ApiError;
 use shared::body::WireEnum;
 use shared::ids::{CheckpointId, ExecutionId, FailureId, WorkflowId};
 
+/// The most attempts (the start and its replays) one execution may have, as Step
+/// Functions bounds redrives. Each attempt can record one failure, and completing an
+/// execution resolves its open failures in the completion's own transaction: with at
+/// most 50 of them, that transaction stays far below DynamoDB's 100 items, and the
+/// execution's list of failure ids stays small.
+pub const MAX_ATTEMPTS: u32 = 50;
+
 /// Where an execution is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ExecutionStatus {
@@ -200,6 +207,15 @@ impl Execution {
     /// # Errors
     /// [`ApiError::InvalidState`] naming the current status.
     pub fn check(&self, action: &Action) -> Result<(), ApiError> {
+        if matches!(action, Action::Replay { .. })
+            && self.attempt >= MAX_ATTEMPTS
+            && action.allowed_from().contains(&self.status)
+        {
+            return Err(ApiError::InvalidState(format!(
+                "execution {} has had {} attempts, the most one execution may have; start a new execution",
+                self.id, self.attempt
+            )));
+        }
         if action.allowed_from().contains(&self.status) {
             return Ok(());
         }

@@ -31,7 +31,7 @@ use crate::failure::{CommandStatus, Failure, FailureStatus, RecoveryCommand};
 use crate::model::{Execution, ExecutionError, ExecutionStatus, counter_name};
 
 /// Input or output compressed up to this size sits in the execution item.
-const INLINE_VALUE_MAX: usize = 96 * 1024;
+pub const INLINE_VALUE_MAX: usize = 96 * 1024;
 /// The largest input or output, as serialized JSON.
 pub const VALUE_MAX_BYTES: usize = 256 * 1024;
 

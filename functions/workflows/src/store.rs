@@ -248,6 +248,9 @@ impl WorkflowStore {
             Err(TransactionError::Condition("active")) => Err(DeleteError::Active),
             Err(TransactionError::Condition(_)) => Err(DeleteError::Changed),
             Err(TransactionError::Store(e)) => Err(DeleteError::Store(e)),
+            Err(too_large @ TransactionError::TooLarge { .. }) => {
+                Err(DeleteError::Store(StoreError::Other(Box::new(too_large))))
+            }
         }
     }
 
