@@ -254,6 +254,11 @@ async fn an_invoice_credits_once_whatever_events_carry_it(api: Api, env: Env) {
     proration["id"] = json!(format!("{invoice}x"));
     proration["billing_reason"] = json!("subscription_update");
     assert_eq!(signed(&api, &subscription_event("invoice.paid", &proration)).await.body["applied"], false);
+    let mut trial = paid.clone();
+    trial["id"] = json!(format!("{invoice}t"));
+    trial["amount_paid"] = json!(0);
+    let reply = signed(&api, &subscription_event("invoice.paid", &trial)).await;
+    assert_eq!(reply.expect(200).body["applied"], false, "an invoice of 0 (a trial's) grants nothing");
     let mut one_off = paid;
     one_off["id"] = json!(format!("{invoice}y"));
     one_off["subscription"] = Value::Null;

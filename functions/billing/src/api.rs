@@ -222,6 +222,7 @@ pub struct Cancelled {
 pub async fn cancel(
     State(state): State<AppState>,
     tenant: TenantId,
+    headers: HeaderMap,
     mut query: Query,
 ) -> Result<Json<Cancelled>, ApiError> {
     let immediately = query.boolean("immediately", false);
@@ -241,7 +242,10 @@ pub async fn cancel(
         stripe.cancel_subscription(id).await?
     } else {
         let form = [("cancel_at_period_end".to_owned(), "true".to_owned())];
-        stripe.update_subscription(id, &form, &format!("{}:cancel-at-period-end:{id}", tenant.as_str())).await?
+        // The request's own key (or a fresh one): a fixed key per subscription made Stripe
+        // answer a later cancellation (after a renewal undid the first) from its cache.
+        let key = stripe_key(&headers, &tenant, &format!("cancel-at-period-end:{id}"))?;
+        stripe.update_subscription(id, &form, &key).await?
     };
     let plan = state
         .plans

@@ -1,7 +1,8 @@
 //! A lean client of Stripe's API: form-encoded bodies with bracketed keys, a pinned
-//! `Stripe-Version`, a timeout on every call, retries on network errors, 409, 429 and
-//! 5xx with the same `Idempotency-Key`, and lenient responses that read only what is
-//! used. Any failure is a 502 `payment_processor_error` whose text is safe to show.
+//! `Stripe-Version`, a time budget on every call ([`CALL_BUDGET`], retries included),
+//! retries on network errors, 409, 429 and 5xx with the same `Idempotency-Key`, and
+//! lenient responses that read only what is used. Any failure is a 502
+//! `payment_processor_error` with a text of Cairn's; Stripe's own is logged.
 //! The secret key is never logged.
 
 use std::time::Duration;
@@ -14,9 +15,16 @@ use shared::ApiError;
 pub const STRIPE_VERSION: &str = "2024-06-20";
 /// Stripe's own API.
 pub const DEFAULT_API_BASE: &str = "https://api.stripe.com";
-/// Time one call may take.
-const TIMEOUT: Duration = Duration::from_secs(10);
-/// Retries after the first try.
+/// Time one call may take, retries and their pauses included. The billing function
+/// has 20 s (`template.yaml`); its longest request makes two Stripe calls (a new
+/// customer, then the Checkout Session) besides its DynamoDB calls (5 s at most), so
+/// two calls of 6 s leave time to answer 502 rather than be cut off by the timeout.
+pub const CALL_BUDGET: Duration = Duration::from_secs(6);
+/// Time one attempt may take.
+const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(3);
+/// An attempt is not started with less time than this left in the budget.
+const MIN_ATTEMPT: Duration = Duration::from_millis(500);
+/// Retries after the first try (while the budget lasts).
 const RETRIES: u32 = 2;
 
 /// Where and how to reach Stripe.
@@ -159,8 +167,17 @@ impl StripeError {
 }
 
 impl From<StripeError> for ApiError {
+    /// Stripe's own text is logged, not shown: it can name objects and settings of
+    /// Cairn's Stripe account. Clients learn whether Stripe refused or was unreachable.
     fn from(error: StripeError) -> Self {
-        Self::PaymentProcessor(error.message)
+        tracing::warn!(status = error.status, message = error.message, "a Stripe call failed");
+        Self::PaymentProcessor(match error.status {
+            None => "the payment processor could not be reached; try again later".to_owned(),
+            Some(status) if status == 429 || status >= 500 => {
+                format!("the payment processor is unavailable (HTTP {status}); try again later")
+            }
+            Some(status) => format!("the payment processor refused the request (HTTP {status})"),
+        })
     }
 }
 
@@ -180,7 +197,7 @@ impl Stripe {
     /// A client of the API at `base` with `secret_key`.
     #[must_use]
     pub fn new(base: &str, secret_key: &str) -> Self {
-        let http = reqwest::Client::builder().timeout(TIMEOUT).build().unwrap_or_default();
+        let http = reqwest::Client::builder().timeout(ATTEMPT_TIMEOUT).build().unwrap_or_default();
         Self { http, base: base.trim_end_matches('/').to_owned(), secret_key: secret_key.to_owned() }
     }
 
@@ -265,14 +282,20 @@ impl Stripe {
         idempotency_key: Option<&str>,
     ) -> Result<T, StripeError> {
         let body = form_urlencoded::Serializer::new(String::new()).extend_pairs(form).finish();
-        let mut last = StripeError { status: None, message: String::new() };
+        let deadline = tokio::time::Instant::now() + CALL_BUDGET;
+        let mut last = StripeError { status: None, message: "no attempt was made".to_owned() };
         for attempt in 0..=RETRIES {
             if attempt > 0 {
                 tokio::time::sleep(Duration::from_millis(200 * u64::from(attempt))).await;
             }
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if left < MIN_ATTEMPT {
+                break;
+            }
             let mut request = self
                 .http
                 .request(method.clone(), format!("{}{path}", self.base))
+                .timeout(left.min(ATTEMPT_TIMEOUT))
                 .bearer_auth(&self.secret_key)
                 .header("Stripe-Version", STRIPE_VERSION);
             if let Some(key) = idempotency_key {
@@ -316,4 +339,39 @@ impl Stripe {
 /// never trusted to be free of `/`).
 fn path_segment(id: &str) -> String {
     form_urlencoded::byte_serialize(id.as_bytes()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_stripe_that_never_answers_is_a_502_within_the_budget() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let accepted = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let counter = accepted.clone();
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((socket, _)) = listener.accept().await {
+                counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                held.push(socket);
+            }
+        });
+        let stripe = Stripe::new(&format!("http://127.0.0.1:{port}"), "sk_test_x");
+        let error = stripe.create_customer(&[], "key").await.expect_err("no answer");
+        assert_eq!(error.status, None);
+        let attempts = accepted.load(std::sync::atomic::Ordering::SeqCst);
+        assert!((1..=RETRIES + 1).contains(&attempts), "{attempts} attempts");
+        let ApiError::PaymentProcessor(message) = ApiError::from(error) else { panic!("a 502") };
+        assert!(message.contains("could not be reached"), "{message}");
+    }
+
+    #[test]
+    fn stripes_own_text_is_not_shown() {
+        let error = StripeError { status: Some(400), message: "No such customer: 'cus_secret'".to_owned() };
+        let ApiError::PaymentProcessor(message) = ApiError::from(error) else { panic!("a 502") };
+        assert!(!message.contains("cus_secret"), "{message}");
+        assert!(message.contains("refused"), "{message}");
+    }
 }

@@ -181,7 +181,8 @@ async fn checkout_completed(
 }
 
 /// A paid subscription invoice: the plan's monthly credits, once per invoice.
-/// Proration invoices (`billing_reason` `subscription_update`) grant nothing.
+/// Proration invoices (`billing_reason` `subscription_update`) and invoices of 0
+/// (`amount_paid`) grant nothing.
 async fn invoice_paid(state: &AppState, verified: &stripe::Verified<'_>, event: &Event) -> Result<bool, ApiError> {
     let invoice = &event.data.object;
     let subscription_id =
@@ -190,6 +191,10 @@ async fn invoice_paid(state: &AppState, verified: &stripe::Verified<'_>, event: 
         return Ok(false);
     };
     if invoice["billing_reason"] == "subscription_update" {
+        return Ok(false);
+    }
+    // Nothing paid (a trial's invoice, or one settled by a 100 % coupon): no credits.
+    if invoice["amount_paid"].as_i64() == Some(0) {
         return Ok(false);
     }
     let Some((tenant, subscription)) = fetch(state, verified, subscription_id).await? else { return Ok(false) };
