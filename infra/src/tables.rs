@@ -44,6 +44,7 @@ pub async fn create_missing(client: &Client, prefix: &str) -> Result<Vec<String>
     for spec in Template::embedded()?.tables()? {
         let name = format!("{prefix}{}", spec.suffix);
         if existing.contains(&name) {
+            add_missing_indexes(client, &name, &spec).await.with_context(|| format!("updating table {name}"))?;
             continue;
         }
         create(client, &name, &spec).await.with_context(|| format!("creating table {name}"))?;
@@ -65,9 +66,34 @@ async fn list(client: &Client) -> Result<Vec<String>> {
     }
 }
 
-async fn create(client: &Client, name: &str, spec: &TableSpec) -> Result<()> {
-    let attributes = spec
-        .attributes
+/// Adds the template's indexes that an existing table lacks (a local table made
+/// before the index was), one at a time, as DynamoDB requires.
+async fn add_missing_indexes(client: &Client, name: &str, spec: &TableSpec) -> Result<()> {
+    let table = client.describe_table().table_name(name).send().await?.table.ok_or_else(|| anyhow!("no table"))?;
+    let present: Vec<&str> = table.global_secondary_indexes().iter().filter_map(|i| i.index_name()).collect();
+    for missing in spec.indexes.iter().filter(|i| !present.contains(&i.name.as_str())) {
+        let created = index(missing)?;
+        let update = aws_sdk_dynamodb::types::CreateGlobalSecondaryIndexAction::builder()
+            .index_name(created.index_name())
+            .set_key_schema(Some(created.key_schema().to_vec()))
+            .set_projection(created.projection().cloned())
+            .build()
+            .context("index update")?;
+        client
+            .update_table()
+            .table_name(name)
+            .set_attribute_definitions(Some(attribute_definitions(spec)?))
+            .global_secondary_index_updates(
+                aws_sdk_dynamodb::types::GlobalSecondaryIndexUpdate::builder().create(update).build(),
+            )
+            .send()
+            .await?;
+    }
+    Ok(())
+}
+
+fn attribute_definitions(spec: &TableSpec) -> Result<Vec<AttributeDefinition>> {
+    spec.attributes
         .iter()
         .map(|(attribute, kind)| {
             AttributeDefinition::builder()
@@ -76,7 +102,11 @@ async fn create(client: &Client, name: &str, spec: &TableSpec) -> Result<()> {
                 .build()
                 .context("attribute definition")
         })
-        .collect::<Result<Vec<_>>>()?;
+        .collect()
+}
+
+async fn create(client: &Client, name: &str, spec: &TableSpec) -> Result<()> {
+    let attributes = attribute_definitions(spec)?;
     let indexes = spec.indexes.iter().map(index).collect::<Result<Vec<_>>>()?;
     client
         .create_table()

@@ -541,6 +541,23 @@ pub async fn query_window_of(
     take: usize,
     attributes: &[&str],
 ) -> Result<Vec<Item>, StoreError> {
+    query_window_from(query, sort_key, None, skip, take, attributes).await
+}
+
+/// Like [`query_window_of`], starting after the position `after` (a keyset cursor: the
+/// table's and, for an index, the index's key attributes of an item, which need not
+/// exist).
+///
+/// # Errors
+/// The query's [`StoreError`].
+pub async fn query_window_from(
+    query: QueryFluentBuilder,
+    sort_key: &str,
+    after: Option<Item>,
+    skip: usize,
+    take: usize,
+    attributes: &[&str],
+) -> Result<Vec<Item>, StoreError> {
     const MAX_PER_CALL: usize = 1000;
     let query_items = if attributes.is_empty() {
         query.clone()
@@ -553,7 +570,7 @@ pub async fn query_window_of(
                 q.expression_attribute_names(name, *attribute)
             })
     };
-    let mut start: Option<Item> = None;
+    let mut start: Option<Item> = after;
     let mut remaining = skip;
     while remaining > 0 {
         let out = query

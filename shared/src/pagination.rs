@@ -10,6 +10,29 @@ use crate::query::Query;
 pub const MAX_PAGE_SIZE: u32 = 100;
 /// Largest `limit`.
 pub const MAX_LIMIT: u32 = 200;
+/// The most items a page or offset may skip: skipped items are read (as keys), so a
+/// request's cost stays bounded whatever the tenant's data. Deeper is 422, naming
+/// `starting_after`, which costs the same at any depth.
+pub const MAX_SKIP: usize = 10_000;
+
+fn too_deep(query: &mut Query, name: &str, skip: usize) {
+    if skip > MAX_SKIP {
+        query.reject(
+            name,
+            format!(
+                "skips {skip} items, more than the {MAX_SKIP} a list may skip; page on with \
+                 starting_after=<the id of the last item you have>, which costs the same at any depth"
+            ),
+        );
+    }
+}
+
+/// The `starting_after` parameter: the id of an item of the list; the answer holds the
+/// items after it in the list's order (Stripe's convention). The list parses it as its
+/// own kind of id.
+pub fn starting_after(query: &mut Query) -> Option<String> {
+    query.string("starting_after")
+}
 
 /// A request for one page of a page-numbered list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,10 +46,12 @@ pub struct PageRequest {
 impl PageRequest {
     /// Reads `page` (default 1) and `page_size` (default `default_size`).
     pub fn read(query: &mut Query, default_size: u32) -> Self {
-        Self {
+        let page = Self {
             page: query.integer("page", 1, 1, u32::MAX),
             page_size: query.integer("page_size", default_size, 1, MAX_PAGE_SIZE),
-        }
+        };
+        too_deep(query, "page", page.skip());
+        page
     }
 
     /// How many items come before this page.
@@ -66,7 +91,10 @@ pub struct OffsetRequest {
 impl OffsetRequest {
     /// Reads `limit` (default 50) and `offset` (default 0).
     pub fn read(query: &mut Query) -> Self {
-        Self { limit: query.integer("limit", 50, 1, MAX_LIMIT), offset: query.integer("offset", 0, 0, u32::MAX) }
+        let window =
+            Self { limit: query.integer("limit", 50, 1, MAX_LIMIT), offset: query.integer("offset", 0, 0, u32::MAX) };
+        too_deep(query, "offset", window.offset as usize);
+        window
     }
 
     /// The response body for this window.
@@ -108,6 +136,21 @@ mod tests {
         OffsetRequest::read(&mut q);
         let Err(crate::ApiError::Validation(errors)) = q.finish() else { panic!("expected 422") };
         assert_eq!(errors.len(), 3);
+    }
+
+    #[test]
+    fn skipping_more_than_the_maximum_is_refused_naming_starting_after() {
+        let mut q = Query::parse(Some("page=101&page_size=100&offset=10000"));
+        assert_eq!(PageRequest::read(&mut q, 20).skip(), 10_000);
+        OffsetRequest::read(&mut q);
+        assert!(q.finish().is_ok(), "10,000 skipped items are allowed");
+        let mut q = Query::parse(Some("page=102&page_size=100&offset=10001"));
+        PageRequest::read(&mut q, 20);
+        OffsetRequest::read(&mut q);
+        let Err(crate::ApiError::Validation(errors)) = q.finish() else { panic!("expected 422") };
+        let fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(fields, ["page", "offset"]);
+        assert!(errors[0].message.contains("starting_after"), "{}", errors[0].message);
     }
 
     #[test]

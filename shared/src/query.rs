@@ -49,7 +49,8 @@ impl Query {
         }
     }
 
-    fn reject(&mut self, name: &str, message: String) {
+    /// Records a problem with parameter `name` found by the caller.
+    pub fn reject(&mut self, name: &str, message: String) {
         self.errors.push(FieldError::new(name, message));
     }
 

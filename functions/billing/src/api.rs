@@ -39,8 +39,19 @@ pub async fn transactions(
 ) -> Result<Json<PageBody<Entry>>, ApiError> {
     let kind = query.one_of::<EntryType>("type");
     let page = PageRequest::read(&mut query, DEFAULT_PAGE_SIZE);
+    let after = shared::pagination::starting_after(&mut query);
     query.finish()?;
-    let (entries, total) = Box::pin(state.ledger.list(&tenant, kind, page.skip(), page.page_size as usize)).await?;
+    // After one of the tenant's transactions (404 for any other id): from its position.
+    let after = match after {
+        None => None,
+        Some(raw) => {
+            let not_found = || ApiError::not_found("transaction", raw.as_str());
+            let id = shared::ids::TransactionId::parse(&raw).ok_or_else(not_found)?;
+            Some(state.ledger.position(&tenant, &id).await?.ok_or_else(not_found)?)
+        }
+    };
+    let (entries, total) =
+        Box::pin(state.ledger.list(&tenant, kind, after, page.skip(), page.page_size as usize)).await?;
     Ok(Json(page.respond(entries, total)))
 }
 

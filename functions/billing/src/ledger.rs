@@ -15,7 +15,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use shared::body::WireEnum;
 use shared::counters::{self, CounterChange};
-use shared::dynamo::{StoreError, Table, Tables, Transaction, built, get_item, n, query_window, s};
+use shared::dynamo::{StoreError, Table, Tables, Transaction, built, get_item, n, query_window_from, s};
 use shared::ids::TransactionId;
 use shared::{ApiError, TenantId};
 
@@ -194,7 +194,35 @@ impl Ledger {
         Ok(stored)
     }
 
-    /// A page of the tenant's ledger, newest first, and the total matching.
+    /// The position (`seq`) of the tenant's transaction `id`, through the `by_id`
+    /// index (keys only): a keyset cursor for [`Ledger::list`].
+    ///
+    /// # Errors
+    /// The query's [`StoreError`].
+    pub async fn position(&self, tenant: &TenantId, id: &TransactionId) -> Result<Option<u64>, StoreError> {
+        let out = self
+            .client
+            .query()
+            .table_name(self.tables.name(Table::Ledger))
+            .index_name("by_id")
+            .key_condition_expression("tenant_id = :t AND #id = :id")
+            .expression_attribute_names("#id", "id")
+            .expression_attribute_values(":t", s(tenant.as_str()))
+            .expression_attribute_values(":id", s(id.as_str()))
+            .limit(1)
+            .send()
+            .await
+            .map_err(shared::dynamo::classify)?;
+        Ok(out
+            .items()
+            .first()
+            .and_then(|item| item.get("seq"))
+            .and_then(|v| v.as_n().ok())
+            .and_then(|v| v.parse().ok()))
+    }
+
+    /// A page of the tenant's ledger, newest first (after the entry at `after_seq`, when
+    /// given), and the total matching.
     ///
     /// # Errors
     /// The reads' [`StoreError`]s.
@@ -202,6 +230,7 @@ impl Ledger {
         &self,
         tenant: &TenantId,
         kind: Option<EntryType>,
+        after_seq: Option<u64>,
         skip: usize,
         take: usize,
     ) -> Result<(Vec<Entry>, u64), StoreError> {
@@ -217,12 +246,18 @@ impl Ledger {
             .set_index_name(index.map(str::to_owned))
             .key_condition_expression("#pk = :pk")
             .expression_attribute_names("#pk", key)
-            .expression_attribute_values(":pk", s(value))
+            .expression_attribute_values(":pk", s(&value))
             .scan_index_forward(false)
             .consistent_read(index.is_none());
+        let start = after_seq.map(|seq| {
+            let mut start =
+                std::collections::HashMap::from([("tenant_id".to_owned(), s(t)), ("seq".to_owned(), n(seq))]);
+            start.insert(key.to_owned(), s(&value));
+            start
+        });
         let total_name = counter_name(kind);
         let (items, total) = tokio::try_join!(
-            query_window(query, "seq", skip, take),
+            query_window_from(query, "seq", start, skip, take, &[]),
             counters::read(&self.client, &self.tables, tenant, &total_name),
         )?;
         let entries = items

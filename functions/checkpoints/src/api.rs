@@ -172,9 +172,23 @@ pub async fn list(
 ) -> Result<Json<OffsetBody<CheckpointBody>>, ApiError> {
     let execution = query.required_string("execution_id");
     let window = OffsetRequest::read(&mut query);
+    let after = shared::pagination::starting_after(&mut query);
     query.finish()?;
     let execution = load_execution(&state, &tenant, &execution.unwrap_or_default()).await?;
-    let items = state.checkpoints.list(&tenant, &execution.id, window.offset as usize, window.limit as usize).await?;
+    // After a checkpoint of this execution (404 for any other id): from its sequence on.
+    let from_sequence = match after {
+        None => 1,
+        Some(raw) => {
+            let not_found = || ApiError::not_found("checkpoint", raw.as_str());
+            let id = CheckpointId::parse(&raw).ok_or_else(not_found)?;
+            match state.checkpoints.get(&tenant, &id).await? {
+                Some(stored) if stored.checkpoint.execution_id == execution.id => stored.checkpoint.sequence + 1,
+                _ => return Err(not_found()),
+            }
+        }
+    };
+    let (skip, take) = (window.offset as usize, window.limit as usize);
+    let items = state.checkpoints.list(&tenant, &execution.id, from_sequence, skip, take).await?;
     Ok(Json(window.respond(items.into_iter().map(CheckpointBody::from).collect(), execution.checkpoint_count)))
 }
 

@@ -202,7 +202,14 @@ pub async fn list(
     let created_after = query.timestamp("created_after");
     let created_before = query.timestamp("created_before");
     let page = PageRequest::read(&mut query, DEFAULT_PAGE_SIZE);
+    let after = shared::pagination::starting_after(&mut query);
     query.finish()?;
+    let after = after.map(|raw| parse_id(&raw)).transpose()?;
+    if let Some(id) = &after
+        && !state.executions.exists(&tenant, id).await?
+    {
+        return Err(ApiError::not_found("execution", id.as_str()));
+    }
     let workflow_id = match workflow {
         None => None,
         Some(raw) => {
@@ -217,7 +224,7 @@ pub async fn list(
     };
     let filter = ListFilter { status, workflow_id, created_after, created_before };
     let (items, total) =
-        Box::pin(state.executions.list(&tenant, &filter, page.skip(), page.page_size as usize)).await?;
+        Box::pin(state.executions.list(&tenant, &filter, after.as_ref(), page.skip(), page.page_size as usize)).await?;
     Ok(Json(page.respond(items.into_iter().map(ExecutionSummary::from).collect(), total)))
 }
 

@@ -337,7 +337,8 @@ impl CheckpointStore {
             .consistent_read(true)
     }
 
-    /// A window of an execution's checkpoints in sequence order (no state is read).
+    /// A window of an execution's checkpoints in sequence order, from sequence
+    /// `from_sequence` on (no state is read).
     ///
     /// # Errors
     /// The query's [`StoreError`].
@@ -345,10 +346,12 @@ impl CheckpointStore {
         &self,
         tenant: &TenantId,
         execution: &ExecutionId,
+        from_sequence: u64,
         skip: usize,
         take: usize,
     ) -> Result<Vec<Checkpoint>, StoreError> {
-        let items = query_window(self.execution_range(tenant, execution, 1), "entry", skip, take).await?;
+        let range = self.execution_range(tenant, execution, from_sequence.max(1));
+        let items = query_window(range, "entry", skip, take).await?;
         items.into_iter().map(|item| serde_dynamo::from_item::<_, CheckpointRecord>(item)?.checkpoint()).collect()
     }
 

@@ -23,7 +23,7 @@ use shared::body::WireEnum;
 use shared::counters::{self, CounterChange};
 use shared::dynamo::{
     Item, StoreError, Table, Tables, Transaction, b, batch_get, built, classify, get_item, n, newest_first_in,
-    query_window, query_window_of, s,
+    query_window_from, s,
 };
 use shared::ids::{CheckpointId, CommandId, ExecutionId, FailureId, WorkflowId, created_between};
 
@@ -238,6 +238,17 @@ pub struct ListFilter {
     pub created_before: Option<DateTime<Utc>>,
 }
 
+/// Filters of the failure list.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FailureFilter {
+    /// Only this status.
+    pub status: Option<FailureStatus>,
+    /// Only those created after this instant.
+    pub created_after: Option<DateTime<Utc>>,
+    /// Only those created before this instant.
+    pub created_before: Option<DateTime<Utc>>,
+}
+
 /// Executions and failures of every tenant; each call is scoped to the tenant given.
 #[derive(Debug, Clone)]
 pub struct ExecutionStore {
@@ -386,6 +397,7 @@ impl ExecutionStore {
         &self,
         tenant: &TenantId,
         filter: &ListFilter,
+        after: Option<&ExecutionId>,
         skip: usize,
         take: usize,
     ) -> Result<(Vec<Execution>, u64), StoreError> {
@@ -401,11 +413,14 @@ impl ExecutionStore {
         let Some(range) = created_between(ExecutionId::PREFIX, filter.created_after, filter.created_before) else {
             return Ok((Vec::new(), 0));
         };
+        let Some(start) = start_after(tenant, (key, &value), &range, after.map(ExecutionId::as_str)) else {
+            return Ok((Vec::new(), 0));
+        };
         let query = newest_first_in(&self.client, self.tables.name(Table::Executions), index, (key, value), range);
         let timed = filter.created_after.is_some() || filter.created_before.is_some();
         let total = async {
             if timed {
-                count(query.clone()).await
+                count(query.clone(), MAX_COUNTED).await
             } else {
                 counters::read(
                     &self.client,
@@ -416,9 +431,40 @@ impl ExecutionStore {
                 .await
             }
         };
-        let window = query_window_of(query.clone(), "id", skip, take, SUMMARY_ATTRIBUTES);
+        let window = query_window_from(query.clone(), "id", start, skip, take, SUMMARY_ATTRIBUTES);
         let (items, total) = tokio::try_join!(window, total)?;
         Ok((self.decode(tenant, items).await?, total))
+    }
+
+    /// Whether the tenant has the execution `id` (one small read: its id alone).
+    ///
+    /// # Errors
+    /// The read's [`StoreError`].
+    pub async fn exists(&self, tenant: &TenantId, id: &ExecutionId) -> Result<bool, StoreError> {
+        self.has(Table::Executions, tenant, id.as_str()).await
+    }
+
+    /// Whether the tenant has the failure `id`.
+    ///
+    /// # Errors
+    /// The read's [`StoreError`].
+    pub async fn failure_exists(&self, tenant: &TenantId, id: &FailureId) -> Result<bool, StoreError> {
+        self.has(Table::Failures, tenant, id.as_str()).await
+    }
+
+    async fn has(&self, table: Table, tenant: &TenantId, id: &str) -> Result<bool, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(self.tables.name(table))
+            .key("tenant_id", s(tenant.as_str()))
+            .key("id", s(id))
+            .projection_expression("id")
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(classify)?;
+        Ok(out.item.is_some())
     }
 
     /// Whether the tenant has ever had executions of `workflow` (its counter exists).
@@ -484,12 +530,12 @@ impl ExecutionStore {
     pub async fn list_failures(
         &self,
         tenant: &TenantId,
-        status: Option<FailureStatus>,
-        created_after: Option<DateTime<Utc>>,
-        created_before: Option<DateTime<Utc>>,
+        filter: &FailureFilter,
+        after: Option<&FailureId>,
         skip: usize,
         take: usize,
     ) -> Result<(Vec<Failure>, u64), StoreError> {
+        let FailureFilter { status, created_after, created_before } = *filter;
         let t = tenant.as_str();
         let (index, key, value) = match status {
             None => (None, "tenant_id", t.to_owned()),
@@ -499,15 +545,18 @@ impl ExecutionStore {
         let Some(range) = created_between(FailureId::PREFIX, created_after, created_before) else {
             return Ok((Vec::new(), 0));
         };
+        let Some(start) = start_after(tenant, (key, &value), &range, after.map(FailureId::as_str)) else {
+            return Ok((Vec::new(), 0));
+        };
         let query = newest_first_in(&self.client, table, index, (key, value), range);
         let total = async {
             if created_after.is_some() || created_before.is_some() {
-                count(query.clone()).await
+                count(query.clone(), MAX_COUNTED).await
             } else {
                 counters::read(&self.client, &self.tables, tenant, &crate::failure::counter_name(status)).await
             }
         };
-        let (items, total) = tokio::try_join!(query_window(query.clone(), "id", skip, take), total)?;
+        let (items, total) = tokio::try_join!(query_window_from(query.clone(), "id", start, skip, take, &[]), total)?;
         let failures = items
             .into_iter()
             .map(|item| serde_dynamo::from_item::<_, FailureRecord>(item)?.into_failure())
@@ -516,15 +565,23 @@ impl ExecutionStore {
     }
 }
 
-/// Counts the items of a query (keys only are returned; capacity is still spent on the
-/// items' size, which is why untimed totals come from counters instead).
-async fn count(query: aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder) -> Result<u64, StoreError> {
+/// The most items a time-filtered `total` counts: beyond it, `total` is this number
+/// (documented), so a request's cost stays bounded whatever the tenant's data.
+pub const MAX_COUNTED: u64 = 10_000;
+
+/// Counts the items of a query, at most `cap` (keys only are returned; capacity is still
+/// spent on the items' size, which is why untimed totals come from counters instead).
+async fn count(
+    query: aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder,
+    cap: u64,
+) -> Result<u64, StoreError> {
     let mut total = 0_u64;
     let mut start = None;
-    loop {
+    while total < cap {
         let out = query
             .clone()
             .select(aws_sdk_dynamodb::types::Select::Count)
+            .limit(i32::try_from(cap - total).unwrap_or(i32::MAX))
             .set_exclusive_start_key(start)
             .send()
             .await
@@ -532,9 +589,31 @@ async fn count(query: aws_sdk_dynamodb::operation::query::builders::QueryFluentB
         total += u64::try_from(out.count).unwrap_or(0);
         match out.last_evaluated_key {
             Some(key) if !key.is_empty() => start = Some(key),
-            _ => return Ok(total),
+            _ => break,
         }
     }
+    Ok(total.min(cap))
+}
+
+/// Where a newest-first list of ids in `range` starts after the id `after`: from the
+/// top (no cursor, or one newer than the range), after it (`Some(Some(key))`), or
+/// nowhere: `None` when it is older than the range, so nothing follows it.
+fn start_after(
+    tenant: &TenantId,
+    partition: (&str, &str),
+    range: &(String, String),
+    after: Option<&str>,
+) -> Option<Option<Item>> {
+    let Some(after) = after else { return Some(None) };
+    if after > range.1.as_str() {
+        return Some(None);
+    }
+    if after < range.0.as_str() {
+        return None;
+    }
+    let mut key = HashMap::from([("tenant_id".to_owned(), s(tenant.as_str())), ("id".to_owned(), s(after))]);
+    key.insert(partition.0.to_owned(), s(partition.1));
+    Some(Some(key))
 }
 
 #[derive(Debug, Serialize, Deserialize)]

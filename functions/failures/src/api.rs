@@ -4,6 +4,7 @@ use axum::Json;
 use axum::extract::State;
 use chrono::TimeDelta;
 use executions::failure::{Failure, FailureStatus, counter_name};
+use executions::store::FailureFilter;
 use serde::Serialize;
 use serde_json::{Map, Value};
 use shared::body::WireEnum;
@@ -92,16 +93,34 @@ pub async fn list(
     let created_after = query.timestamp("created_after");
     let created_before = query.timestamp("created_before");
     let window = OffsetRequest::read(&mut query);
+    let after = shared::pagination::starting_after(&mut query);
     query.finish()?;
-    let (items, total) = Box::pin(state.store.list_failures(
-        &tenant,
-        status,
-        created_after,
-        created_before,
-        window.offset as usize,
-        window.limit as usize,
-    ))
-    .await?;
+    let after = after
+        .map(|raw| FailureId::parse(&raw).ok_or_else(|| ApiError::not_found("failure", raw.as_str())))
+        .transpose()?;
+    // The cursor must be one of the tenant's failures (404 like any unknown id); it is
+    // checked while the window is read.
+    let check = async {
+        match &after {
+            Some(id) if !state.store.failure_exists(&tenant, id).await? => {
+                Err(ApiError::not_found("failure", id.as_str()))
+            }
+            _ => Ok(()),
+        }
+    };
+    let read = async {
+        Ok::<_, ApiError>(
+            Box::pin(state.store.list_failures(
+                &tenant,
+                &FailureFilter { status, created_after, created_before },
+                after.as_ref(),
+                window.offset as usize,
+                window.limit as usize,
+            ))
+            .await?,
+        )
+    };
+    let ((), (items, total)) = tokio::try_join!(check, read)?;
     Ok(Json(window.respond(items.iter().map(FailureItem::from).collect(), total)))
 }
 

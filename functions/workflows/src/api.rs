@@ -232,8 +232,19 @@ pub async fn list(
 ) -> Result<Json<PageBody<WorkflowSummary>>, ApiError> {
     let filter = ListFilter { status: query.one_of("status"), workflow_type: query.one_of("workflow_type") };
     let page = PageRequest::read(&mut query, DEFAULT_PAGE_SIZE);
+    let after = shared::pagination::starting_after(&mut query);
     query.finish()?;
-    let (workflows, total) = state.store.list(&tenant, filter, page).await?;
+    let after = after.map(|raw| parse_id(&raw)).transpose()?;
+    // The cursor must be one of the tenant's workflows (404 like any unknown id); it is
+    // checked while the page is read.
+    let check = async {
+        match &after {
+            Some(id) => load(&state, &tenant, id).await.map(|_| ()),
+            None => Ok(()),
+        }
+    };
+    let ((), (workflows, total)) =
+        tokio::try_join!(check, async { Ok(state.store.list(&tenant, filter, page, after.as_ref()).await?) })?;
     Ok(Json(page.respond(workflows.into_iter().map(WorkflowSummary::from).collect(), total)))
 }
 

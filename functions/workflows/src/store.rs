@@ -15,7 +15,7 @@ use shared::TenantId;
 use shared::body::WireEnum;
 use shared::counters::{self, CounterChange};
 use shared::dynamo::{
-    Item, StoreError, Table, Tables, Transaction, TransactionError, get_item, n, query_window_of, s, transact,
+    Item, StoreError, Table, Tables, Transaction, TransactionError, get_item, n, query_window_from, s, transact,
 };
 use shared::ids::WorkflowId;
 use shared::pagination::PageRequest;
@@ -264,6 +264,7 @@ impl WorkflowStore {
         tenant: &TenantId,
         filter: ListFilter,
         page: PageRequest,
+        after: Option<&WorkflowId>,
     ) -> Result<(Vec<Workflow>, u64), StoreError> {
         let t = tenant.as_str();
         let (index, key, value) = match (filter.status, filter.workflow_type) {
@@ -281,12 +282,17 @@ impl WorkflowStore {
             .set_index_name(index.map(str::to_owned))
             .key_condition_expression("#pk = :pk")
             .expression_attribute_names("#pk", key)
-            .expression_attribute_values(":pk", s(value))
+            .expression_attribute_values(":pk", s(&value))
             .scan_index_forward(false)
             .consistent_read(index.is_none());
+        let start = after.map(|id| {
+            let mut start = Item::from([("tenant_id".to_owned(), s(t)), ("id".to_owned(), s(id.as_str()))]);
+            start.insert(key.to_owned(), s(&value));
+            start
+        });
         let total_name = counter_name(filter.status, filter.workflow_type);
         let (items, total) = tokio::try_join!(
-            query_window_of(query, "id", page.skip(), page.page_size as usize, SUMMARY_ATTRIBUTES),
+            query_window_from(query, "id", start, page.skip(), page.page_size as usize, SUMMARY_ATTRIBUTES),
             counters::read(&self.client, &self.tables, tenant, &total_name),
         )?;
         let workflows = items.into_iter().map(decode).collect::<Result<Vec<_>, _>>()?;
