@@ -645,8 +645,8 @@ mod tests {
             ("data".to_owned(), b(vec![0; 10])),
             ("list".to_owned(), AttributeValue::L(vec![s("ab"), AttributeValue::Bool(true)])),
         ]);
-        // name 4 + "äb" 3; n 1 + 3; data 4 + 10; list 4 + 3 + (1 + 2) + (1 + 1)
-        assert_eq!(item_size(&item), 7 + 4 + 14 + 12);
+        // name 4 + "äb" 3; n 1 + (5 digits: 3 + 1); data 4 + 10; list 4 + 3 + (1 + 2) + (1 + 1)
+        assert_eq!(item_size(&item), 7 + 5 + 14 + 12);
     }
 
     #[test]

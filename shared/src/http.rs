@@ -40,14 +40,37 @@ pub struct AuthState {
     pub tables: Tables,
     /// Requests per tenant and minute (0: no limit).
     pub rate_limit: u32,
+    /// When set, every request must carry it in `X-Origin-Verify` (CloudFront adds it,
+    /// see `template.yaml`), so that the rate limits of the edge cannot be bypassed by
+    /// calling API Gateway's own endpoint; other requests are answered 404 before any
+    /// DynamoDB call.
+    pub origin_secret: Option<String>,
 }
 
 impl AuthState {
-    /// The edge's state, with the rate limit from `RATE_LIMIT_PER_MINUTE`.
+    /// The edge's state, with the rate limit from `RATE_LIMIT_PER_MINUTE` and the origin
+    /// secret from `ORIGIN_VERIFY_SECRET` (unset or empty: not checked).
     #[must_use]
     pub fn new(client: Client, tables: Tables) -> Self {
-        Self { client, tables, rate_limit: crate::rate_limit::per_minute_from_env() }
+        let origin_secret = std::env::var("ORIGIN_VERIFY_SECRET").ok().filter(|s| !s.is_empty());
+        Self { client, tables, rate_limit: crate::rate_limit::per_minute_from_env(), origin_secret }
     }
+}
+
+/// The header CloudFront adds to every request it forwards.
+pub const ORIGIN_HEADER: &str = "x-origin-verify";
+
+/// Refuses requests that did not come through the edge (when a secret is configured),
+/// comparing digests so the comparison takes the same time for every wrong value.
+async fn verify_origin(State(secret): State<Option<String>>, request: Request, next: Next) -> Response {
+    if let Some(secret) = secret {
+        use sha2::{Digest, Sha256};
+        let sent = request.headers().get(ORIGIN_HEADER).map(|v| Sha256::digest(v.as_bytes()));
+        if sent != Some(Sha256::digest(secret.as_bytes())) {
+            return ApiError::NoRoute(request.uri().path().to_owned()).into_response();
+        }
+    }
+    next.run(request).await
 }
 
 /// Wraps an area's routes in the shared edge: authentication and `Idempotency-Key`
@@ -61,6 +84,7 @@ pub fn api(routes: Router, auth: AuthState) -> Router {
 /// Like [`api`], with `public` routes that authenticate themselves (the Stripe
 /// webhook, by its signature) and so are served without an API key.
 pub fn api_with_public(routes: Router, public: Router, auth: AuthState) -> Router {
+    let origin_secret = auth.origin_secret.clone();
     routes
         .fallback(no_route)
         .method_not_allowed_fallback(method_not_allowed)
@@ -68,6 +92,7 @@ pub fn api_with_public(routes: Router, public: Router, auth: AuthState) -> Route
         .layer(from_fn_with_state(auth, require_api_key))
         .merge(public.method_not_allowed_fallback(method_not_allowed))
         .layer(from_fn(crate::body::decode_gzip))
+        .layer(from_fn_with_state(origin_secret, verify_origin))
         .layer(CatchPanicLayer::custom(panic_response))
         .layer(CompressionLayer::new())
         .layer(from_fn(request_context))
@@ -171,4 +196,37 @@ pub fn init_logging() {
 /// Only when the function cannot serve at all (the runtime API fails).
 pub async fn run(app: Router) -> Result<(), lambda_http::Error> {
     crate::lambda::run(app).await
+}
+
+#[cfg(test)]
+mod tests {
+    use tower::ServiceExt;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn with_an_origin_secret_only_requests_through_the_edge_are_served() {
+        let config = aws_sdk_dynamodb::Config::builder()
+            .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
+            .region(aws_sdk_dynamodb::config::Region::new("us-east-1"))
+            .build();
+        let auth = AuthState {
+            client: Client::from_conf(config),
+            tables: Tables::new("t-"),
+            rate_limit: 0,
+            origin_secret: Some("s3cret".to_owned()),
+        };
+        let public = Router::new().route("/hook", axum::routing::get(|| async { "served" }));
+        let app = api_with_public(Router::new(), public, auth);
+        let call = |header: Option<&'static str>| {
+            let mut request = http::Request::builder().uri("/hook");
+            if let Some(value) = header {
+                request = request.header(ORIGIN_HEADER, value);
+            }
+            app.clone().oneshot(request.body(axum::body::Body::empty()).expect("request"))
+        };
+        assert_eq!(call(None).await.expect("response").status(), 404);
+        assert_eq!(call(Some("wrong")).await.expect("response").status(), 404);
+        assert_eq!(call(Some("s3cret")).await.expect("response").status(), 200);
+    }
 }

@@ -182,13 +182,18 @@ pub async fn list(
             let not_found = || ApiError::not_found("checkpoint", raw.as_str());
             let id = CheckpointId::parse(&raw).ok_or_else(not_found)?;
             match state.checkpoints.get(&tenant, &id).await? {
-                Some(stored) if stored.checkpoint.execution_id == execution.id => stored.checkpoint.sequence + 1,
+                Some(stored)
+                    if stored.checkpoint.execution_id == execution.id
+                        && !execution.is_discarded(stored.checkpoint.sequence) =>
+                {
+                    stored.checkpoint.sequence + 1
+                }
                 _ => return Err(not_found()),
             }
         }
     };
     let (skip, take) = (window.offset as usize, window.limit as usize);
-    let items = state.checkpoints.list(&tenant, &execution.id, from_sequence, skip, take).await?;
+    let items = state.checkpoints.list(&tenant, &execution.id, &execution.discarded, from_sequence, skip, take).await?;
     Ok(Json(window.respond(items.into_iter().map(CheckpointBody::from).collect(), execution.checkpoint_count)))
 }
 
@@ -203,13 +208,19 @@ pub async fn get(
     query.finish()?;
     let id = CheckpointId::parse(&raw).ok_or_else(|| ApiError::not_found("checkpoint", raw.as_str()))?;
     let not_found = || ApiError::not_found("checkpoint", raw.as_str());
-    if include_state {
+    let (checkpoint, value) = if include_state {
         let (checkpoint, value) = state.checkpoints.get_with_state(&tenant, &id).await?.ok_or_else(not_found)?;
-        let mut body = CheckpointBody::from(checkpoint);
-        body.state = Some(value);
-        Ok(Json(body))
+        (checkpoint, Some(value))
     } else {
-        let stored = state.checkpoints.get(&tenant, &id).await?.ok_or_else(not_found)?;
-        Ok(Json(stored.checkpoint.into()))
+        (state.checkpoints.get(&tenant, &id).await?.ok_or_else(not_found)?.checkpoint, None)
+    };
+    // A checkpoint a rollback discarded is gone for clients even while its items are
+    // being deleted.
+    let hidden = state.executions.discarded(&tenant, &checkpoint.execution_id).await?;
+    if hidden.iter().any(|range| range.contains(checkpoint.sequence)) {
+        return Err(not_found());
     }
+    let mut body = CheckpointBody::from(checkpoint);
+    body.state = value;
+    Ok(Json(body))
 }

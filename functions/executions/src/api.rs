@@ -7,7 +7,6 @@ use axum::Json;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use billing::ledger::{EntryType, NewEntry};
-use chrono::{DateTime, Utc};
 use http::{HeaderValue, StatusCode, header};
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -24,7 +23,7 @@ use workflows::model::WorkflowStatus;
 use crate::AppState;
 use crate::checkpoint::StoredCheckpoint;
 use crate::failure::{CommandStatus, Failure, FailureStatus};
-use crate::model::{Action, Execution, ExecutionError, ExecutionStatus};
+use crate::model::{Action, Discarded, Execution, ExecutionError, ExecutionStatus};
 use crate::store::{ListFilter, VALUE_MAX_BYTES};
 
 /// Default `page_size` of the list.
@@ -365,11 +364,16 @@ enum Request {
 async fn checkpoint_of(
     state: &AppState,
     tenant: &TenantId,
-    execution: &ExecutionId,
+    execution: &Execution,
     id: &CheckpointId,
 ) -> Result<StoredCheckpoint, ApiError> {
     match state.checkpoints.get(tenant, id).await? {
-        Some(stored) if stored.checkpoint.execution_id == *execution => Ok(stored),
+        Some(stored)
+            if stored.checkpoint.execution_id == execution.id
+                && !execution.is_discarded(stored.checkpoint.sequence) =>
+        {
+            Ok(stored)
+        }
         _ => Err(ApiError::not_found("checkpoint", id.as_str())),
     }
 }
@@ -395,12 +399,12 @@ async fn act(
                 let from = match from {
                     ReplayFrom::Current => current.current_checkpoint_id.clone(),
                     ReplayFrom::Start => None,
-                    ReplayFrom::Checkpoint(cp) => Some(checkpoint_of(state, tenant, id, cp).await?.checkpoint.id),
+                    ReplayFrom::Checkpoint(cp) => Some(checkpoint_of(state, tenant, &current, cp).await?.checkpoint.id),
                 };
                 (Action::Replay { from }, None)
             }
             Request::Rollback(to) => {
-                let target = checkpoint_of(state, tenant, id, to).await?;
+                let target = checkpoint_of(state, tenant, &current, to).await?;
                 (Action::Rollback { to: to.clone() }, Some(target))
             }
         };
@@ -409,7 +413,7 @@ async fn act(
         let mut tx = Transaction::new();
         let mut extra = CounterChange::default();
         let mut discarded = None;
-        let mut base = current.clone();
+        let mut cleanup = None;
         match (&request, &action) {
             (Request::Fail { error, details }, _) => {
                 let failure = Failure::record(
@@ -452,25 +456,37 @@ async fn act(
             _ => {}
         }
         if let Some(target) = target {
-            let later = state.checkpoints.later_than(tenant, id, target.checkpoint.sequence).await?;
-            match discard_in_batches(state, tenant, &current, &later, now).await {
-                Ok((interim, remaining)) => {
-                    for stored in &remaining {
-                        state.checkpoints.stage_delete(&mut tx, tenant, stored)?;
-                    }
-                    next = interim.after(&action, now);
-                    next.checkpoint_count = interim.checkpoint_count.saturating_sub(remaining.len() as u64);
-                    discarded = Some(later.len() as u64);
-                    base = interim;
+            // Everything above the target goes, including what earlier rollbacks left
+            // hidden and not yet deleted (ranges above the target; a range below it
+            // stays). What fits one transaction is deleted in the rollback's own;
+            // otherwise the rollback commits its decision alone, a hidden range, and the
+            // checkpoints are deleted after it (see `finish_discard`): either way a
+            // client sees the rollback whole or not at all.
+            let after = target.checkpoint.sequence;
+            let later = state.checkpoints.later_than(tenant, id, after).await?;
+            let visible = later.iter().filter(|c| !current.is_discarded(c.checkpoint.sequence)).count() as u64;
+            next.checkpoint_count = current.checkpoint_count.saturating_sub(visible);
+            next.discarded.retain(|range| range.through <= after);
+            let size: usize = later.iter().map(StoredCheckpoint::deletion_size).sum();
+            if size <= ROLLBACK_BATCH {
+                for stored in &later {
+                    state.checkpoints.stage_delete(&mut tx, tenant, stored)?;
                 }
-                Err(Lost) => continue,
+            } else {
+                let range = Discarded { after, through: current.last_sequence };
+                next.discarded.push(range);
+                cleanup = Some((range, later));
             }
+            discarded = Some(visible);
         }
         let mut whole = Transaction::new();
-        state.executions.stage_replace(&mut whole, tenant, &base, &next, &extra)?;
+        state.executions.stage_replace(&mut whole, tenant, &current, &next, &extra)?;
         whole.append(tx);
         match whole.commit(state.executions.client()).await {
             Ok(()) => {
+                if let Some((range, checkpoints)) = cleanup {
+                    finish_discard(state, tenant, id, range, &checkpoints).await;
+                }
                 let mut body = ExecutionBody::from(next);
                 body.discarded_checkpoints = discarded;
                 return Ok(Json(body));
@@ -485,51 +501,68 @@ async fn act(
     Err(ApiError::Unavailable("the execution kept changing during the write; retry".into()))
 }
 
-/// A race was lost; start over from a fresh read.
-struct Lost;
-
-/// When a rollback discards more than one transaction can hold, deletes all but the
-/// last batch first, highest sequences first, each batch in a transaction that also
-/// lowers `checkpoint_count` and is conditioned on the execution's version. Returns the
-/// execution after those batches and the checkpoints left for the final transaction.
-async fn discard_in_batches(
+/// Deletes the checkpoints a committed rollback discarded (hidden meanwhile), a
+/// transaction of at most [`ROLLBACK_BATCH`] operations at a time, then drops their
+/// range from the execution. Deleting what is gone already is harmless, so an
+/// interrupted cleanup is finished by the execution's next rollback; until then the
+/// range keeps them hidden. Failures are logged: the rollback itself has happened.
+async fn finish_discard(
     state: &AppState,
     tenant: &TenantId,
-    current: &Execution,
-    later: &[StoredCheckpoint],
-    now: DateTime<Utc>,
-) -> Result<(Execution, Vec<StoredCheckpoint>), Lost> {
-    let mut batches: Vec<Vec<StoredCheckpoint>> = vec![Vec::new()];
+    id: &ExecutionId,
+    range: Discarded,
+    checkpoints: &[StoredCheckpoint],
+) {
+    let mut batch = Transaction::new();
     let mut size = 0;
-    for stored in later {
+    for stored in checkpoints {
         if size + stored.deletion_size() > ROLLBACK_BATCH {
-            batches.push(Vec::new());
+            if let Err(error) = std::mem::take(&mut batch).commit(state.executions.client()).await {
+                tracing::warn!(execution = %id, error = %error, "discarded checkpoints left hidden");
+                return;
+            }
             size = 0;
         }
+        if let Err(error) = state.checkpoints.stage_delete(&mut batch, tenant, stored) {
+            tracing::warn!(execution = %id, error = %error, "discarded checkpoints left hidden");
+            return;
+        }
         size += stored.deletion_size();
-        if let Some(batch) = batches.last_mut() {
-            batch.push(stored.clone());
-        }
     }
-    let last = batches.pop().unwrap_or_default();
-    let mut interim = current.clone();
-    for batch in batches {
-        let mut next = interim.clone();
-        next.checkpoint_count = next.checkpoint_count.saturating_sub(batch.len() as u64);
+    if let Err(error) = batch.commit(state.executions.client()).await {
+        tracing::warn!(execution = %id, error = %error, "discarded checkpoints left hidden");
+        return;
+    }
+    for attempt in 0..WRITE_ATTEMPTS {
+        if attempt > 0 {
+            tokio::time::sleep(backoff(attempt)).await;
+        }
+        let current = match state.executions.get(tenant, id).await {
+            Ok(Some(current)) if current.discarded.contains(&range) => current,
+            Ok(_) => return,
+            Err(error) => {
+                tracing::warn!(execution = %id, error = %error, "a deleted rollback range left in place");
+                return;
+            }
+        };
+        let mut next = current.clone();
+        next.discarded.retain(|r| *r != range);
         next.version += 1;
-        next.updated_at = now;
         let mut tx = Transaction::new();
-        state
-            .executions
-            .stage_replace(&mut tx, tenant, &interim, &next, &CounterChange::default())
-            .map_err(|_| Lost)?;
-        for stored in &batch {
-            state.checkpoints.stage_delete(&mut tx, tenant, stored).map_err(|_| Lost)?;
+        if let Err(error) = state.executions.stage_replace(&mut tx, tenant, &current, &next, &CounterChange::default())
+        {
+            tracing::warn!(execution = %id, error = %error, "a deleted rollback range left in place");
+            return;
         }
-        tx.commit(state.executions.client()).await.map_err(|_| Lost)?;
-        interim = next;
+        match tx.commit(state.executions.client()).await {
+            Ok(()) => return,
+            Err(TransactionError::Condition("execution") | TransactionError::Store(StoreError::Conflict)) => {}
+            Err(error) => {
+                tracing::warn!(execution = %id, error = %error, "a deleted rollback range left in place");
+                return;
+            }
+        }
     }
-    Ok((interim, last))
 }
 
 async fn open_failures(state: &AppState, tenant: &TenantId, execution: &Execution) -> Result<Vec<Failure>, ApiError> {

@@ -21,8 +21,10 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use shared::TenantId;
-use shared::dynamo::{Item, StoreError, Table, Tables, Transaction, b, batch_get, built, get_item, query_window, s};
+use shared::dynamo::{Item, StoreError, Table, Tables, Transaction, b, batch_get, built, get_item, n, query_window, s};
 use shared::ids::{CheckpointId, ExecutionId, WorkflowId};
+
+use crate::model::Discarded;
 
 /// The largest state, as serialized JSON: 4 MiB.
 pub const STATE_MAX_BYTES: usize = 4 * 1024 * 1024;
@@ -346,11 +348,24 @@ impl CheckpointStore {
         &self,
         tenant: &TenantId,
         execution: &ExecutionId,
+        hidden: &[Discarded],
         from_sequence: u64,
         skip: usize,
         take: usize,
     ) -> Result<Vec<Checkpoint>, StoreError> {
-        let range = self.execution_range(tenant, execution, from_sequence.max(1));
+        let mut range = self.execution_range(tenant, execution, from_sequence.max(1));
+        if !hidden.is_empty() {
+            // Checkpoints a rollback discarded but has not deleted yet are left out (the
+            // skip and take of the window count only what is shown).
+            let conditions: Vec<String> =
+                (0..hidden.len()).map(|i| format!("NOT (#seq BETWEEN :after{i} AND :through{i})")).collect();
+            range = range.filter_expression(conditions.join(" AND ")).expression_attribute_names("#seq", "sequence");
+            for (i, d) in hidden.iter().enumerate() {
+                range = range
+                    .expression_attribute_values(format!(":after{i}"), n(d.after + 1))
+                    .expression_attribute_values(format!(":through{i}"), n(d.through));
+            }
+        }
         let items = query_window(range, "entry", skip, take).await?;
         items.into_iter().map(|item| serde_dynamo::from_item::<_, CheckpointRecord>(item)?.checkpoint()).collect()
     }

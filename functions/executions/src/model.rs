@@ -91,6 +91,9 @@ pub struct Execution {
     pub last_sequence: u64,
     /// Failures recorded for it, oldest first.
     pub failure_ids: Vec<FailureId>,
+    /// Checkpoints a rollback discarded whose items are not all deleted yet: hidden from
+    /// every reader, deleted after the rollback committed (see `api::rollback`).
+    pub discarded: Vec<Discarded>,
     /// Internal optimistic-concurrency version; +1 on every write.
     pub version: u64,
     /// When it started.
@@ -99,6 +102,32 @@ pub struct Execution {
     pub updated_at: DateTime<Utc>,
     /// When it ended (completed, failed, cancelled).
     pub ended_at: Option<DateTime<Utc>>,
+}
+
+/// The checkpoints with `after < sequence <= through`, discarded by a rollback.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Discarded {
+    /// The rollback's target sequence.
+    pub after: u64,
+    /// The highest sequence at the time of the rollback.
+    pub through: u64,
+}
+
+impl Discarded {
+    /// Whether the checkpoint with `sequence` is in the range.
+    #[must_use]
+    pub fn contains(self, sequence: u64) -> bool {
+        self.after < sequence && sequence <= self.through
+    }
+}
+
+impl Execution {
+    /// Whether its checkpoint with `sequence` was discarded by a rollback (and is hidden
+    /// until its items are deleted).
+    #[must_use]
+    pub fn is_discarded(&self, sequence: u64) -> bool {
+        self.discarded.iter().any(|range| range.contains(sequence))
+    }
 }
 
 /// What a client asks an execution to do.
@@ -195,6 +224,7 @@ impl Execution {
             checkpoint_count: 0,
             last_sequence: 0,
             failure_ids: Vec::new(),
+            discarded: Vec::new(),
             version: 1,
             created_at: now,
             updated_at: now,

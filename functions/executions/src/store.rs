@@ -28,7 +28,7 @@ use shared::dynamo::{
 use shared::ids::{CheckpointId, CommandId, ExecutionId, FailureId, WorkflowId, created_between};
 
 use crate::failure::{CommandStatus, Failure, FailureStatus, RecoveryCommand};
-use crate::model::{Execution, ExecutionError, ExecutionStatus, counter_name};
+use crate::model::{Discarded, Execution, ExecutionError, ExecutionStatus, counter_name};
 
 /// Input or output compressed up to this size sits in the execution item.
 pub const INLINE_VALUE_MAX: usize = 96 * 1024;
@@ -92,6 +92,9 @@ struct ExecutionRecord {
     checkpoint_count: u64,
     last_sequence: u64,
     failure_ids: Vec<String>,
+    /// Rollback ranges whose checkpoints are not all deleted yet (usually absent).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    discarded: Vec<DiscardedRecord>,
     version: u64,
     created_at: String,
     updated_at: String,
@@ -99,6 +102,13 @@ struct ExecutionRecord {
     tenant_status: String,
     tenant_workflow: String,
     tenant_workflow_status: String,
+}
+
+/// A [`Discarded`] range as stored.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+struct DiscardedRecord {
+    after: u64,
+    through: u64,
 }
 
 /// The attributes a list reads: every one but `input` and `output`, so list items are
@@ -117,6 +127,7 @@ const SUMMARY_ATTRIBUTES: &[&str] = &[
     "checkpoint_count",
     "last_sequence",
     "failure_ids",
+    "discarded",
     "version",
     "created_at",
     "updated_at",
@@ -155,6 +166,7 @@ impl ExecutionRecord {
             checkpoint_count: e.checkpoint_count,
             last_sequence: e.last_sequence,
             failure_ids: e.failure_ids.iter().map(ToString::to_string).collect(),
+            discarded: e.discarded.iter().map(|d| DiscardedRecord { after: d.after, through: d.through }).collect(),
             version: e.version,
             created_at: shared::time::format(e.created_at),
             updated_at: shared::time::format(e.updated_at),
@@ -217,6 +229,7 @@ impl ExecutionRecord {
                 .iter()
                 .map(|f| FailureId::parse(f).ok_or_else(|| corrupt("failure_ids")))
                 .collect::<Result<_, _>>()?,
+            discarded: self.discarded.iter().map(|d| Discarded { after: d.after, through: d.through }).collect(),
             version: self.version,
             created_at: time(&self.created_at)?,
             updated_at: time(&self.updated_at)?,
@@ -442,6 +455,30 @@ impl ExecutionStore {
     /// The read's [`StoreError`].
     pub async fn exists(&self, tenant: &TenantId, id: &ExecutionId) -> Result<bool, StoreError> {
         self.has(Table::Executions, tenant, id.as_str()).await
+    }
+
+    /// The rollback ranges of execution `id` whose checkpoints are still hidden (one
+    /// small read; empty when the execution does not exist).
+    ///
+    /// # Errors
+    /// The read's [`StoreError`].
+    pub async fn discarded(&self, tenant: &TenantId, id: &ExecutionId) -> Result<Vec<Discarded>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(self.tables.name(Table::Executions))
+            .key("tenant_id", s(tenant.as_str()))
+            .key("id", s(id.as_str()))
+            .projection_expression("#d")
+            .expression_attribute_names("#d", "discarded")
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(classify)?;
+        let Some(mut item) = out.item else { return Ok(Vec::new()) };
+        let Some(value) = item.remove("discarded") else { return Ok(Vec::new()) };
+        let ranges: Vec<DiscardedRecord> = serde_dynamo::from_attribute_value(value)?;
+        Ok(ranges.into_iter().map(|d| Discarded { after: d.after, through: d.through }).collect())
     }
 
     /// Whether the tenant has the failure `id`.
