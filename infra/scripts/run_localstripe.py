@@ -32,7 +32,8 @@ DEFAULT_STATE = "/tmp/localstripe.pickle"
 
 
 # ---------------------------------------------------------------------------------------
-# TEST-ONLY ADDITIONS (not Stripe's API surface beyond the two session endpoints).
+# TEST-ONLY ADDITIONS (not Stripe's API surface beyond the Checkout Session (create, retrieve,
+# expire) and Billing Portal session endpoints).
 # ---------------------------------------------------------------------------------------
 
 # Monthly price in cents of each plan's test price (1 credit = 1 cent).
@@ -83,6 +84,25 @@ async def create_checkout_session(request):
         "url": f"{base_url(request)}/_config/cairn_test/checkout/{session_id}",
     }
     SESSIONS[session_id] = session
+    return server.json_response(session)
+
+
+async def retrieve_checkout_session(request):
+    """GET /v1/checkout/sessions/{id}."""
+    session = SESSIONS.get(request.match_info["id"])
+    if session is None:
+        raise UserError(404, "No such checkout session")
+    return server.json_response(session)
+
+
+async def expire_checkout_session(request):
+    """POST /v1/checkout/sessions/{id}/expire: only an open session can be expired."""
+    session = SESSIONS.get(request.match_info["id"])
+    if session is None:
+        raise UserError(404, "No such checkout session")
+    if session["status"] != "open":
+        raise UserError(400, "Only Checkout Sessions with a status of open can be expired")
+    session.update(status="expired", url=None)
     return server.json_response(session)
 
 
@@ -165,6 +185,8 @@ def send_subscription_updated():
 
 def add_test_only_routes(app):
     app.router.add_post("/v1/checkout/sessions", create_checkout_session)
+    app.router.add_get("/v1/checkout/sessions/{id}", retrieve_checkout_session)
+    app.router.add_post("/v1/checkout/sessions/{id}/expire", expire_checkout_session)
     app.router.add_post("/v1/billing_portal/sessions", create_portal_session)
     app.router.add_get("/_config/cairn_test/checkout/{id}", checkout_page)
     app.router.add_post("/_config/cairn_test/checkout/{id}/complete", complete_checkout)

@@ -15,6 +15,7 @@ both_paths!(
     without_a_subscription_status_portal_and_cancel_are_404_and_bad_input_is_422,
     out_of_order_and_foreign_subscription_events_cannot_roll_a_subscription_back,
     an_invoice_credits_once_whatever_events_carry_it,
+    a_tenant_has_at_most_one_open_checkout,
 );
 
 const RETURN_URL: &str = "https://app.example.com/billing";
@@ -281,4 +282,64 @@ async fn an_invoice_credits_once_whatever_events_carry_it(api: Api, env: Env) {
         .map(|e| (e["credits_before"].as_i64().unwrap_or(-1), e["credits_after"].as_i64().unwrap_or(-1)))
         .collect();
     assert_eq!(chain, [(1_000, 2_000), (0, 1_000)]);
+}
+
+async fn a_tenant_has_at_most_one_open_checkout(api: Api, env: Env) {
+    let t = env.tenant_with_credits(0).await;
+    // Two checkouts started together, and a retry: one session, so at most one
+    // subscription can come of them.
+    let (a, b) = tokio::join!(checkout(&api, &t.key, "pro"), checkout(&api, &t.key, "pro"));
+    let url = a.expect(200).body["checkout_url"].as_str().expect("url").to_owned();
+    if b.status == 200 {
+        assert_eq!(b.body["checkout_url"], url.as_str(), "the same session");
+    } else {
+        b.expect_problem(409, "invalid_state");
+    }
+    assert_eq!(checkout(&api, &t.key, "pro").await.expect(200).body["checkout_url"], url.as_str());
+    // Another plan replaces it: the first session can no longer be paid.
+    let other = checkout(&api, &t.key, "developer").await;
+    let other_url = other.expect(200).body["checkout_url"].as_str().expect("url").to_owned();
+    assert_ne!(other_url, url);
+    let path = url.strip_prefix(&api_tests::stripe::base()).expect("local page");
+    let (code, _) = local(Method::POST, &format!("{path}/complete"), "").await;
+    assert_eq!(code, 409, "the replaced session is expired");
+    // Paying the open one subscribes; then checkout is 409 as long as it is live.
+    let session = pay(&other_url).await;
+    let subscription = session["subscription"].as_str().expect("subscription").to_owned();
+    eventually("the subscription", || async {
+        let reply = status(&api, &t.key).await;
+        (reply.status == 200 && reply.body["subscription_id"] == subscription.as_str()).then_some(())
+    })
+    .await;
+    checkout(&api, &t.key, "pro").await.expect_problem(409, "invalid_state");
+}
+
+/// Two deliveries read Stripe at about the same time: the snapshot read before the
+/// other's store cannot overwrite it (in process: the store itself).
+#[tokio::test]
+async fn an_older_snapshot_never_overwrites_a_newer_one() {
+    use billing::subscription::{Stored, Subscription, Subscriptions};
+    let env = api_tests::env().await;
+    let t = env.tenant_with_credits(0).await;
+    let tenant = shared::auth::trusted::tenant(&shared::ids::TenantKey::parse(&t.id).expect("tenant id"));
+    let store = Subscriptions::new(env.client.clone(), env.tables.clone());
+    let snapshot = |cancel_at_period_end: bool| Subscription {
+        subscription_id: "sub_race".to_owned(),
+        plan_id: "pro".to_owned(),
+        status: if cancel_at_period_end { "cancel_at_period_end" } else { "active" }.to_owned(),
+        current_period_start: None,
+        current_period_end: None,
+        cancel_at_period_end,
+    };
+    let now = chrono::Utc::now();
+    // Both read version 0 before reading Stripe; the newer snapshot is stored first.
+    let read = store.read(&tenant).await.expect("read").subscription_version;
+    assert_eq!(store.store(&tenant, &snapshot(true), None, now, read).await.expect("store"), Stored::Written);
+    let older = store.store(&tenant, &snapshot(false), None, now, read).await.expect("store");
+    assert_eq!(older, Stored::Stale, "the older snapshot is refused, to be read again");
+    let billing = store.read(&tenant).await.expect("read");
+    assert_eq!(billing.subscription, Some(snapshot(true)));
+    assert_eq!(billing.subscription_version, 1);
+    // Read again after that store, it is current and goes in.
+    assert_eq!(store.store(&tenant, &snapshot(false), None, now, 1).await.expect("store"), Stored::Written);
 }

@@ -13,7 +13,7 @@ use shared::{ApiError, TenantId};
 use crate::AppState;
 use crate::ledger::{Entry, EntryType};
 use crate::stripe::Stripe;
-use crate::subscription::{Plan, Subscription};
+use crate::subscription::{OpenCheckout, Plan, Stored, Subscription};
 
 /// Default `page_size` of the transaction list.
 const DEFAULT_PAGE_SIZE: u32 = 50;
@@ -168,9 +168,22 @@ pub async fn create_checkout(
             state.subscriptions.link_customer(&tenant, &created.id).await?
         }
     };
+    // At most one open Checkout Session per tenant: the same plan again gets the open
+    // one (a double click, a retry); another plan expires it first. Two sessions paid
+    // would be two subscriptions.
+    let now = state.clock.now().timestamp();
+    let open = billing.checkout.as_ref().filter(|c| c.expires_at > now + 60);
+    if let Some(open) = open {
+        if open.plan_id == plan.wire() {
+            return Ok(Json(Checkout { checkout_url: open.url.clone() }));
+        }
+        end_checkout(stripe, open).await?;
+    }
     let t = tenant.as_str().to_owned();
+    let expires_at = now + CHECKOUT_LIFETIME_SECS;
     let form: Vec<(String, String)> = vec![
         ("mode".into(), "subscription".into()),
+        ("expires_at".into(), expires_at.to_string()),
         ("customer".into(), customer),
         ("client_reference_id".into(), t.clone()),
         ("line_items[0][price]".into(), price.to_owned()),
@@ -183,7 +196,41 @@ pub async fn create_checkout(
         ("subscription_data[metadata][plan_id]".into(), plan.wire().into()),
     ];
     let session = stripe.create_checkout_session(&form, &key).await?;
-    Ok(Json(Checkout { checkout_url: session.url }))
+    let session_id = session.id.clone();
+    let next = OpenCheckout { session_id, url: session.page()?, plan_id: plan.wire().to_owned(), expires_at };
+    if state.subscriptions.replace_checkout(&tenant, billing.checkout.as_ref(), &next).await? {
+        return Ok(Json(Checkout { checkout_url: next.url }));
+    }
+    // Another request started a checkout at the same moment and recorded it first: this
+    // session is withdrawn, and the client gets that one if it is for the same plan.
+    end_checkout(stripe, &next).await?;
+    match state.subscriptions.read(&tenant).await?.checkout {
+        Some(winner) if winner.plan_id == plan.wire() => Ok(Json(Checkout { checkout_url: winner.url })),
+        _ => Err(ApiError::InvalidState(
+            "another checkout of this account was started at the same moment; try again".to_owned(),
+        )),
+    }
+}
+
+/// How long a Checkout Session stays payable (Stripe allows 30 minutes to 24 hours).
+const CHECKOUT_LIFETIME_SECS: i64 = 60 * 60;
+
+/// Makes `open` unpayable at Stripe. If it was paid meanwhile (no longer open), its
+/// subscription is on its way: 409.
+async fn end_checkout(stripe: &Stripe, open: &OpenCheckout) -> Result<(), ApiError> {
+    match stripe.expire_checkout_session(&open.session_id).await {
+        Ok(_) => Ok(()),
+        Err(error) if error.status == Some(400) || error.status == Some(404) => {
+            let session = stripe.checkout_session(&open.session_id).await;
+            match session.ok().and_then(|s| s.status) {
+                Some(status) if status == "complete" => Err(ApiError::InvalidState(
+                    "a checkout of this account has just been paid; its subscription is being set up".to_owned(),
+                )),
+                _ => Ok(()),
+            }
+        }
+        Err(error) => Err(error.into()),
+    }
 }
 
 /// `GET /billing/subscriptions/status`: 404 when the tenant never subscribed.
@@ -216,7 +263,7 @@ pub async fn portal(
     })?;
     let form = [("customer".to_owned(), customer), ("return_url".to_owned(), return_url)];
     let session = stripe.create_portal_session(&form, &key).await?;
-    Ok(Json(Portal { portal_url: session.url }))
+    Ok(Json(Portal { portal_url: session.page()? }))
 }
 
 /// What a cancellation did.
@@ -239,17 +286,15 @@ pub async fn cancel(
     let immediately = query.boolean("immediately", false);
     query.finish()?;
     let stripe = payments(&state)?;
-    let current = state
-        .subscriptions
-        .read(&tenant)
-        .await?
-        .subscription
-        .ok_or_else(|| ApiError::Absent("this account has no subscription".to_owned()))?;
+    let billing = state.subscriptions.read(&tenant).await?;
+    let mut read_version = billing.subscription_version;
+    let current =
+        billing.subscription.ok_or_else(|| ApiError::Absent("this account has no subscription".to_owned()))?;
     if !current.is_live() {
         return Err(ApiError::InvalidState(format!("subscription {} is already cancelled", current.subscription_id)));
     }
     let id = &current.subscription_id;
-    let updated = if immediately {
+    let mut updated = if immediately {
         stripe.cancel_subscription(id).await?
     } else {
         let form = [("cancel_at_period_end".to_owned(), "true".to_owned())];
@@ -258,13 +303,26 @@ pub async fn cancel(
         let key = stripe_key(&headers, &tenant, &format!("cancel-at-period-end:{id}"))?;
         stripe.update_subscription(id, &form, &key).await?
     };
-    let plan = state
-        .plans
-        .plan_of(&updated)
-        .or_else(|| Plan::parse(&current.plan_id))
-        .ok_or_else(|| ApiError::internal("a stored subscription without a plan"))?;
-    let stored = Subscription::from_stripe(&updated, plan);
-    state.subscriptions.store(&tenant, &stored, None, state.clock.now()).await?;
+    // Stored unless a webhook stored a snapshot since the version was read; then Stripe
+    // is read again, so the newer state wins either way.
+    let mut tries = 0;
+    let stored = loop {
+        tries += 1;
+        if tries > 5 {
+            return Err(ApiError::Unavailable("the subscription kept changing; retry".into()));
+        }
+        let plan = state
+            .plans
+            .plan_of(&updated)
+            .or_else(|| Plan::parse(&current.plan_id))
+            .ok_or_else(|| ApiError::internal("a stored subscription without a plan"))?;
+        let stored = Subscription::from_stripe(&updated, plan);
+        if state.subscriptions.store(&tenant, &stored, None, state.clock.now(), read_version).await? != Stored::Stale {
+            break stored;
+        }
+        read_version = state.subscriptions.read(&tenant).await?.subscription_version;
+        updated = stripe.subscription(id).await?;
+    };
     let message = if stored.is_live() {
         let end = stored.current_period_end.as_deref().unwrap_or("the end of the current billing period");
         let date = end.get(..10).unwrap_or(end);

@@ -63,8 +63,12 @@ pub struct Object {
 pub struct HostedSession {
     /// `cs_…` or `bps_…`
     pub id: String,
-    /// Where the customer goes.
-    pub url: String,
+    /// Where the customer goes (none once a Checkout Session is over).
+    #[serde(default)]
+    pub url: Option<String>,
+    /// A Checkout Session's status: `open`, `complete` or `expired`.
+    #[serde(default)]
+    pub status: Option<String>,
 }
 
 /// A Subscription, as far as Cairn reads it (API version [`STRIPE_VERSION`]).
@@ -158,6 +162,16 @@ pub struct StripeError {
     pub message: String,
 }
 
+impl HostedSession {
+    /// The page's URL, which a session just created always has.
+    ///
+    /// # Errors
+    /// A [`StripeError`] when Stripe sent none.
+    pub fn page(self) -> Result<String, StripeError> {
+        self.url.ok_or_else(|| StripeError { status: Some(200), message: "a session without a url".to_owned() })
+    }
+}
+
 impl StripeError {
     /// Whether Stripe answered that the object does not exist.
     #[must_use]
@@ -175,6 +189,9 @@ impl From<StripeError> for ApiError {
             None => "the payment processor could not be reached; try again later".to_owned(),
             Some(status) if status == 429 || status >= 500 => {
                 format!("the payment processor is unavailable (HTTP {status}); try again later")
+            }
+            Some(status) if (200..300).contains(&status) => {
+                "the payment processor sent an answer Cairn could not read".to_owned()
             }
             Some(status) => format!("the payment processor refused the request (HTTP {status})"),
         })
@@ -231,6 +248,24 @@ impl Stripe {
         idempotency_key: &str,
     ) -> Result<HostedSession, StripeError> {
         self.send(Method::POST, "/v1/checkout/sessions", form, Some(idempotency_key)).await
+    }
+
+    /// Reads a Checkout Session.
+    ///
+    /// # Errors
+    /// A [`StripeError`] when Stripe refuses or cannot be reached.
+    pub async fn checkout_session(&self, id: &str) -> Result<HostedSession, StripeError> {
+        self.send(Method::GET, &format!("/v1/checkout/sessions/{}", path_segment(id)), &[], None).await
+    }
+
+    /// Expires an open Checkout Session, so it can no longer be paid. Stripe refuses
+    /// (400) when it is not open any more.
+    ///
+    /// # Errors
+    /// A [`StripeError`] when Stripe refuses or cannot be reached.
+    pub async fn expire_checkout_session(&self, id: &str) -> Result<HostedSession, StripeError> {
+        let path = format!("/v1/checkout/sessions/{}/expire", path_segment(id));
+        self.send(Method::POST, &path, &[], Some(&format!("expire:{id}"))).await
     }
 
     /// Creates a Billing Portal session.

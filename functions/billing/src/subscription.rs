@@ -205,6 +205,37 @@ pub struct Billing {
     pub customer: Option<String>,
     /// The tenant's latest subscription.
     pub subscription: Option<Subscription>,
+    /// The tenant's last Checkout Session, while it may still be open.
+    pub checkout: Option<OpenCheckout>,
+    /// +1 on every stored subscription snapshot (0: none stored yet).
+    pub subscription_version: u64,
+}
+
+/// What [`Subscriptions::store`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stored {
+    /// The snapshot is the tenant's now.
+    Written,
+    /// The event was applied before; nothing changed.
+    Duplicate,
+    /// An ended subscription does not replace a different one; nothing changed.
+    Skipped,
+    /// Another snapshot was stored since the version was read: read Stripe again.
+    Stale,
+}
+
+/// A Checkout Session the tenant was sent to. At most one is open at a time, so two
+/// checkouts started together cannot become two subscriptions.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpenCheckout {
+    /// `cs_…`
+    pub session_id: String,
+    /// Its hosted page.
+    pub url: String,
+    /// The plan it subscribes to.
+    pub plan_id: String,
+    /// When Stripe expires it (Unix seconds).
+    pub expires_at: i64,
 }
 
 /// An applied webhook event, recorded in the same transaction as its effect.
@@ -267,7 +298,61 @@ impl Subscriptions {
         let Some(mut item) = item else { return Ok(Billing::default()) };
         let customer = item.remove("stripe_customer_id").and_then(|v| v.as_s().ok().cloned());
         let subscription = item.remove("subscription").map(serde_dynamo::from_attribute_value).transpose()?;
-        Ok(Billing { customer, subscription })
+        let checkout = item.remove("checkout").map(serde_dynamo::from_attribute_value).transpose()?;
+        let subscription_version =
+            item.get("subscription_version").and_then(|v| v.as_n().ok()).and_then(|v| v.parse().ok()).unwrap_or(0);
+        Ok(Billing { customer, subscription, checkout, subscription_version })
+    }
+
+    /// Records `next` as the tenant's open checkout if the one recorded is still
+    /// `previous` (none, or the session it replaces). Returns false when another request
+    /// recorded a different one meanwhile.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub async fn replace_checkout(
+        &self,
+        tenant: &TenantId,
+        previous: Option<&OpenCheckout>,
+        next: &OpenCheckout,
+    ) -> Result<bool, ApiError> {
+        let mut update = Update::builder()
+            .table_name(self.tables.name(Table::Accounts))
+            .key("tenant_id", s(tenant.as_str()))
+            .update_expression("SET checkout = :next")
+            .expression_attribute_values(":next", serde_dynamo::to_attribute_value(next).map_err(StoreError::from)?);
+        update = match previous {
+            None => update.condition_expression("attribute_not_exists(checkout)"),
+            Some(previous) => update
+                .condition_expression("checkout.session_id = :previous")
+                .expression_attribute_values(":previous", s(&previous.session_id)),
+        };
+        let mut tx = Transaction::new();
+        tx.push("checkout", TransactWriteItem::builder().update(built(update.build())?).build());
+        match tx.commit(&self.client).await {
+            Ok(()) => Ok(true),
+            Err(TransactionError::Condition("checkout") | TransactionError::Store(StoreError::Conflict)) => Ok(false),
+            Err(other) => Err(other.into()),
+        }
+    }
+
+    /// Forgets the open checkout `session_id` (it completed).
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub async fn checkout_done(&self, tenant: &TenantId, session_id: &str) -> Result<(), ApiError> {
+        let update = Update::builder()
+            .table_name(self.tables.name(Table::Accounts))
+            .key("tenant_id", s(tenant.as_str()))
+            .update_expression("REMOVE checkout")
+            .condition_expression("checkout.session_id = :id")
+            .expression_attribute_values(":id", s(session_id));
+        let mut tx = Transaction::new();
+        tx.push("checkout", TransactWriteItem::builder().update(built(update.build())?).build());
+        match tx.commit(&self.client).await {
+            Ok(()) | Err(TransactionError::Condition("checkout")) => Ok(()),
+            Err(other) => Err(other.into()),
+        }
     }
 
     /// Links `customer` to the tenant unless one is linked already; returns the one
@@ -302,8 +387,11 @@ impl Subscriptions {
     }
 
     /// Stores `subscription` as the tenant's, recording `event` once in the same
-    /// transaction. A subscription that is not live never replaces a different one.
-    /// Returns whether it was written.
+    /// transaction, if the stored snapshot's version is still `read_version` (what
+    /// [`Billing::subscription_version`] said before the snapshot was read from Stripe):
+    /// of two snapshots read at the same time, the one read after the other's store
+    /// wins, never an older one. A subscription that is not live never replaces a
+    /// different one.
     ///
     /// # Errors
     /// Storage errors.
@@ -313,19 +401,34 @@ impl Subscriptions {
         subscription: &Subscription,
         event: Option<EventRecord<'_>>,
         now: DateTime<Utc>,
-    ) -> Result<bool, ApiError> {
+        read_version: u64,
+    ) -> Result<Stored, ApiError> {
         let value = serde_dynamo::to_attribute_value(subscription).map_err(StoreError::from)?;
+        let version = if read_version == 0 {
+            "attribute_not_exists(subscription_version)"
+        } else {
+            "subscription_version = :read"
+        };
+        let condition = if subscription.is_live() {
+            version.to_owned()
+        } else {
+            format!(
+                "({version}) AND (attribute_not_exists(subscription) OR subscription.subscription_id = :id \
+                 OR subscription.#status = :cancelled)"
+            )
+        };
         let mut update = Update::builder()
             .table_name(self.tables.name(Table::Accounts))
             .key("tenant_id", s(tenant.as_str()))
-            .update_expression("SET subscription = :subscription")
-            .expression_attribute_values(":subscription", value);
+            .update_expression("SET subscription = :subscription, subscription_version = :next")
+            .condition_expression(condition)
+            .expression_attribute_values(":subscription", value)
+            .expression_attribute_values(":next", n(read_version + 1));
+        if read_version != 0 {
+            update = update.expression_attribute_values(":read", n(read_version));
+        }
         if !subscription.is_live() {
             update = update
-                .condition_expression(
-                    "attribute_not_exists(subscription) OR subscription.subscription_id = :id \
-                     OR subscription.#status = :cancelled",
-                )
                 .expression_attribute_names("#status", "status")
                 .expression_attribute_values(":id", s(&subscription.subscription_id))
                 .expression_attribute_values(":cancelled", s(Status::Cancelled.wire()));
@@ -340,11 +443,14 @@ impl Subscriptions {
             }
             tx.push("subscription", TransactWriteItem::builder().update(built(update.clone().build())?).build());
             match tx.commit(&self.client).await {
-                Ok(()) => return Ok(true),
-                Err(TransactionError::Condition("event")) => return Ok(false),
+                Ok(()) => return Ok(Stored::Written),
+                Err(TransactionError::Condition("event")) => return Ok(Stored::Duplicate),
                 Err(TransactionError::Condition("subscription")) => {
+                    if self.read(tenant).await?.subscription_version != read_version {
+                        return Ok(Stored::Stale);
+                    }
                     tracing::info!(subscription = subscription.subscription_id, "an ended subscription left alone");
-                    return Ok(false);
+                    return Ok(Stored::Skipped);
                 }
                 Err(e) if is_race(&e) => {}
                 Err(other) => return Err(other.into()),

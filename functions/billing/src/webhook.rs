@@ -18,7 +18,7 @@ use shared::{ApiError, TenantId};
 
 use crate::AppState;
 use crate::ledger::{EntryType, NewEntry, RACE_ATTEMPTS, is_race};
-use crate::subscription::{EventRecord, Subscription, record_once};
+use crate::subscription::{EventRecord, Stored, Subscription, record_once};
 
 /// Metadata marking a PaymentIntent as a Cairn top-up (subscription invoices also
 /// produce PaymentIntents, which must not credit).
@@ -149,16 +149,45 @@ async fn fetch(
     Ok(tenant.map(|t| (t, subscription)))
 }
 
-/// Stores the subscription `id` as Stripe has it now, once per event.
+/// Stores the subscription `id` as Stripe has it now, once per event. The stored
+/// snapshot's version is read before Stripe is, and the store is conditioned on it: when
+/// another delivery stored a snapshot meanwhile, Stripe is read again, so an older
+/// snapshot never overwrites a newer one.
 async fn sync(state: &AppState, verified: &stripe::Verified<'_>, id: &str, event: &Event) -> Result<bool, ApiError> {
-    let Some((tenant, subscription)) = fetch(state, verified, id).await? else { return Ok(false) };
-    let Some(plan) = state.plans.plan_of(&subscription) else {
-        tracing::warn!(subscription = id, "a subscription on none of Cairn's plans; ignored");
-        return Ok(false);
+    // The tenant, from the event's own copy of its object when it says (subscription and
+    // checkout events do), else from a first read of the subscription.
+    let hinted = event.data.object["metadata"]["tenant_id"].as_str().and_then(|t| verified.tenant(t));
+    let tenant = match hinted {
+        Some(tenant) => tenant,
+        None => match fetch(state, verified, id).await? {
+            Some((tenant, _)) => tenant,
+            None => return Ok(false),
+        },
     };
-    let stored = Subscription::from_stripe(&subscription, plan);
-    state.subscriptions.store(&tenant, &stored, Some(event.record()), state.clock.now()).await
+    for _ in 0..SYNC_ATTEMPTS {
+        let read_version = state.subscriptions.read(&tenant).await?.subscription_version;
+        let Some((owner, subscription)) = fetch(state, verified, id).await? else { return Ok(false) };
+        if owner != tenant {
+            tracing::warn!(subscription = id, "an event's tenant differs from its subscription's; ignored");
+            return Ok(false);
+        }
+        let Some(plan) = state.plans.plan_of(&subscription) else {
+            tracing::warn!(subscription = id, "a subscription on none of Cairn's plans; ignored");
+            return Ok(false);
+        };
+        let stored = Subscription::from_stripe(&subscription, plan);
+        let now = state.clock.now();
+        match state.subscriptions.store(&tenant, &stored, Some(event.record()), now, read_version).await? {
+            Stored::Written => return Ok(true),
+            Stored::Duplicate | Stored::Skipped => return Ok(false),
+            Stored::Stale => {}
+        }
+    }
+    Err(ApiError::Unavailable("the subscription kept changing; Stripe will deliver the event again".into()))
 }
+
+/// Reads of Stripe and stores of one event before it is left to Stripe's redelivery.
+const SYNC_ATTEMPTS: u32 = 5;
 
 /// A completed checkout: links the customer to the tenant and stores the subscription.
 async fn checkout_completed(
@@ -173,6 +202,9 @@ async fn checkout_completed(
         .and_then(|t| verified.tenant(t));
     if let (Some(tenant), Some(customer)) = (&tenant, session["customer"].as_str()) {
         state.subscriptions.link_customer(tenant, customer).await?;
+    }
+    if let (Some(tenant), Some(id)) = (&tenant, session["id"].as_str()) {
+        state.subscriptions.checkout_done(tenant, id).await?;
     }
     match session["subscription"].as_str() {
         Some(id) => sync(state, verified, id, event).await,
