@@ -269,6 +269,32 @@ pub async fn authenticate(client: &Client, tables: &Tables, headers: &HeaderMap)
     Ok(TenantId(tenant.as_str().to_owned()))
 }
 
+/// What the authentication layer needs.
+#[derive(Debug, Clone)]
+pub struct AuthState {
+    /// The DynamoDB client.
+    pub client: Client,
+    /// The table names.
+    pub tables: Tables,
+    /// Requests per tenant and minute (0: no limit).
+    pub rate_limit: u32,
+    /// When set, every request must carry it in `X-Origin-Verify` (CloudFront adds it,
+    /// see `template.yaml`), so that the rate limits of the edge cannot be bypassed by
+    /// calling API Gateway's own endpoint; other requests are answered 404 before any
+    /// DynamoDB call.
+    pub origin_secret: Option<String>,
+}
+
+impl AuthState {
+    /// The edge's state, with the rate limit from `RATE_LIMIT_PER_MINUTE` and the origin
+    /// secret from `ORIGIN_VERIFY_SECRET` (unset or empty: not checked).
+    #[must_use]
+    pub fn new(client: Client, tables: Tables) -> Self {
+        let origin_secret = std::env::var("ORIGIN_VERIFY_SECRET").ok().filter(|s| !s.is_empty());
+        Self { client, tables, rate_limit: crate::rate_limit::per_minute_from_env(), origin_secret }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use http::HeaderValue;

@@ -17,8 +17,6 @@ use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, TransactWriteItem};
 
-use crate::error::ApiError;
-
 /// One DynamoDB item.
 pub type Item = HashMap<String, AttributeValue>;
 
@@ -186,15 +184,6 @@ pub enum StoreError {
     Corrupt(String),
 }
 
-impl From<StoreError> for ApiError {
-    fn from(error: StoreError) -> Self {
-        match error {
-            StoreError::Unavailable(_) | StoreError::Conflict => Self::Unavailable(Box::new(error)),
-            other => Self::internal(other),
-        }
-    }
-}
-
 impl From<serde_dynamo::Error> for StoreError {
     fn from(error: serde_dynamo::Error) -> Self {
         Self::Corrupt(error.to_string())
@@ -306,15 +295,6 @@ pub enum TransactionError {
     /// Any other storage failure (conflicts included).
     #[error(transparent)]
     Store(#[from] StoreError),
-}
-
-impl From<TransactionError> for ApiError {
-    fn from(error: TransactionError) -> Self {
-        match error {
-            TransactionError::Store(store) => store.into(),
-            other @ (TransactionError::Condition(_) | TransactionError::TooLarge { .. }) => Self::internal(other),
-        }
-    }
 }
 
 /// DynamoDB's limit of operations in one transaction.

@@ -5,11 +5,10 @@
 
 use std::fmt::Write as _;
 
+use crate::dynamo::{StoreError, TransactionError};
 use axum::response::{IntoResponse, Response};
 use http::{HeaderValue, StatusCode, header};
 use serde::Serialize;
-
-use crate::http::current_request_id;
 
 /// Media type of every error body.
 pub const PROBLEM_JSON: &str = "application/problem+json";
@@ -193,7 +192,7 @@ const UNAVAILABLE_RETRY_AFTER_SECS: u64 = 1;
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status();
-        let request_id = current_request_id();
+        let request_id = crate::request_id::current();
         if status.is_server_error() {
             log_cause_chain(&self, &request_id);
         }
@@ -238,6 +237,26 @@ fn log_cause_chain(error: &ApiError, request_id: &str) {
         source = cause.source();
     }
     tracing::error!(request_id, code = error.code(), error = %chain, "request failed");
+}
+
+// ---- storage failures as answers (the one place they are mapped) ----
+
+impl From<StoreError> for ApiError {
+    fn from(error: StoreError) -> Self {
+        match error {
+            StoreError::Unavailable(_) | StoreError::Conflict => Self::Unavailable(Box::new(error)),
+            other => Self::internal(other),
+        }
+    }
+}
+
+impl From<TransactionError> for ApiError {
+    fn from(error: TransactionError) -> Self {
+        match error {
+            TransactionError::Store(store) => store.into(),
+            other @ (TransactionError::Condition(_) | TransactionError::TooLarge { .. }) => Self::internal(other),
+        }
+    }
 }
 
 #[cfg(test)]

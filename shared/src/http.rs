@@ -4,7 +4,6 @@
 
 use std::time::Instant;
 
-use aws_sdk_dynamodb::Client;
 use axum::Router;
 use axum::extract::{MatchedPath, Request, State};
 use axum::middleware::{Next, from_fn, from_fn_with_state};
@@ -14,48 +13,11 @@ use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::compression::CompressionLayer;
 
 use crate::TenantId;
-use crate::auth::authenticate;
-use crate::dynamo::Tables;
+use crate::auth::{AuthState, authenticate};
 use crate::error::ApiError;
 
 /// The version prefix of every path.
 pub const BASE_PATH: &str = "/api/v1";
-
-tokio::task_local! {
-    static REQUEST_ID: String;
-}
-
-/// The id of the request being served (`X-Request-Id`), or `unknown` outside one.
-#[must_use]
-pub fn current_request_id() -> String {
-    REQUEST_ID.try_with(Clone::clone).unwrap_or_else(|_| "unknown".to_owned())
-}
-
-/// What the authentication layer needs.
-#[derive(Debug, Clone)]
-pub struct AuthState {
-    /// The DynamoDB client.
-    pub client: Client,
-    /// The table names.
-    pub tables: Tables,
-    /// Requests per tenant and minute (0: no limit).
-    pub rate_limit: u32,
-    /// When set, every request must carry it in `X-Origin-Verify` (CloudFront adds it,
-    /// see `template.yaml`), so that the rate limits of the edge cannot be bypassed by
-    /// calling API Gateway's own endpoint; other requests are answered 404 before any
-    /// DynamoDB call.
-    pub origin_secret: Option<String>,
-}
-
-impl AuthState {
-    /// The edge's state, with the rate limit from `RATE_LIMIT_PER_MINUTE` and the origin
-    /// secret from `ORIGIN_VERIFY_SECRET` (unset or empty: not checked).
-    #[must_use]
-    pub fn new(client: Client, tables: Tables) -> Self {
-        let origin_secret = std::env::var("ORIGIN_VERIFY_SECRET").ok().filter(|s| !s.is_empty());
-        Self { client, tables, rate_limit: crate::rate_limit::per_minute_from_env(), origin_secret }
-    }
-}
 
 /// The header CloudFront adds to every request it forwards.
 pub const ORIGIN_HEADER: &str = "x-origin-verify";
@@ -156,7 +118,8 @@ async fn request_context(request: Request, next: Next) -> Response {
     let method = request.method().clone();
     let route =
         request.extensions().get::<MatchedPath>().map_or_else(|| "-".to_owned(), |path| path.as_str().to_owned());
-    let (mut response, usage) = crate::metering::metered(REQUEST_ID.scope(request_id.clone(), next.run(request))).await;
+    let (mut response, usage) =
+        crate::metering::metered(crate::request_id::scope(request_id.clone(), next.run(request))).await;
     let capacity = usage.capacity;
     if let Ok(value) = HeaderValue::from_str(&request_id) {
         response.headers_mut().insert("x-request-id", value);
@@ -200,9 +163,11 @@ pub async fn run(app: Router) -> Result<(), lambda_http::Error> {
 
 #[cfg(test)]
 mod tests {
+    use aws_sdk_dynamodb::Client;
     use tower::ServiceExt;
 
     use super::*;
+    use crate::dynamo::Tables;
 
     #[tokio::test]
     async fn with_an_origin_secret_only_requests_through_the_edge_are_served() {

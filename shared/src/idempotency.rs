@@ -27,9 +27,9 @@ use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
 use sha2::{Digest, Sha256};
 
 use crate::TenantId;
+use crate::auth::AuthState;
 use crate::dynamo::{StoreError, Table, Tables, b, classify, get_item, n, s};
 use crate::error::ApiError;
-use crate::http::AuthState;
 
 /// The request header.
 pub const HEADER: &str = "idempotency-key";

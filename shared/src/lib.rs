@@ -20,6 +20,7 @@ pub mod metering;
 pub mod pagination;
 pub mod query;
 pub mod rate_limit;
+pub mod request_id;
 pub mod time;
 
 pub use auth::TenantId;

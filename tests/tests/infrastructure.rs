@@ -138,3 +138,50 @@ async fn the_local_tables_are_exactly_the_templates() {
 fn uuid_like() -> String {
     shared::ids::TenantKey::generate().as_str().trim_start_matches("ten_").to_owned()
 }
+
+#[test]
+fn the_shared_crate_has_no_import_cycles() {
+    // Module -> the modules its code (not its comments) names as `crate::<module>`.
+    let dir = root().join("shared/src");
+    let mut graph = std::collections::BTreeMap::<String, BTreeSet<String>>::new();
+    for entry in std::fs::read_dir(&dir).expect("shared/src") {
+        let path = entry.expect("entry").path();
+        let module = path.file_stem().and_then(|s| s.to_str()).expect("name").to_owned();
+        let code: String = std::fs::read_to_string(&path)
+            .expect("source")
+            .lines()
+            .filter(|line| !line.trim_start().starts_with("//"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let uses = code
+            .split("crate::")
+            .skip(1)
+            .map(|rest| rest.chars().take_while(|c| c.is_ascii_lowercase() || *c == '_').collect::<String>())
+            .filter(|name| !name.is_empty() && *name != module)
+            .collect();
+        graph.insert(module, uses);
+    }
+    fn visit(
+        node: &str,
+        graph: &std::collections::BTreeMap<String, BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) {
+        if let Some(start) = path.iter().position(|n| n == node) {
+            panic!("an import cycle in shared: {} -> {node}", path[start..].join(" -> "));
+        }
+        if !done.insert(node.to_owned()) {
+            return;
+        }
+        path.push(node.to_owned());
+        for next in graph.get(node).into_iter().flatten() {
+            visit(next, graph, path, done);
+        }
+        path.pop();
+    }
+    let mut done = BTreeSet::new();
+    for module in graph.keys() {
+        visit(module, &graph, &mut Vec::new(), &mut done);
+    }
+    assert!(graph.contains_key("http") && graph["http"].contains("auth"), "the graph was read: {graph:?}");
+}

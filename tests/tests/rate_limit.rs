@@ -6,7 +6,8 @@ use api_tests::{Api, Env, both_paths};
 use axum::Router;
 use axum::routing::get;
 use http::{Method, Request};
-use shared::http::{AuthState, api};
+use shared::auth::AuthState;
+use shared::http::api;
 use tower::ServiceExt;
 
 async fn call(app: &Router, key: Option<&str>) -> http::Response<axum::body::Body> {

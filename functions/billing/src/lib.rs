@@ -18,8 +18,9 @@ use std::sync::Arc;
 use aws_sdk_dynamodb::Client;
 use axum::Router;
 use axum::routing::{get, post};
+use shared::auth::AuthState;
 use shared::dynamo::Tables;
-use shared::http::{AuthState, BASE_PATH};
+use shared::http::BASE_PATH;
 use shared::time::Clock;
 
 use crate::ledger::Ledger;

@@ -12,9 +12,10 @@ use axum::routing::get;
 use axum::{Extension, Router};
 use executions::checkpoint::CheckpointStore;
 use executions::store::ExecutionStore;
+use shared::auth::AuthState;
 use shared::body::BodyLimit;
 use shared::dynamo::Tables;
-use shared::http::{AuthState, BASE_PATH};
+use shared::http::BASE_PATH;
 use shared::time::Clock;
 
 /// Every route of this function.

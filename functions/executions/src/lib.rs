@@ -16,8 +16,9 @@ use aws_sdk_dynamodb::Client;
 use axum::Router;
 use axum::routing::{get, post};
 use billing::ledger::Ledger;
+use shared::auth::AuthState;
 use shared::dynamo::Tables;
-use shared::http::{AuthState, BASE_PATH};
+use shared::http::BASE_PATH;
 use shared::time::Clock;
 use workflows::store::WorkflowStore;
 

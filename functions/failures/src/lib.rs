@@ -10,8 +10,9 @@ use aws_sdk_dynamodb::Client;
 use axum::Router;
 use axum::routing::{get, post};
 use executions::store::ExecutionStore;
+use shared::auth::AuthState;
 use shared::dynamo::Tables;
-use shared::http::{AuthState, BASE_PATH};
+use shared::http::BASE_PATH;
 use shared::time::Clock;
 
 /// Every route of this function.
