@@ -84,6 +84,19 @@ impl Env {
     }
 }
 
+/// Text of `len` characters that compresses badly (6 bits a character).
+pub fn noise(seed: u64, len: usize) -> String {
+    let mut seed = seed;
+    (0..len)
+        .map(|_| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            char::from(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"[(seed % 64) as usize])
+        })
+        .collect()
+}
+
 /// A response as a test sees it.
 #[derive(Debug, Clone)]
 pub struct Reply {

@@ -24,23 +24,12 @@ async fn answers_of_every_size_are_replayed_whole() {
     let t = env.tenant().await;
     // 2 x 256 KiB of text that compresses badly (6 bits a character): about 390 KB
     // compressed, kept in parts.
-    let mut seed = 0x2545_F491_4F6C_DD1D_u64;
-    let mut noise = |len: usize| -> String {
-        (0..len)
-            .map(|_| {
-                seed ^= seed << 13;
-                seed ^= seed >> 7;
-                seed ^= seed << 17;
-                char::from(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"[(seed % 64) as usize])
-            })
-            .collect()
-    };
     let wf = api.post(&t.key, "/workflows", &workflow_body("big")).await.expect(201).body["id"].clone();
-    let start = json!({"workflow_id": wf, "input": {"text": noise(256 * 1024 - 20)}});
+    let start = json!({"workflow_id": wf, "input": {"text": api_tests::noise(0x2545_F491_4F6C_DD1D, 256 * 1024 - 20)}});
     let first = post(&api, &t.key, "/executions", "start-big", &start).await;
     first.expect(201);
     let id = first.body["id"].as_str().expect("id").to_owned();
-    let complete = json!({"output": {"text": noise(256 * 1024 - 20)}});
+    let complete = json!({"output": {"text": api_tests::noise(0x9E37_79B9_7F4A_7C15, 256 * 1024 - 20)}});
     let done = post(&api, &t.key, &format!("/executions/{id}/complete"), "complete-big", &complete).await;
     done.expect(200);
     assert!(done.raw.len() > 512 * 1024, "{} bytes", done.raw.len());

@@ -425,25 +425,12 @@ async fn an_execution_has_at_most_50_attempts_so_completing_it_fits_one_transact
     assert_eq!((after.body["attempt"].clone(), after.body["status"].clone()), (json!(50), json!("failed")));
 }
 
-/// Text of `len` characters that compresses badly (6 bits a character).
-fn noise(seed: u64, len: usize) -> String {
-    let mut seed = seed;
-    (0..len)
-        .map(|_| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            char::from(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"[(seed % 64) as usize])
-        })
-        .collect()
-}
-
 /// The largest JSON value of the form `{"s": noise}` whose compressed form is at most
 /// `max` bytes, and that form's size.
 fn largest_under(max: usize, seed: u64) -> (Value, usize) {
     let mut len = max * 4 / 3;
     loop {
-        let value = json!({"s": noise(seed, len)});
+        let value = json!({"s": api_tests::noise(seed, len)});
         let packed = shared::blob::compress(&serde_json::to_vec(&value).expect("json")).len();
         if packed <= max {
             return (value, packed);
