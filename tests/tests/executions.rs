@@ -394,10 +394,12 @@ async fn list_filters_pages_and_totals_follow_every_transition(api: Api, env: En
 async fn list_items_are_summaries_without_input_and_output(api: Api, env: Env) {
     let t = env.tenant().await;
     let wf = workflow(&api, &t.key).await;
-    let body = json!({"workflow_id": wf, "input": {"q": "x".repeat(200 * 1024)}, "metadata": {"k": "v"}});
+    // Answers of a few hundred KiB are lost now and then by the local gateway (README);
+    // 20 KiB each is far above a summary's size and safe through it.
+    let body = json!({"workflow_id": wf, "input": {"q": "x".repeat(20 * 1024)}, "metadata": {"k": "v"}});
     let started = api.post(&t.key, "/executions", &body).await;
     let e = id(&started.expect(201).body);
-    let done = act(&api, &t.key, &e, "complete", &json!({"output": {"a": "y".repeat(200 * 1024)}})).await;
+    let done = act(&api, &t.key, &e, "complete", &json!({"output": {"a": "y".repeat(20 * 1024)}})).await;
     let mut summary = done.expect(200).body.clone();
     let fields = summary.as_object_mut().expect("object");
     assert!(fields.remove("input").is_some() && fields.remove("output").is_some(), "GET-shaped answers carry both");
@@ -407,7 +409,7 @@ async fn list_items_are_summaries_without_input_and_output(api: Api, env: Env) {
         json!([summary]),
         "the list item is the execution without input and output"
     );
-    assert!(list.raw.len() < 4096, "the page does not carry the 400 KiB of payloads: {} bytes", list.raw.len());
+    assert!(list.raw.len() < 4096, "the page does not carry the 40 KiB of payloads: {} bytes", list.raw.len());
     let one = get(&api, &t.key, &e).await;
     assert_eq!(one["input"], body["input"], "the execution's own GET still returns its input");
 }
