@@ -185,9 +185,9 @@ pub async fn grant_credits(client: &Client, tables: &Tables, tenant: &str, credi
     if found.item.is_none() {
         bail!("unknown tenant {tenant}");
     }
-    let ledger = billing::ledger::Ledger::new(client.clone(), tables.clone());
-    let entry = billing::ledger::NewEntry {
-        kind: billing::ledger::EntryType::Topup,
+    let ledger = domain::credits::Ledger::new(client.clone(), tables.clone());
+    let entry = domain::credits::NewEntry {
+        kind: domain::credits::EntryType::Topup,
         amount: credits,
         description: "Manual grant".to_owned(),
         payment_status: Some("completed".to_owned()),
@@ -202,6 +202,6 @@ pub async fn grant_credits(client: &Client, tables: &Tables, tenant: &str, credi
 /// # Errors
 /// When storage fails.
 pub async fn balance(client: &Client, tables: &Tables, tenant: &TenantKey) -> Result<i64> {
-    let ledger = billing::ledger::Ledger::new(client.clone(), tables.clone());
+    let ledger = domain::credits::Ledger::new(client.clone(), tables.clone());
     Ok(ledger.account(&shared::auth::trusted::tenant(tenant)).await?.credits)
 }

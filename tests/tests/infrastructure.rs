@@ -95,7 +95,7 @@ fn every_function_in_the_template_is_an_arm64_cargo_lambda_build_of_a_workspace_
 #[test]
 fn only_authentication_and_the_admin_tool_make_a_tenant_id() {
     let mut offenders = Vec::new();
-    let mut stack = vec![root().join("functions")];
+    let mut stack = vec![root().join("functions"), root().join("domain")];
     while let Some(dir) = stack.pop() {
         for entry in std::fs::read_dir(&dir).expect("dir") {
             let path = entry.expect("entry").path();
@@ -109,7 +109,35 @@ fn only_authentication_and_the_admin_tool_make_a_tenant_id() {
             }
         }
     }
-    assert!(offenders.is_empty(), "function code must not forge a TenantId: {offenders:?}");
+    assert!(offenders.is_empty(), "function and domain code must not forge a TenantId: {offenders:?}");
+}
+
+/// The normal dependencies a crate's manifest names.
+fn dependencies(crate_dir: &str) -> BTreeSet<String> {
+    let manifest: toml::Table = toml::from_str(&read(&format!("{crate_dir}/Cargo.toml"))).expect("manifest");
+    manifest.get("dependencies").and_then(toml::Value::as_table).expect("[dependencies]").keys().cloned().collect()
+}
+
+#[test]
+fn functions_depend_on_the_domain_and_shared_never_on_each_other() {
+    let functions: BTreeSet<String> = std::fs::read_dir(root().join("functions"))
+        .expect("functions/")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(functions.len() >= 5, "{functions:?}");
+    for function in &functions {
+        let deps = dependencies(&format!("functions/{function}"));
+        let sideways: Vec<_> = deps.intersection(&functions).collect();
+        assert!(sideways.is_empty(), "functions/{function} depends on the function crates {sideways:?}");
+        assert!(deps.contains("domain") && deps.contains("shared"), "functions/{function}: {deps:?}");
+        assert_eq!(deps.contains("reqwest"), function == "billing", "only billing talks HTTP to others (Stripe)");
+    }
+    for layer in ["domain", "shared", "infra"] {
+        let deps = dependencies(layer);
+        assert!(deps.is_disjoint(&functions), "{layer} depends on a function crate: {deps:?}");
+        assert!(!deps.contains("reqwest"), "{layer} must not link an HTTP client");
+    }
+    assert!(!dependencies("shared").contains("domain"), "shared sits below the domain");
 }
 
 fn normalized(mut spec: TableSpec) -> TableSpec {

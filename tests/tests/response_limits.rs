@@ -450,8 +450,8 @@ fn heavy_metadata_map() -> std::collections::BTreeMap<String, String> {
 
 #[tokio::test]
 async fn the_largest_checkpoint_and_execution_items_fit_dynamodbs_400_kb() {
-    use executions::checkpoint::{Checkpoint, CheckpointStore, INLINE_STATE_MAX, PackedState};
-    use executions::model::{Execution, ExecutionError, MAX_ATTEMPTS};
+    use domain::runs::checkpoint::{Checkpoint, CheckpointStore, INLINE_STATE_MAX, PackedState};
+    use domain::runs::model::{Execution, ExecutionError, MAX_ATTEMPTS};
     use shared::dynamo::{MAX_ITEM_BYTES, Transaction};
     use shared::ids::{CheckpointId, ExecutionId, FailureId, WorkflowId};
     let env = api_tests::env().await;
@@ -484,8 +484,8 @@ async fn the_largest_checkpoint_and_execution_items_fit_dynamodbs_400_kb() {
 
     // An execution with inline input and output at their largest, the longest error
     // message and cancellation reason, full metadata and a failure id per attempt.
-    let (input, _) = largest_under(executions::store::INLINE_VALUE_MAX, 2);
-    let (output, _) = largest_under(executions::store::INLINE_VALUE_MAX, 3);
+    let (input, _) = largest_under(domain::runs::store::INLINE_VALUE_MAX, 2);
+    let (output, _) = largest_under(domain::runs::store::INLINE_VALUE_MAX, 3);
     let mut execution = Execution::start(WorkflowId::generate(), Some(input), heavy_metadata_map(), now);
     execution.output = Some(output);
     execution.error = Some(ExecutionError { error_type: "A".repeat(64), message: heavy(4096) });
@@ -493,7 +493,7 @@ async fn the_largest_checkpoint_and_execution_items_fit_dynamodbs_400_kb() {
     execution.failure_ids = (0..MAX_ATTEMPTS).map(|_| FailureId::generate()).collect();
     execution.current_checkpoint_id = Some(CheckpointId::generate());
     let mut tx = Transaction::new();
-    executions::store::ExecutionStore::new(env.client, env.tables)
+    domain::runs::store::ExecutionStore::new(env.client, env.tables)
         .stage_create(&mut tx, &tenant, &execution)
         .expect("staged");
     tx.check_limits().expect("the execution item is under 400 KB");

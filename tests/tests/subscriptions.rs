@@ -318,7 +318,7 @@ async fn a_tenant_has_at_most_one_open_checkout(api: Api, env: Env) {
 /// other's store cannot overwrite it (in process: the store itself).
 #[tokio::test]
 async fn an_older_snapshot_never_overwrites_a_newer_one() {
-    use billing::subscription::{Stored, Subscription, Subscriptions};
+    use domain::subscriptions::{Stored, Subscription, Subscriptions};
     let env = api_tests::env().await;
     let t = env.tenant_with_credits(0).await;
     let tenant = shared::auth::trusted::tenant(&shared::ids::TenantKey::parse(&t.id).expect("tenant id"));

@@ -11,9 +11,9 @@ use shared::query::Query;
 use shared::{ApiError, TenantId};
 
 use crate::AppState;
-use crate::ledger::{Entry, EntryType};
 use crate::stripe::Stripe;
-use crate::subscription::{OpenCheckout, Plan, Stored, Subscription};
+use domain::credits::{Entry, EntryType};
+use domain::subscriptions::{OpenCheckout, Plan, Stored, Subscription};
 
 /// Default `page_size` of the transaction list.
 const DEFAULT_PAGE_SIZE: u32 = 50;
@@ -311,12 +311,11 @@ pub async fn cancel(
         if tries > 5 {
             return Err(ApiError::Unavailable("the subscription kept changing; retry".into()));
         }
-        let plan = state
-            .plans
-            .plan_of(&updated)
+        let plan = updated
+            .plan(&state.plans)
             .or_else(|| Plan::parse(&current.plan_id))
             .ok_or_else(|| ApiError::internal("a stored subscription without a plan"))?;
-        let stored = Subscription::from_stripe(&updated, plan);
+        let stored = updated.snapshot(plan);
         if state.subscriptions.store(&tenant, &stored, None, state.clock.now(), read_version).await? != Stored::Stale {
             break stored;
         }

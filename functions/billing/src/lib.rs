@@ -1,16 +1,15 @@
 //! The billing area (`/api/v1/billing`): the credit balance and its ledger.
 //!
 //! 1 credit = US$0.01. Credits are spent by execution starts and replays (charged by the
-//! executions function through [`ledger`], in the same transaction as the execution) and
-//! granted by operators (`cairn-admin credits grant`) and by Stripe top-ups, whose
-//! `payment_intent.succeeded` events arrive at [`webhook`]; `POST /billing/topup` creates
-//! their PaymentIntents through [`stripe`]. Subscriptions ([`subscription`]) are sold
-//! through Stripe Checkout; their paid invoices grant the plan's monthly credits.
+//! executions function through `domain::credits`, in the same transaction as the
+//! execution) and granted by operators (`cairn-admin credits grant`) and by Stripe
+//! top-ups, whose `payment_intent.succeeded` events arrive at [`webhook`];
+//! `POST /billing/topup` creates their PaymentIntents through [`stripe`], the one place
+//! that talks to Stripe. Subscriptions (`domain::subscriptions`) are sold through Stripe
+//! Checkout; their paid invoices grant the plan's monthly credits.
 
 pub mod api;
-pub mod ledger;
 pub mod stripe;
-pub mod subscription;
 pub mod webhook;
 
 use std::sync::Arc;
@@ -18,13 +17,12 @@ use std::sync::Arc;
 use aws_sdk_dynamodb::Client;
 use axum::Router;
 use axum::routing::{get, post};
+use domain::credits::Ledger;
+use domain::subscriptions::{Plans, Subscriptions};
 use shared::auth::AuthState;
 use shared::dynamo::Tables;
 use shared::http::BASE_PATH;
 use shared::time::Clock;
-
-use crate::ledger::Ledger;
-use crate::subscription::{Plans, Subscriptions};
 
 /// Every route of this function.
 pub const ROUTES: &[(&str, &str)] = &[

@@ -7,9 +7,12 @@
 
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
+use domain::subscriptions::{Plan, Plans, Status};
 use reqwest::Method;
 use serde::Deserialize;
 use shared::ApiError;
+use shared::body::WireEnum;
 
 /// The API version every request asks for.
 pub const STRIPE_VERSION: &str = "2024-06-20";
@@ -139,6 +142,28 @@ impl Subscription {
             self.current_period_start.or_else(|| item.and_then(|i| i.current_period_start)),
             self.current_period_end.or_else(|| item.and_then(|i| i.current_period_end)),
         )
+    }
+
+    /// The Cairn plan it is on (by price, else by the `plan_id` in its metadata); `None`
+    /// for a subscription that is not Cairn's.
+    #[must_use]
+    pub fn plan(&self, plans: &Plans) -> Option<Plan> {
+        plans.plan_of(self.price_id(), self.metadata.get("plan_id").map(String::as_str))
+    }
+
+    /// Cairn's view of it on `plan`, as stored and shown.
+    #[must_use]
+    pub fn snapshot(&self, plan: Plan) -> domain::subscriptions::Subscription {
+        let at = |secs: Option<i64>| secs.and_then(|s| DateTime::<Utc>::from_timestamp(s, 0)).map(shared::time::format);
+        let (start, end) = self.period();
+        domain::subscriptions::Subscription {
+            subscription_id: self.id.clone(),
+            plan_id: plan.wire().to_owned(),
+            status: Status::of(&self.status, self.cancel_at_period_end).wire().to_owned(),
+            current_period_start: at(start),
+            current_period_end: at(end),
+            cancel_at_period_end: self.cancel_at_period_end,
+        }
     }
 }
 

@@ -17,8 +17,8 @@ use shared::dynamo::{StoreError, Transaction, TransactionError, backoff};
 use shared::{ApiError, TenantId};
 
 use crate::AppState;
-use crate::ledger::{EntryType, NewEntry, RACE_ATTEMPTS, is_race};
-use crate::subscription::{EventRecord, Stored, Subscription, record_once};
+use domain::credits::{EntryType, NewEntry, RACE_ATTEMPTS, is_race};
+use domain::subscriptions::{EventRecord, Stored, record_once};
 
 /// Metadata marking a PaymentIntent as a Cairn top-up (subscription invoices also
 /// produce PaymentIntents, which must not credit).
@@ -171,11 +171,11 @@ async fn sync(state: &AppState, verified: &stripe::Verified<'_>, id: &str, event
             tracing::warn!(subscription = id, "an event's tenant differs from its subscription's; ignored");
             return Ok(false);
         }
-        let Some(plan) = state.plans.plan_of(&subscription) else {
+        let Some(plan) = subscription.plan(&state.plans) else {
             tracing::warn!(subscription = id, "a subscription on none of Cairn's plans; ignored");
             return Ok(false);
         };
-        let stored = Subscription::from_stripe(&subscription, plan);
+        let stored = subscription.snapshot(plan);
         let now = state.clock.now();
         match state.subscriptions.store(&tenant, &stored, Some(event.record()), now, read_version).await? {
             Stored::Written => return Ok(true),
@@ -230,7 +230,7 @@ async fn invoice_paid(state: &AppState, verified: &stripe::Verified<'_>, event: 
         return Ok(false);
     }
     let Some((tenant, subscription)) = fetch(state, verified, subscription_id).await? else { return Ok(false) };
-    let Some(plan) = state.plans.plan_of(&subscription) else { return Ok(false) };
+    let Some(plan) = subscription.plan(&state.plans) else { return Ok(false) };
     let credits = state.plans.credits(plan);
     if credits == 0 {
         return Ok(false);

@@ -1,7 +1,7 @@
 //! The checkpoints area (`/api/v1/checkpoints`): record an execution's state while it
 //! runs, list an execution's checkpoints, and fetch a state for recovery.
 //!
-//! Storage lives in `executions::checkpoint`, which replay and rollback share.
+//! Storage and rules live in `domain::runs`, which replay and rollback share.
 
 pub mod api;
 
@@ -10,8 +10,8 @@ use std::sync::Arc;
 use aws_sdk_dynamodb::Client;
 use axum::routing::get;
 use axum::{Extension, Router};
-use executions::checkpoint::CheckpointStore;
-use executions::store::ExecutionStore;
+use domain::runs::checkpoint::CheckpointStore;
+use domain::runs::store::ExecutionStore;
 use shared::auth::AuthState;
 use shared::body::BodyLimit;
 use shared::dynamo::Tables;

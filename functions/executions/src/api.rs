@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use axum::Json;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use billing::ledger::{EntryType, NewEntry};
+use domain::credits::{EntryType, NewEntry};
+use domain::workflows::model::WorkflowStatus;
 use http::{HeaderValue, StatusCode, header};
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -18,13 +19,12 @@ use shared::ids::{CheckpointId, ExecutionId, WorkflowId};
 use shared::pagination::{PageBody, PageRequest};
 use shared::query::Query;
 use shared::{ApiError, TenantId};
-use workflows::model::WorkflowStatus;
 
 use crate::AppState;
-use crate::checkpoint::StoredCheckpoint;
-use crate::failure::{CommandStatus, Failure, FailureStatus};
-use crate::model::{Action, Discarded, Execution, ExecutionError, ExecutionStatus};
-use crate::store::{ListFilter, VALUE_MAX_BYTES};
+use domain::runs::checkpoint::StoredCheckpoint;
+use domain::runs::failure::{CommandStatus, Failure, FailureStatus};
+use domain::runs::model::{Action, Discarded, Execution, ExecutionError, ExecutionStatus};
+use domain::runs::store::{ListFilter, VALUE_MAX_BYTES};
 
 /// Default `page_size` of the list.
 const DEFAULT_PAGE_SIZE: u32 = 20;
@@ -141,7 +141,7 @@ pub async fn create(
     let input = input.into_update().flatten();
     let metadata = metadata.unwrap_or_default();
     let mut started = None;
-    for attempt in 0..billing::ledger::RACE_ATTEMPTS {
+    for attempt in 0..domain::credits::RACE_ATTEMPTS {
         if attempt > 0 {
             tokio::time::sleep(backoff(attempt)).await;
         }
@@ -163,7 +163,7 @@ pub async fn create(
                     None => ApiError::not_found("workflow", workflow_id.as_str()),
                 });
             }
-            Err(e) if billing::ledger::is_race(&e) => {}
+            Err(e) if domain::credits::is_race(&e) => {}
             Err(other) => return Err(other.into()),
         }
     }

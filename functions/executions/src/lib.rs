@@ -1,29 +1,25 @@
 //! The executions area (`/api/v1/executions`): start runs, report their outcome
 //! (complete, fail, pause, cancel), replay and roll back.
 //!
-//! The library also holds the run domain's storage that the checkpoints and failures
-//! functions share: [`checkpoint`] (checkpoints and their states) and [`failure`].
+//! The rules and storage of runs (executions, checkpoints, failures) live in
+//! `domain::runs`, which the checkpoints and failures functions share.
 
 pub mod api;
-pub mod checkpoint;
-pub mod failure;
-pub mod model;
-pub mod store;
 
 use std::sync::Arc;
 
 use aws_sdk_dynamodb::Client;
 use axum::Router;
 use axum::routing::{get, post};
-use billing::ledger::Ledger;
+use domain::credits::Ledger;
+use domain::workflows::store::WorkflowStore;
 use shared::auth::AuthState;
 use shared::dynamo::Tables;
 use shared::http::BASE_PATH;
 use shared::time::Clock;
-use workflows::store::WorkflowStore;
 
-use crate::checkpoint::CheckpointStore;
-use crate::store::ExecutionStore;
+use domain::runs::checkpoint::CheckpointStore;
+use domain::runs::store::ExecutionStore;
 
 /// Every route of this function.
 pub const ROUTES: &[(&str, &str)] = &[

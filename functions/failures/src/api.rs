@@ -3,8 +3,8 @@
 use axum::Json;
 use axum::extract::State;
 use chrono::TimeDelta;
-use executions::failure::{Failure, FailureStatus, counter_name};
-use executions::store::FailureFilter;
+use domain::runs::failure::{Failure, FailureStatus, counter_name};
+use domain::runs::store::FailureFilter;
 use serde::Serialize;
 use serde_json::{Map, Value};
 use shared::body::WireEnum;

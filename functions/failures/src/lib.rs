@@ -1,6 +1,6 @@
 //! The failures area (`/api/v1/failures`): investigate failed runs and track them to
 //! resolution. Failures are recorded by the executions function when an execution
-//! fails; their records live in `executions::failure` and `executions::store`.
+//! fails; their records and rules live in `domain::runs`.
 
 pub mod api;
 
@@ -9,7 +9,7 @@ use std::sync::Arc;
 use aws_sdk_dynamodb::Client;
 use axum::Router;
 use axum::routing::{get, post};
-use executions::store::ExecutionStore;
+use domain::runs::store::ExecutionStore;
 use shared::auth::AuthState;
 use shared::dynamo::Tables;
 use shared::http::BASE_PATH;

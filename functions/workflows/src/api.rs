@@ -18,8 +18,8 @@ use shared::query::Query;
 use shared::{ApiError, TenantId};
 
 use crate::AppState;
-use crate::model::{NewWorkflow, Workflow, WorkflowChange, WorkflowStatus, WorkflowType};
-use crate::store::{DeleteError, ListFilter};
+use domain::workflows::model::{NewWorkflow, Workflow, WorkflowChange, WorkflowStatus, WorkflowType};
+use domain::workflows::store::{DeleteError, ListFilter};
 
 /// Longest name.
 const NAME_MAX: usize = 200;

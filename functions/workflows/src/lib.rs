@@ -4,8 +4,6 @@
 //! dependencies once per cold start and serves it through Lambda.
 
 pub mod api;
-pub mod model;
-pub mod store;
 
 use std::sync::Arc;
 
@@ -17,7 +15,7 @@ use shared::dynamo::Tables;
 use shared::http::BASE_PATH;
 use shared::time::Clock;
 
-use crate::store::WorkflowStore;
+use domain::workflows::store::WorkflowStore;
 
 /// Every route of this function: method and path (as in `template.yaml`, the watch
 /// router and the OpenAPI document, which a test keeps in agreement).

@@ -24,7 +24,7 @@ use shared::TenantId;
 use shared::dynamo::{Item, StoreError, Table, Tables, Transaction, b, batch_get, built, get_item, n, query_window, s};
 use shared::ids::{CheckpointId, ExecutionId, WorkflowId};
 
-use crate::model::Discarded;
+use crate::runs::model::Discarded;
 
 /// The largest state, as serialized JSON: 4 MiB.
 pub const STATE_MAX_BYTES: usize = 4 * 1024 * 1024;

@@ -20,7 +20,7 @@ use shared::dynamo::{
 use shared::ids::WorkflowId;
 use shared::pagination::PageRequest;
 
-use crate::model::{Workflow, WorkflowStatus, WorkflowType, counter_name};
+use crate::workflows::model::{Workflow, WorkflowStatus, WorkflowType, counter_name};
 
 /// The stored form of a workflow.
 #[derive(Debug, Serialize, Deserialize)]

@@ -16,8 +16,7 @@ use shared::body::WireEnum;
 use shared::dynamo::{StoreError, Table, Tables, Transaction, TransactionError, backoff, built, get_item, n, s};
 use shared::{ApiError, TenantId};
 
-use crate::ledger::{RACE_ATTEMPTS, is_race};
-use crate::stripe;
+use crate::credits::{RACE_ATTEMPTS, is_race};
 
 /// A plan a tenant can subscribe to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,14 +102,13 @@ impl Plans {
         self.credits.iter().find(|(p, _)| *p == plan).map_or_else(|| plan.default_credits(), |(_, c)| *c)
     }
 
-    /// The plan a Stripe subscription is on: by its price, else by the `plan_id`
-    /// Cairn put in its metadata. `None` for a subscription that is not Cairn's.
+    /// The plan a subscription is on: by its price, else by the `plan_id` Cairn put in
+    /// its metadata. `None` for a subscription that is not Cairn's.
     #[must_use]
-    pub fn plan_of(&self, subscription: &stripe::Subscription) -> Option<Plan> {
-        let by_price = subscription
-            .price_id()
+    pub fn plan_of(&self, price: Option<&str>, metadata_plan: Option<&str>) -> Option<Plan> {
+        let by_price = price
             .and_then(|price| self.prices.iter().find(|(_, p)| p.as_deref() == Some(price)).map(|(plan, _)| *plan));
-        by_price.or_else(|| subscription.metadata.get("plan_id").and_then(|p| Plan::parse(p)))
+        by_price.or_else(|| metadata_plan.and_then(Plan::parse))
     }
 }
 
@@ -145,12 +143,12 @@ impl WireEnum for Status {
 }
 
 impl Status {
-    /// Cairn's status of a Stripe subscription.
+    /// Cairn's status of a subscription in Stripe's `status` (`active`, `canceled`, …).
     #[must_use]
-    pub fn of(subscription: &stripe::Subscription) -> Self {
-        match subscription.status.as_str() {
+    pub fn of(stripe_status: &str, cancel_at_period_end: bool) -> Self {
+        match stripe_status {
             "canceled" | "incomplete_expired" => Self::Cancelled,
-            "active" | "trialing" if subscription.cancel_at_period_end => Self::CancelAtPeriodEnd,
+            "active" | "trialing" if cancel_at_period_end => Self::CancelAtPeriodEnd,
             "active" => Self::Active,
             "trialing" => Self::Trialing,
             _ => Self::PastDue,
@@ -180,21 +178,6 @@ impl Subscription {
     #[must_use]
     pub fn is_live(&self) -> bool {
         self.status != Status::Cancelled.wire()
-    }
-
-    /// Cairn's view of a Stripe subscription on `plan`.
-    #[must_use]
-    pub fn from_stripe(subscription: &stripe::Subscription, plan: Plan) -> Self {
-        let at = |secs: Option<i64>| secs.and_then(|s| DateTime::<Utc>::from_timestamp(s, 0)).map(shared::time::format);
-        let (start, end) = subscription.period();
-        Self {
-            subscription_id: subscription.id.clone(),
-            plan_id: plan.wire().to_owned(),
-            status: Status::of(subscription).wire().to_owned(),
-            current_period_start: at(start),
-            current_period_end: at(end),
-            cancel_at_period_end: subscription.cancel_at_period_end,
-        }
     }
 }
 

@@ -27,8 +27,8 @@ use shared::dynamo::{
 };
 use shared::ids::{CheckpointId, CommandId, ExecutionId, FailureId, WorkflowId, created_between};
 
-use crate::failure::{CommandStatus, Failure, FailureStatus, RecoveryCommand};
-use crate::model::{Discarded, Execution, ExecutionError, ExecutionStatus, counter_name};
+use crate::runs::failure::{CommandStatus, Failure, FailureStatus, RecoveryCommand};
+use crate::runs::model::{Discarded, Execution, ExecutionError, ExecutionStatus, counter_name};
 
 /// Input or output compressed up to this size sits in the execution item.
 pub const INLINE_VALUE_MAX: usize = 96 * 1024;
@@ -590,7 +590,7 @@ impl ExecutionStore {
             if created_after.is_some() || created_before.is_some() {
                 count(query.clone(), MAX_COUNTED).await
             } else {
-                counters::read(&self.client, &self.tables, tenant, &crate::failure::counter_name(status)).await
+                counters::read(&self.client, &self.tables, tenant, &crate::runs::failure::counter_name(status)).await
             }
         };
         let (items, total) = tokio::try_join!(query_window_from(query.clone(), "id", start, skip, take, &[]), total)?;

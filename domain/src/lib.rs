@@ -1,0 +1,16 @@
+//! Cairn's domain, one module per aggregate: its model (pure rules, no HTTP), its
+//! storage in DynamoDB, and the operations that change it.
+//!
+//! - [`workflows`]: registered workflows.
+//! - [`runs`]: executions with their checkpoints and failures, one consistency boundary
+//!   (a transition, its failure records and its checkpoint changes commit together).
+//! - [`credits`]: the credit ledger and balance.
+//! - [`subscriptions`]: plans and the tenant's subscription as Cairn shows it.
+//!
+//! Dependency rule: functions -> domain -> shared, never sideways; no function crate
+//! depends on another, and nothing here talks to Stripe (the billing function does).
+
+pub mod credits;
+pub mod runs;
+pub mod subscriptions;
+pub mod workflows;
