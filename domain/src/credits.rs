@@ -13,11 +13,16 @@ use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{Put, TransactWriteItem, Update};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use shared::TenantId;
 use shared::body::WireEnum;
 use shared::counters::{self, CounterChange};
-use shared::dynamo::{StoreError, Table, Tables, Transaction, built, get_item, n, query_window_from, s};
+use shared::dynamo::{
+    Attempt, Part, StoreError, Table, Tables, Transaction, TransactionError, built, get_item, n, query_window_from,
+    retry_races, s,
+};
 use shared::ids::TransactionId;
-use shared::{ApiError, TenantId};
+
+use crate::Error;
 
 /// The kind of a ledger entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,10 +138,10 @@ impl Ledger {
     }
 
     /// Adds `entry` and the account's new balance to `tx`, conditioned on the account
-    /// still being as read (label `account`). Returns the entry as it will be stored.
+    /// still being as read ([`Part::Account`]). Returns the entry as it will be stored.
     ///
     /// # Errors
-    /// [`ApiError::InsufficientCredits`] when the balance would go below 0 (nothing is
+    /// [`Error::InsufficientCredits`] when the balance would go below 0 (nothing is
     /// staged); a [`StoreError`] if an operation cannot be built.
     pub fn stage(
         &self,
@@ -145,10 +150,10 @@ impl Ledger {
         account: Account,
         entry: NewEntry,
         now: DateTime<Utc>,
-    ) -> Result<Entry, ApiError> {
+    ) -> Result<Entry, Error> {
         let after = account.credits + entry.amount;
         if after < 0 {
-            return Err(ApiError::InsufficientCredits(format!(
+            return Err(Error::InsufficientCredits(format!(
                 "this needs {} credits and the balance is {}; top up with POST /billing/topup",
                 -entry.amount, account.credits
             )));
@@ -166,7 +171,7 @@ impl Ledger {
             .expression_attribute_values(":credits", n(after))
             .expression_attribute_values(":seq", n(seq))
             .expression_attribute_values(":expected", n(account.seq));
-        tx.push("account", TransactWriteItem::builder().update(built(update.build())?).build());
+        tx.push(Part::Account, TransactWriteItem::builder().update(built(update.build())?).build());
         let stored = Entry {
             id: TransactionId::generate_at(now).to_string(),
             kind: entry.kind.wire().to_owned(),
@@ -188,9 +193,9 @@ impl Ledger {
             .table_name(self.tables.name(Table::Ledger))
             .set_item(Some(serde_dynamo::to_item(record).map_err(StoreError::from)?))
             .condition_expression("attribute_not_exists(seq)");
-        tx.push("ledger", TransactWriteItem::builder().put(built(put.build())?).build());
+        tx.push(Part::Ledger, TransactWriteItem::builder().put(built(put.build())?).build());
         let counts = CounterChange::between(&[], &[counter_name(None), counter_name(Some(entry.kind))]);
-        tx.extend("ledger", counts.transact_items(&self.tables, tenant)?);
+        tx.extend(Part::Ledger, counts.transact_items(&self.tables, tenant)?);
         Ok(stored)
     }
 
@@ -270,41 +275,62 @@ impl Ledger {
     /// Writes one entry on its own (a grant), retrying while other writes race it.
     ///
     /// # Errors
-    /// [`ApiError::InsufficientCredits`], or storage errors.
+    /// [`Error::InsufficientCredits`], or storage errors.
     pub async fn record(
         &self,
         tenant: &TenantId,
         entry: NewEntry,
         clock: &dyn shared::time::Clock,
-    ) -> Result<Entry, ApiError> {
-        for attempt in 0..RACE_ATTEMPTS {
-            if attempt > 0 {
-                tokio::time::sleep(shared::dynamo::backoff(attempt)).await;
-            }
+    ) -> Result<Entry, Error> {
+        let entry = &entry;
+        retry_races(|| async move {
             let account = self.account(tenant).await?;
             let mut tx = Transaction::new();
             let stored = self.stage(&mut tx, tenant, account, entry.clone(), clock.now())?;
             match tx.commit(&self.client).await {
-                Ok(()) => return Ok(stored),
-                Err(e) if is_race(&e) => {}
-                Err(other) => return Err(other.into()),
+                Ok(()) => Ok(Attempt::Done(stored)),
+                Err(e) => Ok(Attempt::raced_on(e, &[Part::Account])?),
             }
-        }
-        Err(ApiError::Unavailable("the balance kept changing during the write; retry".into()))
+        })
+        .await
     }
 }
 
-/// Tries of a write that races other balance changes (each try re-reads the balance).
-pub const RACE_ATTEMPTS: u32 = 100;
-
-/// Whether a failed commit lost a race on the account (and should be tried again).
-#[must_use]
-pub fn is_race(error: &shared::dynamo::TransactionError) -> bool {
-    matches!(
-        error,
-        shared::dynamo::TransactionError::Condition("account")
-            | shared::dynamo::TransactionError::Store(StoreError::Conflict)
-    )
+impl Ledger {
+    /// Writes `entry` unless one of `markers` (once-only keys, such as a Stripe event id,
+    /// each with the [`Part`] it is reported as) was recorded before, recording them in
+    /// the same transaction; `kind` says what recorded them. Returns whether this call
+    /// credited.
+    ///
+    /// # Errors
+    /// [`Error::InsufficientCredits`] for a negative entry beyond the balance, storage
+    /// errors.
+    pub async fn record_once(
+        &self,
+        tenant: &TenantId,
+        entry: &NewEntry,
+        markers: &[(&str, Part)],
+        kind: &str,
+        clock: &dyn shared::time::Clock,
+    ) -> Result<bool, Error> {
+        retry_races(|| async move {
+            let now = clock.now();
+            let mut tx = Transaction::new();
+            for (key, part) in markers {
+                crate::subscriptions::record_once(&mut tx, &self.tables, tenant, key, kind, *part, now)?;
+            }
+            let account = self.account(tenant).await?;
+            self.stage(&mut tx, tenant, account, entry.clone(), now)?;
+            match tx.commit(&self.client).await {
+                Ok(()) => Ok(Attempt::Done(true)),
+                Err(TransactionError::Condition(part)) if markers.iter().any(|(_, p)| *p == part) => {
+                    Ok(Attempt::Done(false))
+                }
+                Err(e) => Ok(Attempt::raced_on(e, &[Part::Account])?),
+            }
+        })
+        .await
+    }
 }
 
 /// The counter of ledger entries (of one type).

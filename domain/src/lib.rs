@@ -11,6 +11,9 @@
 //! depends on another, and nothing here talks to Stripe (the billing function does).
 
 pub mod credits;
+mod error;
 pub mod runs;
 pub mod subscriptions;
 pub mod workflows;
+
+pub use error::Error;

@@ -12,11 +12,13 @@ use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{Put, TransactWriteItem, Update};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use shared::TenantId;
 use shared::body::WireEnum;
-use shared::dynamo::{StoreError, Table, Tables, Transaction, TransactionError, backoff, built, get_item, n, s};
-use shared::{ApiError, TenantId};
+use shared::dynamo::{
+    Attempt, Part, StoreError, Table, Tables, Transaction, TransactionError, built, get_item, n, retry_races, s,
+};
 
-use crate::credits::{RACE_ATTEMPTS, is_race};
+use crate::Error;
 
 /// A plan a tenant can subscribe to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -234,17 +236,17 @@ pub struct EventRecord<'a> {
 const EVENT_RETENTION_DAYS: i64 = 30;
 
 /// The conditional put that records `key` (an event id, or another once-only marker)
-/// for `tenant`: the transaction fails on label `label` if it was recorded before.
+/// for `tenant`: the transaction fails on `part` if it was recorded before.
 ///
 /// # Errors
 /// A [`StoreError`] if the put cannot be built.
-pub fn record_once(
+pub(crate) fn record_once(
     tx: &mut Transaction,
     tables: &Tables,
     tenant: &TenantId,
     key: &str,
     kind: &str,
-    label: &'static str,
+    part: Part,
     now: DateTime<Utc>,
 ) -> Result<(), StoreError> {
     let put = Put::builder()
@@ -254,7 +256,7 @@ pub fn record_once(
         .item("type", s(kind))
         .item("expires_at", n(now.timestamp() + EVENT_RETENTION_DAYS * 86_400))
         .condition_expression("attribute_not_exists(event_id)");
-    tx.push(label, TransactWriteItem::builder().put(built(put.build())?).build());
+    tx.push(part, TransactWriteItem::builder().put(built(put.build())?).build());
     Ok(())
 }
 
@@ -298,7 +300,7 @@ impl Subscriptions {
         tenant: &TenantId,
         previous: Option<&OpenCheckout>,
         next: &OpenCheckout,
-    ) -> Result<bool, ApiError> {
+    ) -> Result<bool, Error> {
         let mut update = Update::builder()
             .table_name(self.tables.name(Table::Accounts))
             .key("tenant_id", s(tenant.as_str()))
@@ -311,10 +313,12 @@ impl Subscriptions {
                 .expression_attribute_values(":previous", s(&previous.session_id)),
         };
         let mut tx = Transaction::new();
-        tx.push("checkout", TransactWriteItem::builder().update(built(update.build())?).build());
+        tx.push(Part::Checkout, TransactWriteItem::builder().update(built(update.build())?).build());
         match tx.commit(&self.client).await {
             Ok(()) => Ok(true),
-            Err(TransactionError::Condition("checkout") | TransactionError::Store(StoreError::Conflict)) => Ok(false),
+            Err(TransactionError::Condition(Part::Checkout) | TransactionError::Store(StoreError::Conflict)) => {
+                Ok(false)
+            }
             Err(other) => Err(other.into()),
         }
     }
@@ -323,7 +327,7 @@ impl Subscriptions {
     ///
     /// # Errors
     /// Storage errors.
-    pub async fn checkout_done(&self, tenant: &TenantId, session_id: &str) -> Result<(), ApiError> {
+    pub async fn checkout_done(&self, tenant: &TenantId, session_id: &str) -> Result<(), Error> {
         let update = Update::builder()
             .table_name(self.tables.name(Table::Accounts))
             .key("tenant_id", s(tenant.as_str()))
@@ -331,9 +335,9 @@ impl Subscriptions {
             .condition_expression("checkout.session_id = :id")
             .expression_attribute_values(":id", s(session_id));
         let mut tx = Transaction::new();
-        tx.push("checkout", TransactWriteItem::builder().update(built(update.build())?).build());
+        tx.push(Part::Checkout, TransactWriteItem::builder().update(built(update.build())?).build());
         match tx.commit(&self.client).await {
-            Ok(()) | Err(TransactionError::Condition("checkout")) => Ok(()),
+            Ok(()) | Err(TransactionError::Condition(Part::Checkout)) => Ok(()),
             Err(other) => Err(other.into()),
         }
     }
@@ -343,30 +347,29 @@ impl Subscriptions {
     ///
     /// # Errors
     /// Storage errors.
-    pub async fn link_customer(&self, tenant: &TenantId, customer: &str) -> Result<String, ApiError> {
+    pub async fn link_customer(&self, tenant: &TenantId, customer: &str) -> Result<String, Error> {
         let update = Update::builder()
             .table_name(self.tables.name(Table::Accounts))
             .key("tenant_id", s(tenant.as_str()))
             .update_expression("SET stripe_customer_id = :customer")
             .condition_expression("attribute_not_exists(stripe_customer_id) OR stripe_customer_id = :customer")
             .expression_attribute_values(":customer", s(customer));
-        for attempt in 0..RACE_ATTEMPTS {
-            if attempt > 0 {
-                tokio::time::sleep(backoff(attempt)).await;
-            }
+        let update = &update;
+        retry_races(|| async move {
             let mut tx = Transaction::new();
-            tx.push("customer", TransactWriteItem::builder().update(built(update.clone().build())?).build());
+            tx.push(Part::Customer, TransactWriteItem::builder().update(built(update.clone().build())?).build());
             match tx.commit(&self.client).await {
-                Ok(()) => return Ok(customer.to_owned()),
-                Err(TransactionError::Condition("customer")) => {
+                Ok(()) => Ok(Attempt::Done(customer.to_owned())),
+                Err(TransactionError::Condition(Part::Customer)) => {
                     let linked = self.read(tenant).await?.customer;
-                    return linked.ok_or_else(|| ApiError::internal("the linked customer vanished"));
+                    linked
+                        .map(Attempt::Done)
+                        .ok_or_else(|| StoreError::Corrupt("the linked customer vanished".into()).into())
                 }
-                Err(e) if is_race(&e) => {}
-                Err(other) => return Err(other.into()),
+                Err(e) => Ok(Attempt::raced_on(e, &[])?),
             }
-        }
-        Err(StoreError::Conflict.into())
+        })
+        .await
     }
 
     /// Stores `subscription` as the tenant's, recording `event` once in the same
@@ -385,7 +388,7 @@ impl Subscriptions {
         event: Option<EventRecord<'_>>,
         now: DateTime<Utc>,
         read_version: u64,
-    ) -> Result<Stored, ApiError> {
+    ) -> Result<Stored, Error> {
         let value = serde_dynamo::to_attribute_value(subscription).map_err(StoreError::from)?;
         let version = if read_version == 0 {
             "attribute_not_exists(subscription_version)"
@@ -416,29 +419,26 @@ impl Subscriptions {
                 .expression_attribute_values(":id", s(&subscription.subscription_id))
                 .expression_attribute_values(":cancelled", s(Status::Cancelled.wire()));
         }
-        for attempt in 0..RACE_ATTEMPTS {
-            if attempt > 0 {
-                tokio::time::sleep(backoff(attempt)).await;
-            }
+        let update = &update;
+        retry_races(|| async move {
             let mut tx = Transaction::new();
             if let Some(event) = event {
-                record_once(&mut tx, &self.tables, tenant, event.id, event.kind, "event", now)?;
+                record_once(&mut tx, &self.tables, tenant, event.id, event.kind, Part::Event, now)?;
             }
-            tx.push("subscription", TransactWriteItem::builder().update(built(update.clone().build())?).build());
+            tx.push(Part::Subscription, TransactWriteItem::builder().update(built(update.clone().build())?).build());
             match tx.commit(&self.client).await {
-                Ok(()) => return Ok(Stored::Written),
-                Err(TransactionError::Condition("event")) => return Ok(Stored::Duplicate),
-                Err(TransactionError::Condition("subscription")) => {
+                Ok(()) => Ok(Attempt::Done(Stored::Written)),
+                Err(TransactionError::Condition(Part::Event)) => Ok(Attempt::Done(Stored::Duplicate)),
+                Err(TransactionError::Condition(Part::Subscription)) => {
                     if self.read(tenant).await?.subscription_version != read_version {
-                        return Ok(Stored::Stale);
+                        return Ok(Attempt::Done(Stored::Stale));
                     }
                     tracing::info!(subscription = subscription.subscription_id, "an ended subscription left alone");
-                    return Ok(Stored::Skipped);
+                    Ok(Attempt::Done(Stored::Skipped))
                 }
-                Err(e) if is_race(&e) => {}
-                Err(other) => return Err(other.into()),
+                Err(e) => Ok(Attempt::raced_on(e, &[])?),
             }
-        }
-        Err(StoreError::Conflict.into())
+        })
+        .await
     }
 }

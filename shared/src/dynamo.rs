@@ -263,23 +263,59 @@ pub async fn transact(client: &Client, items: Vec<TransactWriteItem>) -> Result<
     }
 }
 
+/// What an operation of a [`Transaction`] writes or checks, so that a failed condition
+/// is reported as a value the compiler knows, not by position or by a string.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    /// A tenant's account item: the balance and its entry count (`seq`).
+    Account,
+    /// A ledger entry (and its counters).
+    Ledger,
+    /// A workflow.
+    Workflow,
+    /// The check that a workflow has no running or paused executions.
+    Active,
+    /// An execution.
+    Execution,
+    /// An execution's payload part in `blobs`.
+    Blob,
+    /// A failure record.
+    Failure,
+    /// A checkpoint's entries or state parts.
+    Checkpoint,
+    /// A checkpoint deleted by a rollback.
+    Discard,
+    /// List counters.
+    Counters,
+    /// The tenant's Stripe customer.
+    Customer,
+    /// The tenant's open Checkout Session.
+    Checkout,
+    /// The tenant's subscription snapshot.
+    Subscription,
+    /// An applied Stripe event's once-only marker.
+    Event,
+    /// A paid invoice's once-only marker.
+    Invoice,
+}
+
 /// A write transaction assembled by several parts of the code (an area's store, the
-/// counters, later the credit ledger) and committed once. Each operation carries a label
-/// so a failed condition is reported by name, not by position. When several conditions
-/// fail, the first operation's label is reported: put the optimistic lock (the item whose
-/// version was read) first.
+/// counters, the credit ledger) and committed once. Each operation carries its [`Part`]
+/// so a failed condition is reported by what it guarded, not by position. When several
+/// conditions fail, the first operation's part is reported: put the optimistic lock
+/// (the item whose version was read) first.
 #[derive(Debug, Default)]
 pub struct Transaction {
     items: Vec<TransactWriteItem>,
-    labels: Vec<&'static str>,
+    labels: Vec<Part>,
 }
 
 /// Why a [`Transaction`] did not commit.
 #[derive(Debug, thiserror::Error)]
 pub enum TransactionError {
-    /// The condition of the operation with this label did not hold.
-    #[error("condition failed: {0}")]
-    Condition(&'static str),
+    /// The condition of the operation of this part did not hold.
+    #[error("condition failed: {0:?}")]
+    Condition(Part),
     /// It is beyond what DynamoDB accepts in one transaction (more than
     /// [`MAX_TRANSACTION_ITEMS`] operations, more than [`MAX_TRANSACTION_BYTES`], or an
     /// item over [`MAX_ITEM_BYTES`]); nothing was sent.
@@ -352,13 +388,13 @@ impl Transaction {
     }
 
     /// Adds an operation.
-    pub fn push(&mut self, label: &'static str, item: TransactWriteItem) {
+    pub fn push(&mut self, label: Part, item: TransactWriteItem) {
         self.items.push(item);
         self.labels.push(label);
     }
 
-    /// Adds several operations under one label.
-    pub fn extend(&mut self, label: &'static str, items: impl IntoIterator<Item = TransactWriteItem>) {
+    /// Adds several operations of one part.
+    pub fn extend(&mut self, label: Part, items: impl IntoIterator<Item = TransactWriteItem>) {
         for item in items {
             self.push(label, item);
         }
@@ -406,7 +442,7 @@ impl Transaction {
     /// sent: it is a bug (500 with its sizes logged), never a retryable 503.
     ///
     /// # Errors
-    /// [`TransactionError::Condition`] naming the failed operation's label;
+    /// [`TransactionError::Condition`] naming the failed operation's part;
     /// [`TransactionError::TooLarge`]; storage errors.
     pub async fn commit(self, client: &Client) -> Result<(), TransactionError> {
         if self.items.is_empty() {
@@ -415,9 +451,10 @@ impl Transaction {
         self.check_limits()?;
         match transact(client, self.items).await {
             Ok(()) => Ok(()),
-            Err(StoreError::ConditionFailed { index: Some(index) }) => {
-                Err(TransactionError::Condition(self.labels.get(index).copied().unwrap_or("unknown")))
-            }
+            Err(StoreError::ConditionFailed { index: Some(index) }) => match self.labels.get(index) {
+                Some(part) => Err(TransactionError::Condition(*part)),
+                None => Err(StoreError::ConditionFailed { index: Some(index) }.into()),
+            },
             Err(other) => Err(other.into()),
         }
     }
@@ -485,13 +522,84 @@ pub fn newest_first_in(
         .consistent_read(index.is_none())
 }
 
-/// A short, growing, jittered pause before try `attempt` + 1 of a write that lost a
-/// race, so that competing writers spread out.
-#[must_use]
-pub fn backoff(attempt: u32) -> Duration {
+/// How many times an optimistic write is tried before it gives up (see [`retry_races`]).
+pub const RACE_ATTEMPTS: u32 = 100;
+
+/// How long an optimistic write keeps retrying lost races: well inside every function's
+/// timeout (10 s), with room for the request's other calls and a 503.
+pub const RACE_BUDGET: Duration = Duration::from_secs(6);
+
+/// What one try of an optimistic write came to.
+#[derive(Debug)]
+pub enum Attempt<T> {
+    /// It committed, or decided without writing: this is the answer.
+    Done(T),
+    /// It lost a race (an item it read changed before its commit, or DynamoDB reported
+    /// a transaction conflict): read again and try again.
+    Raced,
+}
+
+impl<T> Attempt<T> {
+    /// [`Attempt::Raced`] when `error` is a lost race on one of `guarded` (the parts
+    /// whose condition is the version that was read) or a transaction conflict;
+    /// otherwise the error itself.
+    ///
+    /// # Errors
+    /// `error` when it is not a lost race.
+    pub fn raced_on(error: TransactionError, guarded: &[Part]) -> Result<Self, TransactionError> {
+        match error {
+            TransactionError::Condition(part) if guarded.contains(&part) => Ok(Self::Raced),
+            TransactionError::Store(StoreError::Conflict) => Ok(Self::Raced),
+            other => Err(other),
+        }
+    }
+}
+
+/// The one retry policy of optimistic writes. Runs `attempt` (read, decide, commit
+/// conditioned on what was read; written `|| async move { … }` over references, so that
+/// the handler's future stays `Send`) until it is [`Attempt::Done`] or fails; after a lost
+/// race it pauses (a short, growing, jittered pause, so competing writers spread out)
+/// and tries again, at most [`RACE_ATTEMPTS`] times and not after [`RACE_BUDGET`].
+///
+/// # Errors
+/// `attempt`'s errors; [`StoreError::Conflict`] (a 503 that says to retry) once the
+/// tries or the time run out.
+pub async fn retry_races<T, E, F, Fut>(attempt: F) -> Result<T, E>
+where
+    E: From<StoreError>,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Attempt<T>, E>>,
+{
+    retry_within(RACE_ATTEMPTS, RACE_BUDGET, attempt).await
+}
+
+/// [`retry_races`] with its bounds given.
+async fn retry_within<T, E, F, Fut>(attempts: u32, budget: Duration, mut attempt: F) -> Result<T, E>
+where
+    E: From<StoreError>,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Attempt<T>, E>>,
+{
+    let start = tokio::time::Instant::now();
+    for tries in 1..=attempts {
+        if let Attempt::Done(answer) = attempt().await? {
+            return Ok(answer);
+        }
+        let pause = backoff(tries);
+        if start.elapsed() + pause > budget {
+            break;
+        }
+        tokio::time::sleep(pause).await;
+    }
+    Err(StoreError::Conflict.into())
+}
+
+/// The pause after `tries` lost races: growing by 5 ms a try up to 50 ms, plus up to
+/// 20 ms of jitter.
+fn backoff(tries: u32) -> Duration {
     use std::hash::{BuildHasher, Hasher};
     let jitter = std::collections::hash_map::RandomState::new().build_hasher().finish() % 20;
-    Duration::from_millis(u64::from(attempt.min(10)) * 5 + jitter)
+    Duration::from_millis(u64::from(tries.min(10)) * 5 + jitter)
 }
 
 /// Reads one window of a query: skips `skip` items (reading only `sort_key` of each),
@@ -615,7 +723,62 @@ pub fn n(value: impl std::fmt::Display) -> AttributeValue {
 
 #[cfg(test)]
 mod tests {
+    use std::cell::Cell;
+
     use super::*;
+
+    #[tokio::test]
+    async fn a_write_that_loses_races_is_tried_again_until_it_is_done() {
+        let tries = Cell::new(0);
+        let tries = &tries;
+        let answer: Result<&str, StoreError> = retry_races(|| async move {
+            tries.set(tries.get() + 1);
+            Ok(if tries.get() < 4 { Attempt::Raced } else { Attempt::Done("committed") })
+        })
+        .await;
+        assert_eq!(answer.expect("done"), "committed");
+        assert_eq!(tries.get(), 4);
+    }
+
+    #[tokio::test]
+    async fn an_error_ends_the_retries_at_once() {
+        let tries = Cell::new(0);
+        let tries = &tries;
+        let answer: Result<(), StoreError> = retry_races(|| async move {
+            tries.set(tries.get() + 1);
+            Err(StoreError::Corrupt("bad".into()))
+        })
+        .await;
+        assert!(matches!(answer, Err(StoreError::Corrupt(_))));
+        assert_eq!(tries.get(), 1);
+    }
+
+    #[tokio::test]
+    async fn endless_races_end_in_a_conflict_within_the_budget_or_the_tries() {
+        let endless = |budget| async move {
+            let tries = Cell::new(0_u32);
+            let tries = &tries;
+            let answer: Result<(), StoreError> = retry_within(5, budget, || async move {
+                tries.set(tries.get() + 1);
+                Ok(Attempt::Raced)
+            })
+            .await;
+            assert!(matches!(answer, Err(StoreError::Conflict)), "{answer:?}");
+            tries.get()
+        };
+        // Pauses are 5 to 70 ms: 5 tries fit 10 s; a second try does not fit 3 ms.
+        assert_eq!(endless(Duration::from_secs(10)).await, 5);
+        assert_eq!(endless(Duration::from_millis(3)).await, 1);
+    }
+
+    #[test]
+    fn only_a_lost_race_on_a_guarded_part_or_a_conflict_is_retried() {
+        let raced = |e| matches!(Attempt::<()>::raced_on(e, &[Part::Execution]), Ok(Attempt::Raced));
+        assert!(raced(TransactionError::Condition(Part::Execution)));
+        assert!(raced(TransactionError::Store(StoreError::Conflict)));
+        assert!(!raced(TransactionError::Condition(Part::Workflow)));
+        assert!(!raced(TransactionError::Store(StoreError::Corrupt("x".into()))));
+    }
 
     #[test]
     fn item_size_follows_dynamodbs_rules() {
@@ -637,16 +800,16 @@ mod tests {
             TransactWriteItem::builder().put(put.expect("put")).build()
         };
         let mut fits = Transaction::new();
-        fits.extend("part", (0..10).map(|_| put(390 * 1024)));
+        fits.extend(Part::Blob, (0..10).map(|_| put(390 * 1024)));
         assert!(fits.check_limits().is_ok(), "{}", fits.size());
         let mut big_item = Transaction::new();
-        big_item.push("part", put(MAX_ITEM_BYTES));
+        big_item.push(Part::Blob, put(MAX_ITEM_BYTES));
         assert!(matches!(big_item.check_limits(), Err(TransactionError::TooLarge { .. })));
         let mut too_big = Transaction::new();
-        too_big.extend("part", (0..11).map(|_| put(390 * 1024)));
+        too_big.extend(Part::Blob, (0..11).map(|_| put(390 * 1024)));
         assert!(matches!(too_big.check_limits(), Err(TransactionError::TooLarge { .. })));
         let mut too_many = Transaction::new();
-        too_many.extend("part", (0..=MAX_TRANSACTION_ITEMS).map(|_| put(1)));
+        too_many.extend(Part::Blob, (0..=MAX_TRANSACTION_ITEMS).map(|_| put(1)));
         assert!(matches!(too_many.check_limits(), Err(TransactionError::TooLarge { items: 101, .. })));
     }
 

@@ -344,7 +344,7 @@ async fn a_transaction_beyond_dynamodbs_limits_is_a_bug_not_a_retryable_503() {
     assert_eq!(shared::ApiError::from(error).status().as_u16(), 500);
     // Through Transaction, it is not even sent.
     let mut tx = Transaction::new();
-    tx.push("blob", item);
+    tx.push(shared::dynamo::Part::Blob, item);
     let error = tx.commit(&env.client).await.expect_err("over 400 KB");
     assert!(matches!(error, TransactionError::TooLarge { items: 1, .. }), "{error:?}");
     assert_eq!(shared::ApiError::from(error).status().as_u16(), 500);

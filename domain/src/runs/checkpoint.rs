@@ -21,6 +21,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use shared::TenantId;
+use shared::dynamo::Part;
 use shared::dynamo::{Item, StoreError, Table, Tables, Transaction, b, batch_get, built, get_item, n, query_window, s};
 use shared::ids::{CheckpointId, ExecutionId, WorkflowId};
 
@@ -221,15 +222,15 @@ impl CheckpointStore {
         let by_id = CheckpointRecord::new(tenant, c.id.to_string(), c, parts.len(), inline);
         let by_execution =
             CheckpointRecord::new(tenant, by_execution_entry(&c.execution_id, c.sequence), c, parts.len(), None);
-        tx.push("checkpoint", self.put(by_id)?);
-        tx.push("checkpoint", self.put(by_execution)?);
+        tx.push(Part::Checkpoint, self.put(by_id)?);
+        tx.push(Part::Checkpoint, self.put(by_execution)?);
         for (index, part) in parts.iter().enumerate() {
             let put = Put::builder()
                 .table_name(self.tables.name(Table::Blobs))
                 .item("tenant_id", s(tenant.as_str()))
                 .item("part", s(part_key(&c.id, index)))
                 .item("data", b(part.to_vec()));
-            tx.push("checkpoint", TransactWriteItem::builder().put(built(put.build())?).build());
+            tx.push(Part::Checkpoint, TransactWriteItem::builder().put(built(put.build())?).build());
         }
         Ok(())
     }
@@ -248,14 +249,14 @@ impl CheckpointStore {
         for entry in [c.id.to_string(), by_execution_entry(&c.execution_id, c.sequence)] {
             let delete =
                 Delete::builder().table_name(self.table()).key("tenant_id", s(tenant.as_str())).key("entry", s(entry));
-            tx.push("discard", TransactWriteItem::builder().delete(built(delete.build())?).build());
+            tx.push(Part::Discard, TransactWriteItem::builder().delete(built(delete.build())?).build());
         }
         for index in 0..stored.state_parts as usize {
             let delete = Delete::builder()
                 .table_name(self.tables.name(Table::Blobs))
                 .key("tenant_id", s(tenant.as_str()))
                 .key("part", s(part_key(&c.id, index)));
-            tx.push("discard", TransactWriteItem::builder().delete(built(delete.build())?).build());
+            tx.push(Part::Discard, TransactWriteItem::builder().delete(built(delete.build())?).build());
         }
         Ok(())
     }

@@ -6,6 +6,8 @@ use serde_json::{Map, Value};
 use shared::body::WireEnum;
 use shared::ids::{CommandId, ExecutionId, FailureId, WorkflowId};
 
+use crate::Error;
+
 /// A failure's status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FailureStatus {
@@ -142,11 +144,43 @@ impl Failure {
         next
     }
 
+    /// The failure after `settlement` at `now`, or `None` when it is settled so already
+    /// (resolving a resolved failure keeps its original `resolved_at`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidState`] for ignoring a failure that is not open.
+    pub fn settle(&self, settlement: Settlement, now: DateTime<Utc>) -> Result<Option<Self>, Error> {
+        match (settlement, self.status) {
+            (Settlement::Resolve, FailureStatus::Resolved) => Ok(None),
+            (Settlement::Resolve, FailureStatus::Open | FailureStatus::Ignored) => Ok(Some(self.resolved(now))),
+            (Settlement::Ignore, FailureStatus::Open) => {
+                let mut next = self.clone();
+                next.status = FailureStatus::Ignored;
+                next.version += 1;
+                Ok(Some(next))
+            }
+            (Settlement::Ignore, other) => Err(Error::InvalidState(format!(
+                "failure {} is {}; only an open failure can be ignored",
+                self.id,
+                other.wire()
+            ))),
+        }
+    }
+
     /// The counters this failure is counted under.
     #[must_use]
     pub fn counters(&self) -> Vec<String> {
         vec![counter_name(None), counter_name(Some(self.status))]
     }
+}
+
+/// How a person settles a failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settlement {
+    /// Open or ignored -> resolved (its pending recovery commands cancelled).
+    Resolve,
+    /// Open -> ignored.
+    Ignore,
 }
 
 /// The counter of failures in a status (all when `None`).

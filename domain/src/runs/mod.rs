@@ -1,6 +1,479 @@
-//! Runs: executions, their checkpoints and their failures.
+//! Runs: executions, their checkpoints and their failures, one consistency boundary.
+//!
+//! [`Runs`] holds the operations (start, transition, record a checkpoint, settle a
+//! failure). Each reads what it needs, asks the model, stages every effect (the
+//! execution, its failure records, its charge, its counters, its checkpoint changes)
+//! into one [`Transaction`] conditioned on what it read, commits, and on a lost race
+//! does it all again through [`retry_races`].
 
 pub mod checkpoint;
 pub mod failure;
 pub mod model;
 pub mod store;
+
+use std::collections::BTreeMap;
+
+use aws_sdk_dynamodb::Client;
+use chrono::{DateTime, Utc};
+use serde_json::{Map, Value};
+use shared::TenantId;
+use shared::counters::CounterChange;
+use shared::dynamo::{Attempt, MAX_TRANSACTION_BYTES, Part, Tables, Transaction, TransactionError, retry_races};
+use shared::ids::{CheckpointId, ExecutionId, FailureId, WorkflowId};
+use shared::time::Clock;
+
+use self::checkpoint::{Checkpoint, CheckpointStore, PackedState, StoredCheckpoint};
+use self::failure::{CommandStatus, Failure, FailureStatus, Settlement};
+use self::model::{Action, Discarded, Execution, ExecutionError, ExecutionStatus};
+use self::store::ExecutionStore;
+use crate::Error;
+use crate::credits::{EntryType, Ledger, NewEntry};
+use crate::workflows::model::WorkflowStatus;
+use crate::workflows::store::WorkflowStore;
+
+/// Operations one transaction may hold besides a rollback's deletions.
+const ROLLBACK_BATCH: usize = 80;
+
+/// A change to an execution as a client asks for it, before it is resolved against
+/// the execution's current state.
+#[derive(Debug, Clone)]
+pub enum Change {
+    /// Complete, pause or cancel.
+    Plain(Action),
+    /// Fail, recording a failure with these details.
+    Fail {
+        /// The error.
+        error: ExecutionError,
+        /// Free-form details for the failure record.
+        details: Map<String, Value>,
+    },
+    /// Replay from here.
+    Replay(ReplayFrom),
+    /// Roll back to this checkpoint of the execution.
+    Rollback(CheckpointId),
+}
+
+/// Where a replay starts.
+#[derive(Debug, Clone)]
+pub enum ReplayFrom {
+    /// The execution's current checkpoint (the default).
+    Current,
+    /// The start.
+    Start,
+    /// This checkpoint of the execution.
+    Checkpoint(CheckpointId),
+}
+
+/// An execution after a [`Change`].
+#[derive(Debug)]
+pub struct Changed {
+    /// The execution as it is now.
+    pub execution: Execution,
+    /// For a rollback: how many checkpoints it discarded.
+    pub discarded_checkpoints: Option<u64>,
+}
+
+/// A checkpoint as a client asks for it: everything but what the execution decides.
+#[derive(Debug, Clone)]
+pub struct NewCheckpoint {
+    /// Its id (made by the caller, so that it can be known before the commit).
+    pub id: CheckpointId,
+    /// The node or step.
+    pub name: Option<String>,
+    /// String labels.
+    pub metadata: BTreeMap<String, String>,
+}
+
+/// The run operations over their stores.
+#[derive(Debug, Clone)]
+pub struct Runs {
+    /// Executions and failures.
+    pub executions: ExecutionStore,
+    /// Checkpoints and their states.
+    pub checkpoints: CheckpointStore,
+    /// Workflows (a start needs an active one).
+    pub workflows: WorkflowStore,
+    /// The credit ledger (starts and replays are charged).
+    pub ledger: Ledger,
+    /// Credits per start and per replay.
+    pub execution_cost: i64,
+}
+
+impl Runs {
+    /// Over one client and the named tables; starts and replays cost `execution_cost`.
+    #[must_use]
+    pub fn new(client: Client, tables: Tables, execution_cost: i64) -> Self {
+        Self {
+            executions: ExecutionStore::new(client.clone(), tables.clone()),
+            checkpoints: CheckpointStore::new(client.clone(), tables.clone()),
+            workflows: WorkflowStore::new(client.clone(), tables.clone()),
+            ledger: Ledger::new(client, tables),
+            execution_cost,
+        }
+    }
+
+    /// The tenant's execution `id`.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`], or the read's storage error.
+    pub async fn load(&self, tenant: &TenantId, id: &ExecutionId) -> Result<Execution, Error> {
+        self.executions.get(tenant, id).await?.ok_or_else(|| Error::not_found("execution", id.as_str()))
+    }
+
+    /// Starts an execution of `workflow_id` and charges it, in one transaction that also
+    /// checks the workflow is still not archived.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] for an unknown workflow, [`Error::InvalidState`] for an
+    /// archived one, [`Error::InsufficientCredits`], storage errors.
+    pub async fn start(
+        &self,
+        tenant: &TenantId,
+        workflow_id: &WorkflowId,
+        input: Option<Value>,
+        metadata: BTreeMap<String, String>,
+        clock: &dyn Clock,
+    ) -> Result<Execution, Error> {
+        let workflow = self
+            .workflows
+            .get(tenant, workflow_id)
+            .await?
+            .ok_or_else(|| Error::not_found("workflow", workflow_id.as_str()))?;
+        if workflow.status == WorkflowStatus::Archived {
+            return Err(archived(workflow_id));
+        }
+        let (input, metadata) = (&input, &metadata);
+        retry_races(|| async move {
+            let now = clock.now();
+            let execution = Execution::start(workflow_id.clone(), input.clone(), metadata.clone(), now);
+            let account = self.ledger.account(tenant).await?;
+            let mut tx = Transaction::new();
+            self.ledger.stage(&mut tx, tenant, account, self.charge(&execution, "started"), now)?;
+            self.executions.stage_create(&mut tx, tenant, &execution)?;
+            tx.push(Part::Workflow, self.workflows.check_active(tenant, workflow_id)?);
+            match tx.commit(self.executions.client()).await {
+                Ok(()) => Ok(Attempt::Done(execution)),
+                Err(TransactionError::Condition(Part::Workflow)) => {
+                    Err(match self.workflows.get(tenant, workflow_id).await? {
+                        Some(_) => archived(workflow_id),
+                        None => Error::not_found("workflow", workflow_id.as_str()),
+                    })
+                }
+                Err(e) => Ok(Attempt::raced_on(e, &[Part::Account])?),
+            }
+        })
+        .await
+    }
+
+    /// The usage entry of a start or replay.
+    fn charge(&self, execution: &Execution, what: &str) -> NewEntry {
+        NewEntry {
+            kind: EntryType::Usage,
+            amount: -self.execution_cost,
+            description: format!("execution {} {what} (attempt {})", execution.id, execution.attempt),
+            payment_status: None,
+        }
+    }
+
+    /// Applies `change` to execution `id`: read, check against the rules, build one
+    /// transaction with every effect, commit conditioned on the version read.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] (the execution, or a checkpoint named that is not one of
+    /// its own), [`Error::InvalidState`], [`Error::InsufficientCredits`] for a replay,
+    /// storage errors.
+    pub async fn transition(
+        &self,
+        tenant: &TenantId,
+        id: &ExecutionId,
+        change: &Change,
+        clock: &dyn Clock,
+    ) -> Result<Changed, Error> {
+        retry_races(|| async move {
+            let current = self.load(tenant, id).await?;
+            let now = clock.now();
+            let (action, target) = match change {
+                Change::Plain(action) => (action.clone(), None),
+                Change::Fail { error, .. } => (Action::Fail { error: error.clone() }, None),
+                Change::Replay(from) => {
+                    let from = match from {
+                        ReplayFrom::Current => current.current_checkpoint_id.clone(),
+                        ReplayFrom::Start => None,
+                        ReplayFrom::Checkpoint(cp) => {
+                            Some(self.checkpoint_of(tenant, &current, cp).await?.checkpoint.id)
+                        }
+                    };
+                    (Action::Replay { from }, None)
+                }
+                Change::Rollback(to) => {
+                    let target = self.checkpoint_of(tenant, &current, to).await?;
+                    (Action::Rollback { to: to.clone() }, Some(target))
+                }
+            };
+            current.check(&action)?;
+            let mut next = current.after(&action, now);
+            let mut tx = Transaction::new();
+            let mut extra = CounterChange::default();
+            let mut discarded = None;
+            let mut cleanup = None;
+            match (change, &action) {
+                (Change::Fail { error, details }, _) => {
+                    let failure = Failure::record(
+                        id.clone(),
+                        current.workflow_id.clone(),
+                        error.error_type.clone(),
+                        error.message.clone(),
+                        details.clone(),
+                        now,
+                    );
+                    next.failure_ids.push(failure.id.clone());
+                    self.executions.stage_failure(&mut tx, tenant, &failure)?;
+                }
+                (_, Action::Complete { .. }) => {
+                    for failure in self.open_failures(tenant, &current).await? {
+                        let resolved = failure.resolved(now);
+                        extra.merge(&self.executions.stage_failure_replace(&mut tx, tenant, &failure, &resolved)?);
+                    }
+                }
+                (_, Action::Replay { .. }) => {
+                    for failure in self.open_failures(tenant, &current).await? {
+                        let next_failure = failure.with_pending_commands(CommandStatus::Completed);
+                        if next_failure.recovery_commands != failure.recovery_commands {
+                            extra.merge(&self.executions.stage_failure_replace(
+                                &mut tx,
+                                tenant,
+                                &failure,
+                                &next_failure,
+                            )?);
+                        }
+                    }
+                    extra.add(&shared::counters::daily("attempts", now.date_naive()), 1);
+                    let account = self.ledger.account(tenant).await?;
+                    self.ledger.stage(&mut tx, tenant, account, self.charge(&next, "replayed"), now)?;
+                }
+                _ => {}
+            }
+            if let Some(target) = target {
+                // Everything above the target goes, including what earlier rollbacks left
+                // hidden and not yet deleted (ranges above the target; a range below it
+                // stays). What fits one transaction is deleted in the rollback's own;
+                // otherwise the rollback commits its decision alone, a hidden range, and
+                // the checkpoints are deleted after it (see `finish_discard`): either way
+                // a client sees the rollback whole or not at all.
+                let after = target.checkpoint.sequence;
+                let later = self.checkpoints.later_than(tenant, id, after).await?;
+                let visible = later.iter().filter(|c| !current.is_discarded(c.checkpoint.sequence)).count() as u64;
+                next.checkpoint_count = current.checkpoint_count.saturating_sub(visible);
+                next.discarded.retain(|range| range.through <= after);
+                let size: usize = later.iter().map(StoredCheckpoint::deletion_size).sum();
+                if size <= ROLLBACK_BATCH {
+                    for stored in &later {
+                        self.checkpoints.stage_delete(&mut tx, tenant, stored)?;
+                    }
+                } else {
+                    let range = Discarded { after, through: current.last_sequence };
+                    next.discarded.push(range);
+                    cleanup = Some((range, later));
+                }
+                discarded = Some(visible);
+            }
+            let mut whole = Transaction::new();
+            self.executions.stage_replace(&mut whole, tenant, &current, &next, &extra)?;
+            whole.append(tx);
+            match whole.commit(self.executions.client()).await {
+                Ok(()) => {
+                    if let Some((range, checkpoints)) = cleanup {
+                        self.finish_discard(tenant, id, range, &checkpoints).await;
+                    }
+                    Ok(Attempt::Done(Changed { execution: next, discarded_checkpoints: discarded }))
+                }
+                Err(e) => Ok(Attempt::raced_on(e, &[Part::Execution, Part::Failure, Part::Account])?),
+            }
+        })
+        .await
+    }
+
+    /// A checkpoint of `execution` that a rollback has not discarded, or 404.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`], or the read's storage error.
+    pub async fn checkpoint_of(
+        &self,
+        tenant: &TenantId,
+        execution: &Execution,
+        id: &CheckpointId,
+    ) -> Result<StoredCheckpoint, Error> {
+        match self.checkpoints.get(tenant, id).await? {
+            Some(stored)
+                if stored.checkpoint.execution_id == execution.id
+                    && !execution.is_discarded(stored.checkpoint.sequence) =>
+            {
+                Ok(stored)
+            }
+            _ => Err(Error::not_found("checkpoint", id.as_str())),
+        }
+    }
+
+    /// Deletes the checkpoints a committed rollback discarded (hidden meanwhile), a
+    /// transaction of at most [`ROLLBACK_BATCH`] operations at a time, then drops their
+    /// range from the execution. Deleting what is gone already is harmless, so an
+    /// interrupted cleanup is finished by the execution's next rollback; until then the
+    /// range keeps them hidden. Failures are logged: the rollback itself has happened.
+    async fn finish_discard(
+        &self,
+        tenant: &TenantId,
+        id: &ExecutionId,
+        range: Discarded,
+        checkpoints: &[StoredCheckpoint],
+    ) {
+        let mut batch = Transaction::new();
+        let mut size = 0;
+        for stored in checkpoints {
+            if size + stored.deletion_size() > ROLLBACK_BATCH {
+                if let Err(error) = std::mem::take(&mut batch).commit(self.executions.client()).await {
+                    tracing::warn!(execution = %id, error = %error, "discarded checkpoints left hidden");
+                    return;
+                }
+                size = 0;
+            }
+            if let Err(error) = self.checkpoints.stage_delete(&mut batch, tenant, stored) {
+                tracing::warn!(execution = %id, error = %error, "discarded checkpoints left hidden");
+                return;
+            }
+            size += stored.deletion_size();
+        }
+        if let Err(error) = batch.commit(self.executions.client()).await {
+            tracing::warn!(execution = %id, error = %error, "discarded checkpoints left hidden");
+            return;
+        }
+        let dropped = retry_races(|| async move {
+            let Some(current) = self.executions.get(tenant, id).await? else { return Ok(Attempt::Done(())) };
+            if !current.discarded.contains(&range) {
+                return Ok(Attempt::Done(()));
+            }
+            let mut next = current.clone();
+            next.discarded.retain(|r| *r != range);
+            next.version += 1;
+            let mut tx = Transaction::new();
+            self.executions.stage_replace(&mut tx, tenant, &current, &next, &CounterChange::default())?;
+            match tx.commit(self.executions.client()).await {
+                Ok(()) => Ok(Attempt::Done(())),
+                Err(e) => Ok(Attempt::raced_on(e, &[Part::Execution])?),
+            }
+        })
+        .await;
+        if let Err(error) = dropped {
+            let error: Error = error;
+            tracing::warn!(execution = %id, error = %error, "a deleted rollback range left in place");
+        }
+    }
+
+    async fn open_failures(&self, tenant: &TenantId, execution: &Execution) -> Result<Vec<Failure>, Error> {
+        let failures = self.executions.failures(tenant, &execution.failure_ids).await?;
+        Ok(failures.into_iter().filter(|f| f.status == FailureStatus::Open).collect())
+    }
+
+    /// Records checkpoint `new` with `state` at `now` on execution `execution_id` while it runs:
+    /// its sequence is the execution's `last_sequence + 1`, its parent the execution's
+    /// current checkpoint, committed with the execution's new counts only if the
+    /// execution is unchanged (so sequences are dense and never reused).
+    ///
+    /// # Errors
+    /// [`Error::NotFound`], [`Error::InvalidState`] unless the execution is running,
+    /// [`Error::TooLarge`] when the compressed state cannot fit one transaction,
+    /// storage errors.
+    pub async fn record_checkpoint(
+        &self,
+        tenant: &TenantId,
+        execution_id: &ExecutionId,
+        new: &NewCheckpoint,
+        state: &PackedState,
+        now: DateTime<Utc>,
+    ) -> Result<Checkpoint, Error> {
+        retry_races(|| async move {
+            let current = self.load(tenant, execution_id).await?;
+            if current.status != ExecutionStatus::Running {
+                return Err(Error::InvalidState(format!(
+                    "execution {} is {}; checkpoints are accepted only while it is running",
+                    current.id,
+                    shared::body::WireEnum::wire(current.status)
+                )));
+            }
+            let checkpoint = Checkpoint {
+                id: new.id.clone(),
+                execution_id: current.id.clone(),
+                workflow_id: current.workflow_id.clone(),
+                sequence: current.last_sequence + 1,
+                name: new.name.clone(),
+                parent_checkpoint_id: current.current_checkpoint_id.clone(),
+                attempt: current.attempt,
+                metadata: new.metadata.clone(),
+                state_size_bytes: state.size as u64,
+                created_at: now,
+            };
+            let next = current.with_checkpoint(&checkpoint.id, checkpoint.sequence, now);
+            let mut tx = Transaction::new();
+            self.executions.stage_replace(&mut tx, tenant, &current, &next, &CounterChange::default())?;
+            self.checkpoints.stage_create(&mut tx, tenant, &checkpoint, state)?;
+            if let Err(TransactionError::TooLarge { bytes, .. }) = tx.check_limits() {
+                return Err(Error::TooLarge(format!(
+                    "the state is {} bytes of JSON and compresses to only {} bytes: a checkpoint is written in \
+                     one atomic DynamoDB transaction of at most {MAX_TRANSACTION_BYTES} bytes (this one would be \
+                     {bytes}); keep large incompressible data (media, embeddings) elsewhere and a reference to it \
+                     in the state",
+                    state.size,
+                    state.compressed_len()
+                )));
+            }
+            match tx.commit(self.executions.client()).await {
+                Ok(()) => Ok(Attempt::Done(checkpoint)),
+                Err(e) => Ok(Attempt::raced_on(e, &[Part::Execution])?),
+            }
+        })
+        .await
+    }
+
+    /// The tenant's failure `id`.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`], or the read's storage error.
+    pub async fn failure(&self, tenant: &TenantId, id: &FailureId) -> Result<Failure, Error> {
+        self.executions
+            .failures(tenant, std::slice::from_ref(id))
+            .await?
+            .pop()
+            .ok_or_else(|| Error::not_found("failure", id.as_str()))
+    }
+
+    /// Settles failure `id` as a person decided, with its counter moves, in one
+    /// transaction conditioned on the version read. Settling it as it is already
+    /// settled changes nothing and answers it as it is.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`], [`Error::InvalidState`] (see [`Failure::settle`]), storage
+    /// errors.
+    pub async fn settle_failure(
+        &self,
+        tenant: &TenantId,
+        id: &FailureId,
+        settlement: Settlement,
+        clock: &dyn Clock,
+    ) -> Result<Failure, Error> {
+        retry_races(|| async move {
+            let current = self.failure(tenant, id).await?;
+            let Some(next) = current.settle(settlement, clock.now())? else { return Ok(Attempt::Done(current)) };
+            let mut tx = Transaction::new();
+            let counts = self.executions.stage_failure_replace(&mut tx, tenant, &current, &next)?;
+            tx.extend(Part::Counters, counts.transact_items(self.executions.tables(), tenant)?);
+            match tx.commit(self.executions.client()).await {
+                Ok(()) => Ok(Attempt::Done(next)),
+                Err(e) => Ok(Attempt::raced_on(e, &[Part::Failure])?),
+            }
+        })
+        .await
+    }
+}
+
+fn archived(id: &WorkflowId) -> Error {
+    Error::InvalidState(format!("workflow {id} is archived; restore it to draft before starting executions"))
+}

@@ -3,9 +3,9 @@
 
 use std::collections::BTreeMap;
 
+use crate::Error;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
-use shared::ApiError;
 use shared::body::WireEnum;
 use shared::ids::{CheckpointId, ExecutionId, FailureId, WorkflowId};
 
@@ -235,13 +235,13 @@ impl Execution {
     /// Refuses `action` unless the current status allows it.
     ///
     /// # Errors
-    /// [`ApiError::InvalidState`] naming the current status.
-    pub fn check(&self, action: &Action) -> Result<(), ApiError> {
+    /// [`Error::InvalidState`] naming the current status.
+    pub fn check(&self, action: &Action) -> Result<(), Error> {
         if matches!(action, Action::Replay { .. })
             && self.attempt >= MAX_ATTEMPTS
             && action.allowed_from().contains(&self.status)
         {
-            return Err(ApiError::InvalidState(format!(
+            return Err(Error::InvalidState(format!(
                 "execution {} has had {} attempts, the most one execution may have; start a new execution",
                 self.id, self.attempt
             )));
@@ -250,13 +250,26 @@ impl Execution {
             return Ok(());
         }
         let allowed: Vec<&str> = action.allowed_from().iter().map(|s| s.wire()).collect();
-        Err(ApiError::InvalidState(format!(
+        Err(Error::InvalidState(format!(
             "execution {} is {}; {} is allowed only when it is {}",
             self.id,
             self.status.wire(),
             action.name(),
             allowed.join(" or ")
         )))
+    }
+
+    /// The execution after recording checkpoint `sequence` (id `checkpoint`): it is
+    /// the last and the current one, counted once more.
+    #[must_use]
+    pub fn with_checkpoint(&self, checkpoint: &CheckpointId, sequence: u64, now: DateTime<Utc>) -> Self {
+        let mut next = self.clone();
+        next.last_sequence = sequence;
+        next.checkpoint_count += 1;
+        next.current_checkpoint_id = Some(checkpoint.clone());
+        next.version += 1;
+        next.updated_at = now;
+        next
     }
 
     /// The execution after `action` (already checked), for the fields every action
@@ -341,7 +354,7 @@ mod tests {
 
     #[test]
     fn refusal_names_the_current_status() {
-        let Err(ApiError::InvalidState(detail)) = execution(Completed).check(&Action::Pause) else { panic!("refused") };
+        let Err(Error::InvalidState(detail)) = execution(Completed).check(&Action::Pause) else { panic!("refused") };
         assert!(detail.contains("is completed"), "{detail}");
     }
 

@@ -21,6 +21,7 @@ use serde_json::{Map, Value};
 use shared::TenantId;
 use shared::body::WireEnum;
 use shared::counters::{self, CounterChange};
+use shared::dynamo::Part;
 use shared::dynamo::{
     Item, StoreError, Table, Tables, Transaction, b, batch_get, built, classify, get_item, n, newest_first_in,
     query_window_from, s,
@@ -312,7 +313,7 @@ impl ExecutionStore {
         for (part, data) in blobs {
             let mut item = blob_key(tenant, part);
             item.insert("data".to_owned(), b(data));
-            tx.push("blob", self.put_item(Table::Blobs, item, "attribute_not_exists(part)", None)?);
+            tx.push(Part::Blob, self.put_item(Table::Blobs, item, "attribute_not_exists(part)", None)?);
         }
         Ok(())
     }
@@ -324,13 +325,13 @@ impl ExecutionStore {
     pub fn stage_create(&self, tx: &mut Transaction, tenant: &TenantId, e: &Execution) -> Result<(), StoreError> {
         let (record, blobs) = ExecutionRecord::new(tenant, e);
         tx.push(
-            "execution",
+            Part::Execution,
             self.put_item(Table::Executions, serde_dynamo::to_item(record)?, "attribute_not_exists(id)", None)?,
         );
         self.stage_blobs(tx, tenant, blobs)?;
         let mut change = CounterChange::between(&[], &e.counters());
         change.add(&counters::daily("attempts", e.created_at.date_naive()), 1);
-        tx.extend("counters", change.transact_items(&self.tables, tenant)?);
+        tx.extend(Part::Counters, change.transact_items(&self.tables, tenant)?);
         Ok(())
     }
 
@@ -350,7 +351,7 @@ impl ExecutionStore {
         let (record, blobs) = ExecutionRecord::new(tenant, new);
         let put =
             self.put_item(Table::Executions, serde_dynamo::to_item(record)?, "version = :expected", Some(old.version))?;
-        tx.push("execution", put);
+        tx.push(Part::Execution, put);
         let changed: Vec<(String, Vec<u8>)> = blobs
             .into_iter()
             .filter(|(part, _)| {
@@ -361,7 +362,7 @@ impl ExecutionStore {
         self.stage_blobs(tx, tenant, changed)?;
         let mut change = CounterChange::between(&old.counters(), &new.counters());
         change.merge(extra);
-        tx.extend("counters", change.transact_items(&self.tables, tenant)?);
+        tx.extend(Part::Counters, change.transact_items(&self.tables, tenant)?);
         Ok(())
     }
 
@@ -522,10 +523,10 @@ impl ExecutionStore {
     /// [`StoreError`] if an operation cannot be built.
     pub fn stage_failure(&self, tx: &mut Transaction, tenant: &TenantId, f: &Failure) -> Result<(), StoreError> {
         let item = serde_dynamo::to_item(FailureRecord::new(tenant, f))?;
-        tx.push("failure", self.put_item(Table::Failures, item, "attribute_not_exists(id)", None)?);
+        tx.push(Part::Failure, self.put_item(Table::Failures, item, "attribute_not_exists(id)", None)?);
         let mut change = CounterChange::between(&[], &f.counters());
         change.add(&counters::daily("failures", f.created_at.date_naive()), 1);
-        tx.extend("counters", change.transact_items(&self.tables, tenant)?);
+        tx.extend(Part::Counters, change.transact_items(&self.tables, tenant)?);
         Ok(())
     }
 
@@ -542,7 +543,7 @@ impl ExecutionStore {
         new: &Failure,
     ) -> Result<CounterChange, StoreError> {
         let item = serde_dynamo::to_item(FailureRecord::new(tenant, new))?;
-        tx.push("failure", self.put_item(Table::Failures, item, "version = :expected", Some(old.version))?);
+        tx.push(Part::Failure, self.put_item(Table::Failures, item, "version = :expected", Some(old.version))?);
         Ok(CounterChange::between(&old.counters(), &new.counters()))
     }
 

@@ -3,9 +3,9 @@
 
 use std::collections::BTreeMap;
 
+use crate::Error;
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
-use shared::ApiError;
 use shared::body::WireEnum;
 use shared::ids::WorkflowId;
 
@@ -162,11 +162,11 @@ impl Workflow {
     /// The workflow after `change`, or `None` when nothing would change.
     ///
     /// # Errors
-    /// [`ApiError::InvalidState`] when the workflow is archived and the change is not a
+    /// [`Error::InvalidState`] when the workflow is archived and the change is not a
     /// restore to draft, or the status may not move as asked.
-    pub fn apply(&self, change: WorkflowChange, now: DateTime<Utc>) -> Result<Option<Self>, ApiError> {
+    pub fn apply(&self, change: WorkflowChange, now: DateTime<Utc>) -> Result<Option<Self>, Error> {
         if self.status == WorkflowStatus::Archived && !change.is_restore() {
-            return Err(ApiError::InvalidState(format!(
+            return Err(Error::InvalidState(format!(
                 "workflow {} is archived; only {{\"status\":\"draft\"}} is accepted to restore it",
                 self.id
             )));
@@ -174,7 +174,7 @@ impl Workflow {
         let mut next = self.clone();
         if let Some(status) = change.status {
             if !self.status.can_become(status) {
-                return Err(ApiError::InvalidState(format!(
+                return Err(Error::InvalidState(format!(
                     "workflow {} cannot move from {} to {}",
                     self.id,
                     self.status.wire(),
@@ -267,9 +267,9 @@ mod tests {
     fn archived_accepts_only_a_restore_to_draft() {
         let archived = workflow(Archived);
         let rename = WorkflowChange { name: Some("x".to_owned()), ..WorkflowChange::default() };
-        assert!(matches!(archived.apply(rename, Utc::now()), Err(ApiError::InvalidState(_))));
+        assert!(matches!(archived.apply(rename, Utc::now()), Err(Error::InvalidState(_))));
         let publish = WorkflowChange { status: Some(Published), ..WorkflowChange::default() };
-        assert!(matches!(archived.apply(publish, Utc::now()), Err(ApiError::InvalidState(_))));
+        assert!(matches!(archived.apply(publish, Utc::now()), Err(Error::InvalidState(_))));
         let restore_and_rename =
             WorkflowChange { status: Some(Draft), name: Some("x".to_owned()), ..WorkflowChange::default() };
         assert!(archived.apply(restore_and_rename, Utc::now()).is_err());

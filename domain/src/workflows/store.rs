@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use shared::TenantId;
 use shared::body::WireEnum;
 use shared::counters::{self, CounterChange};
+use shared::dynamo::Part;
 use shared::dynamo::{
     Item, StoreError, Table, Tables, Transaction, TransactionError, get_item, n, query_window_from, s, transact,
 };
@@ -237,15 +238,15 @@ impl WorkflowStore {
             .build()
             .map_err(|e| StoreError::Other(Box::new(e)))?;
         let mut tx = Transaction::new();
-        tx.push("workflow", TransactWriteItem::builder().delete(delete).build());
+        tx.push(Part::Workflow, TransactWriteItem::builder().delete(delete).build());
         for status in ["running", "paused"] {
             let name = counters::executions_of_workflow(w.id.as_str(), status);
-            tx.push("active", counters::check_zero(&self.tables, tenant, &name)?);
+            tx.push(Part::Active, counters::check_zero(&self.tables, tenant, &name)?);
         }
-        tx.extend("counters", CounterChange::between(&w.counters(), &[]).transact_items(&self.tables, tenant)?);
+        tx.extend(Part::Counters, CounterChange::between(&w.counters(), &[]).transact_items(&self.tables, tenant)?);
         match tx.commit(&self.client).await {
             Ok(()) => Ok(()),
-            Err(TransactionError::Condition("active")) => Err(DeleteError::Active),
+            Err(TransactionError::Condition(Part::Active)) => Err(DeleteError::Active),
             Err(TransactionError::Condition(_)) => Err(DeleteError::Changed),
             Err(TransactionError::Store(e)) => Err(DeleteError::Store(e)),
             Err(too_large @ TransactionError::TooLarge { .. }) => {

@@ -13,12 +13,12 @@ use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use shared::auth::stripe;
-use shared::dynamo::{StoreError, Transaction, TransactionError, backoff};
+use shared::dynamo::Part;
 use shared::{ApiError, TenantId};
 
 use crate::AppState;
-use domain::credits::{EntryType, NewEntry, RACE_ATTEMPTS, is_race};
-use domain::subscriptions::{EventRecord, Stored, record_once};
+use domain::credits::{EntryType, NewEntry};
+use domain::subscriptions::{EventRecord, Stored};
 
 /// Metadata marking a PaymentIntent as a Cairn top-up (subscription invoices also
 /// produce PaymentIntents, which must not credit).
@@ -89,38 +89,10 @@ async fn topup(state: &AppState, verified: &stripe::Verified<'_>, event: &Event)
         description: format!("Top-up via Stripe ({intent_id})"),
         payment_status: Some("completed".to_owned()),
     };
-    credit_once(state, &tenant, &[(&event.id, "event")], &event.kind, entry).await
-}
-
-/// Writes `entry` to the tenant's ledger unless one of `markers` (keys with their
-/// transaction labels) was recorded before; records them in the same transaction.
-/// Returns whether this call credited.
-async fn credit_once(
-    state: &AppState,
-    tenant: &TenantId,
-    markers: &[(&str, &'static str)],
-    kind: &str,
-    entry: NewEntry,
-) -> Result<bool, ApiError> {
-    for attempt in 0..RACE_ATTEMPTS {
-        if attempt > 0 {
-            tokio::time::sleep(backoff(attempt)).await;
-        }
-        let now = state.clock.now();
-        let mut tx = Transaction::new();
-        for (key, label) in markers {
-            record_once(&mut tx, &state.tables, tenant, key, kind, label, now)?;
-        }
-        let account = state.ledger.account(tenant).await?;
-        state.ledger.stage(&mut tx, tenant, account, entry.clone(), now)?;
-        match tx.commit(state.ledger.client()).await {
-            Ok(()) => return Ok(true),
-            Err(TransactionError::Condition(label)) if markers.iter().any(|(_, l)| *l == label) => return Ok(false),
-            Err(e) if is_race(&e) => {}
-            Err(other) => return Err(other.into()),
-        }
-    }
-    Err(StoreError::Conflict.into())
+    Ok(state
+        .ledger
+        .record_once(&tenant, &entry, &[(&event.id, Part::Event)], &event.kind, state.clock.as_ref())
+        .await?)
 }
 
 /// The Subscription `id` as Stripe has it now, with the tenant Cairn put in its
@@ -242,5 +214,6 @@ async fn invoice_paid(state: &AppState, verified: &stripe::Verified<'_>, event: 
         payment_status: Some("completed".to_owned()),
     };
     let invoice_marker = format!("invoice:{invoice_id}");
-    credit_once(state, &tenant, &[(&event.id, "event"), (&invoice_marker, "invoice")], &event.kind, entry).await
+    let markers = [(event.id.as_str(), Part::Event), (invoice_marker.as_str(), Part::Invoice)];
+    Ok(state.ledger.record_once(&tenant, &entry, &markers, &event.kind, state.clock.as_ref()).await?)
 }

@@ -5,13 +5,12 @@ use std::collections::BTreeMap;
 use axum::Json;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
+use domain::runs::NewCheckpoint;
 use domain::runs::checkpoint::{Checkpoint, PackedState, STATE_MAX_BYTES};
-use domain::runs::model::{Execution, ExecutionStatus};
+use domain::runs::model::Execution;
 use http::{HeaderValue, StatusCode, header};
 use serde::Serialize;
-use shared::body::{Fields, RawJsonBody, WireEnum, split_raw, string_map, text};
-use shared::counters::CounterChange;
-use shared::dynamo::{MAX_TRANSACTION_BYTES, StoreError, Transaction, TransactionError, backoff};
+use shared::body::{Fields, RawJsonBody, split_raw, string_map, text};
 use shared::ids::PathId;
 use shared::ids::{CheckpointId, ExecutionId};
 use shared::pagination::{OffsetBody, OffsetRequest};
@@ -24,8 +23,6 @@ use crate::AppState;
 const METADATA_MAX_KEYS: usize = 50;
 /// Longest name.
 const NAME_MAX: usize = 200;
-/// Tries of a checkpoint write under contention for the next sequence number.
-const WRITE_ATTEMPTS: u32 = 60;
 
 /// A checkpoint as the API shows it.
 #[derive(Debug, Serialize)]
@@ -64,7 +61,7 @@ impl From<Checkpoint> for CheckpointBody {
 
 async fn load_execution(state: &AppState, tenant: &TenantId, raw: &str) -> Result<Execution, ApiError> {
     let id = ExecutionId::parse(raw).ok_or_else(|| ApiError::not_found("execution", raw))?;
-    state.executions.get(tenant, &id).await?.ok_or_else(|| ApiError::not_found("execution", raw))
+    Ok(state.runs.load(tenant, &id).await?)
 }
 
 /// `POST /checkpoints`
@@ -92,65 +89,20 @@ pub async fn create(
         return Err(ApiError::internal("validated fields missing"));
     };
     let packed = pack(raw_state)?;
+    let execution_id =
+        ExecutionId::parse(&execution).ok_or_else(|| ApiError::not_found("execution", execution.as_str()))?;
     let now = state.clock.now();
-    let id = CheckpointId::generate_at(now);
-    let name = name.into_update().flatten();
-    let metadata = metadata.unwrap_or_default();
-    for attempt in 0..WRITE_ATTEMPTS {
-        let current = load_execution(&state, &tenant, &execution).await?;
-        if current.status != ExecutionStatus::Running {
-            return Err(ApiError::InvalidState(format!(
-                "execution {} is {}; checkpoints are accepted only while it is running",
-                current.id,
-                current.status.wire()
-            )));
-        }
-        let checkpoint = Checkpoint {
-            id: id.clone(),
-            execution_id: current.id.clone(),
-            workflow_id: current.workflow_id.clone(),
-            sequence: current.last_sequence + 1,
-            name: name.clone(),
-            parent_checkpoint_id: current.current_checkpoint_id.clone(),
-            attempt: current.attempt,
-            metadata: metadata.clone(),
-            state_size_bytes: packed.size as u64,
-            created_at: now,
-        };
-        let mut next = current.clone();
-        next.last_sequence = checkpoint.sequence;
-        next.checkpoint_count += 1;
-        next.current_checkpoint_id = Some(id.clone());
-        next.version += 1;
-        next.updated_at = now;
-        let mut tx = Transaction::new();
-        state.executions.stage_replace(&mut tx, &tenant, &current, &next, &CounterChange::default())?;
-        state.checkpoints.stage_create(&mut tx, &tenant, &checkpoint, &packed)?;
-        if let Err(TransactionError::TooLarge { bytes, .. }) = tx.check_limits() {
-            return Err(ApiError::PayloadTooLarge(format!(
-                "the state is {} bytes of JSON and compresses to only {} bytes: a checkpoint is written in \
-                 one atomic DynamoDB transaction of at most {MAX_TRANSACTION_BYTES} bytes (this one would be \
-                 {bytes}); keep large incompressible data (media, embeddings) elsewhere and a reference to it \
-                 in the state",
-                packed.size,
-                packed.compressed_len()
-            )));
-        }
-        match tx.commit(state.executions.client()).await {
-            Ok(()) => {
-                let location = HeaderValue::from_str(&format!("{}/checkpoints/{id}", shared::http::BASE_PATH))
-                    .map_err(ApiError::internal)?;
-                let mut response = (StatusCode::CREATED, Json(CheckpointBody::from(checkpoint))).into_response();
-                response.headers_mut().insert(header::LOCATION, location);
-                return Ok(response);
-            }
-            Err(TransactionError::Condition("execution") | TransactionError::Store(StoreError::Conflict)) => {
-                tokio::time::sleep(backoff(attempt)).await;
-            }
-            Err(other) => return Err(other.into()),
-        }
-    }
-    Err(ApiError::Unavailable("too many concurrent checkpoint writes on this execution; retry".into()))
+    let new = NewCheckpoint {
+        id: CheckpointId::generate_at(now),
+        name: name.into_update().flatten(),
+        metadata: metadata.unwrap_or_default(),
+    };
+    let checkpoint = state.runs.record_checkpoint(&tenant, &execution_id, &new, &packed, now).await?;
+    let location = HeaderValue::from_str(&format!("{}/checkpoints/{}", shared::http::BASE_PATH, checkpoint.id))
+        .map_err(ApiError::internal)?;
+    let mut response = (StatusCode::CREATED, Json(CheckpointBody::from(checkpoint))).into_response();
+    response.headers_mut().insert(header::LOCATION, location);
+    Ok(response)
 }
 
 fn pack(state: &serde_json::value::RawValue) -> Result<PackedState, ApiError> {
@@ -181,7 +133,7 @@ pub async fn list(
         Some(raw) => {
             let not_found = || ApiError::not_found("checkpoint", raw.as_str());
             let id = CheckpointId::parse(&raw).ok_or_else(not_found)?;
-            match state.checkpoints.get(&tenant, &id).await? {
+            match state.runs.checkpoints.get(&tenant, &id).await? {
                 Some(stored)
                     if stored.checkpoint.execution_id == execution.id
                         && !execution.is_discarded(stored.checkpoint.sequence) =>
@@ -193,7 +145,8 @@ pub async fn list(
         }
     };
     let (skip, take) = (window.offset as usize, window.limit as usize);
-    let items = state.checkpoints.list(&tenant, &execution.id, &execution.discarded, from_sequence, skip, take).await?;
+    let items =
+        state.runs.checkpoints.list(&tenant, &execution.id, &execution.discarded, from_sequence, skip, take).await?;
     Ok(Json(window.respond(items.into_iter().map(CheckpointBody::from).collect(), execution.checkpoint_count)))
 }
 
@@ -209,14 +162,14 @@ pub async fn get(
     let id = CheckpointId::parse(&raw).ok_or_else(|| ApiError::not_found("checkpoint", raw.as_str()))?;
     let not_found = || ApiError::not_found("checkpoint", raw.as_str());
     let (checkpoint, value) = if include_state {
-        let (checkpoint, value) = state.checkpoints.get_with_state(&tenant, &id).await?.ok_or_else(not_found)?;
+        let (checkpoint, value) = state.runs.checkpoints.get_with_state(&tenant, &id).await?.ok_or_else(not_found)?;
         (checkpoint, Some(value))
     } else {
-        (state.checkpoints.get(&tenant, &id).await?.ok_or_else(not_found)?.checkpoint, None)
+        (state.runs.checkpoints.get(&tenant, &id).await?.ok_or_else(not_found)?.checkpoint, None)
     };
     // A checkpoint a rollback discarded is gone for clients even while its items are
     // being deleted.
-    let hidden = state.executions.discarded(&tenant, &checkpoint.execution_id).await?;
+    let hidden = state.runs.executions.discarded(&tenant, &checkpoint.execution_id).await?;
     if hidden.iter().any(|range| range.contains(checkpoint.sequence)) {
         return Err(not_found());
     }

@@ -10,8 +10,7 @@ use std::sync::Arc;
 use aws_sdk_dynamodb::Client;
 use axum::routing::get;
 use axum::{Extension, Router};
-use domain::runs::checkpoint::CheckpointStore;
-use domain::runs::store::ExecutionStore;
+use domain::runs::Runs;
 use shared::auth::AuthState;
 use shared::body::BodyLimit;
 use shared::dynamo::Tables;
@@ -29,10 +28,8 @@ pub const CREATE_BODY_LIMIT: usize = 6 * 1024 * 1024;
 /// What the handlers share, built once per cold start.
 #[derive(Debug, Clone)]
 pub struct AppState {
-    /// Executions (checkpoints are written against them).
-    pub executions: ExecutionStore,
-    /// Checkpoints.
-    pub checkpoints: CheckpointStore,
+    /// The run operations (checkpoints are recorded against executions).
+    pub runs: Runs,
     /// Where "now" comes from.
     pub clock: Arc<dyn Clock>,
 }
@@ -40,11 +37,7 @@ pub struct AppState {
 /// The function's router, with the shared edge (auth, errors, logs) around it.
 pub fn app(client: Client, tables: Tables, clock: Arc<dyn Clock>) -> Router {
     let auth = AuthState::new(client.clone(), tables.clone());
-    let state = AppState {
-        executions: ExecutionStore::new(client.clone(), tables.clone()),
-        checkpoints: CheckpointStore::new(client, tables),
-        clock,
-    };
+    let state = AppState { runs: Runs::new(client, tables, shared::config::execution_cost_credits()), clock };
     let create = axum::routing::post(api::create).layer(Extension(BodyLimit(CREATE_BODY_LIMIT)));
     let routes = Router::new()
         .route(&format!("{BASE_PATH}/checkpoints"), get(api::list).merge(create))

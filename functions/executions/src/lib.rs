@@ -11,15 +11,11 @@ use std::sync::Arc;
 use aws_sdk_dynamodb::Client;
 use axum::Router;
 use axum::routing::{get, post};
-use domain::credits::Ledger;
-use domain::workflows::store::WorkflowStore;
+use domain::runs::Runs;
 use shared::auth::AuthState;
 use shared::dynamo::Tables;
 use shared::http::BASE_PATH;
 use shared::time::Clock;
-
-use domain::runs::checkpoint::CheckpointStore;
-use domain::runs::store::ExecutionStore;
 
 /// Every route of this function.
 pub const ROUTES: &[(&str, &str)] = &[
@@ -37,16 +33,8 @@ pub const ROUTES: &[(&str, &str)] = &[
 /// What the handlers share, built once per cold start.
 #[derive(Debug, Clone)]
 pub struct AppState {
-    /// Executions and failures.
-    pub executions: ExecutionStore,
-    /// Checkpoints (replay points, rollback).
-    pub checkpoints: CheckpointStore,
-    /// Workflows (starting needs an active one).
-    pub workflows: WorkflowStore,
-    /// The credit ledger (starts and replays are charged).
-    pub ledger: Ledger,
-    /// Credits per start and per replay.
-    pub execution_cost: i64,
+    /// The run operations (and their stores).
+    pub runs: Runs,
     /// Where "now" comes from.
     pub clock: Arc<dyn Clock>,
 }
@@ -54,14 +42,7 @@ pub struct AppState {
 impl AppState {
     /// The state over one client and the named tables.
     pub fn new(client: Client, tables: Tables, clock: Arc<dyn Clock>) -> Self {
-        Self {
-            executions: ExecutionStore::new(client.clone(), tables.clone()),
-            checkpoints: CheckpointStore::new(client.clone(), tables.clone()),
-            workflows: WorkflowStore::new(client.clone(), tables.clone()),
-            ledger: Ledger::new(client, tables),
-            execution_cost: shared::config::execution_cost_credits(),
-            clock,
-        }
+        Self { runs: Runs::new(client, tables, shared::config::execution_cost_credits()), clock }
     }
 }
 

@@ -3,13 +3,12 @@
 use axum::Json;
 use axum::extract::State;
 use chrono::TimeDelta;
-use domain::runs::failure::{Failure, FailureStatus, counter_name};
+use domain::runs::failure::{Failure, FailureStatus, Settlement, counter_name};
 use domain::runs::store::FailureFilter;
 use serde::Serialize;
 use serde_json::{Map, Value};
 use shared::body::WireEnum;
 use shared::counters;
-use shared::dynamo::{StoreError, Transaction, TransactionError, backoff};
 use shared::ids::FailureId;
 use shared::ids::PathId;
 use shared::pagination::{OffsetBody, OffsetRequest};
@@ -20,8 +19,6 @@ use crate::AppState;
 
 /// Days in the window of `failure_rate_last_30_days` (today, UTC, and the 29 before).
 pub const RATE_WINDOW_DAYS: i64 = 30;
-/// Tries of a read-modify-write before giving up under contention.
-const WRITE_ATTEMPTS: u32 = 10;
 
 /// A failure in a list.
 #[derive(Debug, Serialize)]
@@ -102,7 +99,7 @@ pub async fn list(
     // checked while the window is read.
     let check = async {
         match &after {
-            Some(id) if !state.store.failure_exists(&tenant, id).await? => {
+            Some(id) if !state.runs.executions.failure_exists(&tenant, id).await? => {
                 Err(ApiError::not_found("failure", id.as_str()))
             }
             _ => Ok(()),
@@ -110,7 +107,7 @@ pub async fn list(
     };
     let read = async {
         Ok::<_, ApiError>(
-            Box::pin(state.store.list_failures(
+            Box::pin(state.runs.executions.list_failures(
                 &tenant,
                 &FailureFilter { status, created_after, created_before },
                 after.as_ref(),
@@ -129,12 +126,7 @@ fn parse_id(raw: &str) -> Result<FailureId, ApiError> {
 }
 
 async fn load(state: &AppState, tenant: &TenantId, id: &FailureId) -> Result<Failure, ApiError> {
-    state
-        .store
-        .failures(tenant, std::slice::from_ref(id))
-        .await?
-        .pop()
-        .ok_or_else(|| ApiError::not_found("failure", id.as_str()))
+    Ok(state.runs.failure(tenant, id).await?)
 }
 
 /// `GET /failures/{failure_id}`
@@ -170,7 +162,8 @@ pub async fn stats(State(state): State<AppState>, tenant: TenantId) -> Result<Js
     ];
     names.extend(days.iter().map(|day| counters::daily("failures", *day)));
     names.extend(days.iter().map(|day| counters::daily("attempts", *day)));
-    let values = counters::read_many(state.store.client(), state.store.tables(), &tenant, &names).await?;
+    let values =
+        counters::read_many(state.runs.executions.client(), state.runs.executions.tables(), &tenant, &names).await?;
     let window = days.len();
     let failures: u64 = values[4..4 + window].iter().sum();
     let attempts: u64 = values[4 + window..].iter().sum();
@@ -202,11 +195,7 @@ pub async fn resolve(
     PathId(raw): PathId,
 ) -> Result<Json<Settled>, ApiError> {
     let id = parse_id(&raw)?;
-    let settled = settle(&state, &tenant, &id, |current, now| match current.status {
-        FailureStatus::Resolved => Ok(None),
-        FailureStatus::Open | FailureStatus::Ignored => Ok(Some(current.resolved(now))),
-    })
-    .await?;
+    let settled = state.runs.settle_failure(&tenant, &id, Settlement::Resolve, state.clock.as_ref()).await?;
     Ok(Json(Settled {
         id: settled.id.to_string(),
         status: settled.status.wire(),
@@ -222,50 +211,11 @@ pub async fn ignore(
     PathId(raw): PathId,
 ) -> Result<Json<Settled>, ApiError> {
     let id = parse_id(&raw)?;
-    let settled = settle(&state, &tenant, &id, |current, _| match current.status {
-        FailureStatus::Open => {
-            let mut next = current.clone();
-            next.status = FailureStatus::Ignored;
-            next.version += 1;
-            Ok(Some(next))
-        }
-        other => Err(ApiError::InvalidState(format!(
-            "failure {} is {}; only an open failure can be ignored",
-            current.id,
-            other.wire()
-        ))),
-    })
-    .await?;
+    let settled = state.runs.settle_failure(&tenant, &id, Settlement::Ignore, state.clock.as_ref()).await?;
     Ok(Json(Settled {
         id: settled.id.to_string(),
         status: settled.status.wire(),
         resolved_at: None,
         message: "Failure ignored",
     }))
-}
-
-/// Reads the failure, applies `change` (`None`: nothing to do) and writes it with its
-/// counter moves in one transaction conditioned on the version read.
-async fn settle(
-    state: &AppState,
-    tenant: &TenantId,
-    id: &FailureId,
-    change: impl Fn(&Failure, chrono::DateTime<chrono::Utc>) -> Result<Option<Failure>, ApiError>,
-) -> Result<Failure, ApiError> {
-    for attempt in 0..WRITE_ATTEMPTS {
-        if attempt > 0 {
-            tokio::time::sleep(backoff(attempt)).await;
-        }
-        let current = load(state, tenant, id).await?;
-        let Some(next) = change(&current, state.clock.now())? else { return Ok(current) };
-        let mut tx = Transaction::new();
-        let counts = state.store.stage_failure_replace(&mut tx, tenant, &current, &next)?;
-        tx.extend("counters", counts.transact_items(state.store.tables(), tenant)?);
-        match tx.commit(state.store.client()).await {
-            Ok(()) => return Ok(next),
-            Err(TransactionError::Condition("failure") | TransactionError::Store(StoreError::Conflict)) => {}
-            Err(other) => return Err(other.into()),
-        }
-    }
-    Err(ApiError::Unavailable("the failure kept changing during the write; retry".into()))
 }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use aws_sdk_dynamodb::Client;
 use axum::Router;
 use axum::routing::{get, post};
-use domain::runs::store::ExecutionStore;
+use domain::runs::Runs;
 use shared::auth::AuthState;
 use shared::dynamo::Tables;
 use shared::http::BASE_PATH;
@@ -27,8 +27,8 @@ pub const ROUTES: &[(&str, &str)] = &[
 /// What the handlers share, built once per cold start.
 #[derive(Debug, Clone)]
 pub struct AppState {
-    /// Failures (and the executions they belong to).
-    pub store: ExecutionStore,
+    /// The run operations (failures belong to executions).
+    pub runs: Runs,
     /// Where "now" comes from: the 30-day window of the statistics moves with it.
     pub clock: Arc<dyn Clock>,
 }
@@ -36,7 +36,7 @@ pub struct AppState {
 /// The function's router, with the shared edge (auth, errors, logs) around it.
 pub fn app(client: Client, tables: Tables, clock: Arc<dyn Clock>) -> Router {
     let auth = AuthState::new(client.clone(), tables.clone());
-    let state = AppState { store: ExecutionStore::new(client, tables), clock };
+    let state = AppState { runs: Runs::new(client, tables, shared::config::execution_cost_credits()), clock };
     let one = format!("{BASE_PATH}/failures/{{failure_id}}");
     let routes = Router::new()
         .route(&format!("{BASE_PATH}/failures"), get(api::list))

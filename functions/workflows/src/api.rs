@@ -10,7 +10,6 @@ use http::{HeaderMap, HeaderValue, StatusCode, header};
 use serde::Serialize;
 use serde_json::{Map, Value};
 use shared::body::{Fields, JsonBody, WireEnum, json_object, one_of, string_map, text};
-use shared::dynamo::StoreError;
 use shared::ids::PathId;
 use shared::ids::WorkflowId;
 use shared::pagination::{PageBody, PageRequest};
@@ -19,7 +18,8 @@ use shared::{ApiError, TenantId};
 
 use crate::AppState;
 use domain::workflows::model::{NewWorkflow, Workflow, WorkflowChange, WorkflowStatus, WorkflowType};
-use domain::workflows::store::{DeleteError, ListFilter};
+use domain::workflows::store::ListFilter;
+use domain::workflows::{self as workflows, Precondition};
 
 /// Longest name.
 const NAME_MAX: usize = 200;
@@ -31,8 +31,6 @@ const DEFINITION_MAX_BYTES: usize = 64 * 1024;
 const METADATA_MAX_KEYS: usize = 50;
 /// Default `page_size` of the list.
 const DEFAULT_PAGE_SIZE: u32 = 20;
-/// Tries of a read-modify-write before giving up under contention.
-const WRITE_ATTEMPTS: usize = 5;
 /// Fields the server owns.
 const READ_ONLY: &[&str] = &["id", "version", "created_at", "updated_at"];
 
@@ -158,46 +156,24 @@ fn parse_change(body: Value) -> Result<WorkflowChange, ApiError> {
     })
 }
 
-/// What an `If-Match` header asks for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Precondition {
-    /// No header: last writer wins, but never on a stale read.
-    None,
-    /// `*`: any current version.
-    Any,
-    /// One of these versions; empty when nothing in the header was a version.
-    Versions(Vec<u64>),
-}
-
-impl Precondition {
-    fn from_headers(headers: &HeaderMap) -> Self {
-        let values: Vec<&str> = headers.get_all(header::IF_MATCH).iter().filter_map(|v| v.to_str().ok()).collect();
-        if values.is_empty() {
-            return Self::None;
-        }
-        let tags = values.iter().flat_map(|v| v.split(',')).map(str::trim);
-        let mut versions = Vec::new();
-        for tag in tags {
-            if tag == "*" {
-                return Self::Any;
-            }
-            let tag = tag.strip_prefix("W/").unwrap_or(tag);
-            if let Some(version) = tag.strip_prefix('"').and_then(|t| t.strip_suffix('"')).and_then(|t| t.parse().ok())
-            {
-                versions.push(version);
-            }
-        }
-        Self::Versions(versions)
+/// What the `If-Match` header asks for.
+fn precondition(headers: &HeaderMap) -> Precondition {
+    let values: Vec<&str> = headers.get_all(header::IF_MATCH).iter().filter_map(|v| v.to_str().ok()).collect();
+    if values.is_empty() {
+        return Precondition::None;
     }
-
-    fn check(&self, current: &Workflow) -> Result<(), ApiError> {
-        match self {
-            Self::Versions(versions) if !versions.contains(&current.version) => {
-                Err(ApiError::VersionMismatch { current: current.version })
-            }
-            _ => Ok(()),
+    let tags = values.iter().flat_map(|v| v.split(',')).map(str::trim);
+    let mut versions = Vec::new();
+    for tag in tags {
+        if tag == "*" {
+            return Precondition::Any;
+        }
+        let tag = tag.strip_prefix("W/").unwrap_or(tag);
+        if let Some(version) = tag.strip_prefix('"').and_then(|t| t.strip_suffix('"')).and_then(|t| t.parse().ok()) {
+            versions.push(version);
         }
     }
+    Precondition::Versions(versions)
 }
 
 fn parse_id(raw: &str) -> Result<WorkflowId, ApiError> {
@@ -205,7 +181,7 @@ fn parse_id(raw: &str) -> Result<WorkflowId, ApiError> {
 }
 
 async fn load(state: &AppState, tenant: &TenantId, id: &WorkflowId) -> Result<Workflow, ApiError> {
-    state.store.get(tenant, id).await?.ok_or_else(|| ApiError::not_found("workflow", id.as_str()))
+    Ok(workflows::load(&state.store, tenant, id).await?)
 }
 
 /// `POST /workflows`
@@ -264,20 +240,9 @@ pub async fn update(
 ) -> Result<Response, ApiError> {
     let id = parse_id(&raw)?;
     let change = parse_change(body)?;
-    let precondition = Precondition::from_headers(&headers);
-    for _ in 0..WRITE_ATTEMPTS {
-        let current = load(&state, &tenant, &id).await?;
-        precondition.check(&current)?;
-        let Some(next) = current.apply(change.clone(), state.clock.now())? else {
-            return Ok(respond(StatusCode::OK, current));
-        };
-        match state.store.replace(&tenant, &current, &next).await {
-            Ok(()) => return Ok(respond(StatusCode::OK, next)),
-            Err(StoreError::ConditionFailed { .. }) => {}
-            Err(other) => return Err(other.into()),
-        }
-    }
-    Err(contention())
+    let workflow =
+        workflows::update(&state.store, &tenant, &id, &precondition(&headers), &change, state.clock.now()).await?;
+    Ok(respond(StatusCode::OK, workflow))
 }
 
 /// `DELETE /workflows/{workflow_id}`
@@ -288,26 +253,8 @@ pub async fn delete(
     headers: HeaderMap,
 ) -> Result<StatusCode, ApiError> {
     let id = parse_id(&raw)?;
-    let precondition = Precondition::from_headers(&headers);
-    for _ in 0..WRITE_ATTEMPTS {
-        let current = load(&state, &tenant, &id).await?;
-        precondition.check(&current)?;
-        match state.store.delete(&tenant, &current).await {
-            Ok(()) => return Ok(StatusCode::NO_CONTENT),
-            Err(DeleteError::Changed) => {}
-            Err(DeleteError::Active) => {
-                return Err(ApiError::InvalidState(format!(
-                    "workflow {id} has running or paused executions; complete, fail or cancel them first"
-                )));
-            }
-            Err(DeleteError::Store(e)) => return Err(e.into()),
-        }
-    }
-    Err(contention())
-}
-
-fn contention() -> ApiError {
-    ApiError::Unavailable("the workflow kept changing during the write; retry".into())
+    workflows::delete(&state.store, &tenant, &id, &precondition(&headers)).await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 #[cfg(test)]
@@ -352,12 +299,12 @@ mod tests {
     #[test]
     fn if_match_forms() {
         let mut headers = HeaderMap::new();
-        assert_eq!(Precondition::from_headers(&headers), Precondition::None);
+        assert_eq!(precondition(&headers), Precondition::None);
         headers.insert(header::IF_MATCH, HeaderValue::from_static("\"3\", W/\"4\""));
-        assert_eq!(Precondition::from_headers(&headers), Precondition::Versions(vec![3, 4]));
+        assert_eq!(precondition(&headers), Precondition::Versions(vec![3, 4]));
         headers.insert(header::IF_MATCH, HeaderValue::from_static("*"));
-        assert_eq!(Precondition::from_headers(&headers), Precondition::Any);
+        assert_eq!(precondition(&headers), Precondition::Any);
         headers.insert(header::IF_MATCH, HeaderValue::from_static("3"));
-        assert_eq!(Precondition::from_headers(&headers), Precondition::Versions(vec![]));
+        assert_eq!(precondition(&headers), Precondition::Versions(vec![]));
     }
 }
