@@ -1,5 +1,5 @@
 # Cairn: the two commands of the README, and a few helpers.
-.PHONY: dev test build bench fmt lint clean-local
+.PHONY: dev test build independent-builds bench fmt lint clean-local
 
 ## The whole API on http://127.0.0.1:3000/api/v1 with DynamoDB Local and a demo key.
 dev:
@@ -13,6 +13,11 @@ test:
 ## (FUNCTIONS="billing" builds one alone).
 build:
 	bash infra/scripts/build.sh
+
+## Changes billing's code alone, rebuilds, and shows the other four bootstraps
+## byte-identical (reproducible, independent builds).
+independent-builds:
+	bash infra/scripts/independent_builds.sh
 
 ## Benchmarks against DynamoDB Local (release build); figures in the README.
 bench:

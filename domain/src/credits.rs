@@ -17,8 +17,8 @@ use shared::TenantId;
 use shared::body::WireEnum;
 use shared::counters::{self, CounterChange};
 use shared::dynamo::{
-    Attempt, Part, StoreError, Table, Tables, Transaction, TransactionError, built, get_item, n, query_window_from,
-    retry_races, s,
+    Attempt, Part, StoreError, Table, Tables, Transaction, TransactionError, built, get_item, n, newest_first,
+    query_window_from, resume_after, retry_races, s,
 };
 use shared::ids::TransactionId;
 
@@ -244,22 +244,8 @@ impl Ledger {
             None => (None, "tenant_id", t.to_owned()),
             Some(k) => (Some("by_type"), "tenant_type", format!("{t}#{}", k.wire())),
         };
-        let query = self
-            .client
-            .query()
-            .table_name(self.tables.name(Table::Ledger))
-            .set_index_name(index.map(str::to_owned))
-            .key_condition_expression("#pk = :pk")
-            .expression_attribute_names("#pk", key)
-            .expression_attribute_values(":pk", s(&value))
-            .scan_index_forward(false)
-            .consistent_read(index.is_none());
-        let start = after_seq.map(|seq| {
-            let mut start =
-                std::collections::HashMap::from([("tenant_id".to_owned(), s(t)), ("seq".to_owned(), n(seq))]);
-            start.insert(key.to_owned(), s(&value));
-            start
-        });
+        let start = after_seq.map(|seq| resume_after(t, ("seq", n(seq)), (key, &value)));
+        let query = newest_first(&self.client, self.tables.name(Table::Ledger), index, (key, value));
         let total_name = counter_name(kind);
         let (items, total) = tokio::try_join!(
             query_window_from(query, "seq", start, skip, take, &[]),

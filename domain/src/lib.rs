@@ -6,10 +6,12 @@
 //!   (a transition, its failure records and its checkpoint changes commit together).
 //! - [`credits`]: the credit ledger and balance.
 //! - [`subscriptions`]: plans and the tenant's subscription as Cairn shows it.
+//! - [`blobs`]: large payloads (execution values, checkpoint states), in parts.
 //!
 //! Dependency rule: functions -> domain -> shared, never sideways; no function crate
 //! depends on another, and nothing here talks to Stripe (the billing function does).
 
+pub mod blobs;
 pub mod credits;
 mod error;
 pub mod runs;

@@ -498,6 +498,27 @@ pub async fn batch_get(client: &Client, table: &str, keys: Vec<Item>) -> Result<
     Ok(found)
 }
 
+/// A query of one whole partition, newest first (descending sort key): `partition` is
+/// the key attribute and value of the table's partition or of `index`'s. Reads of the
+/// table are strongly consistent (an index cannot be).
+#[must_use]
+pub fn newest_first(
+    client: &Client,
+    table: &str,
+    index: Option<&str>,
+    partition: (&str, String),
+) -> QueryFluentBuilder {
+    client
+        .query()
+        .table_name(table)
+        .set_index_name(index.map(str::to_owned))
+        .key_condition_expression("#pk = :pk")
+        .expression_attribute_names("#pk", partition.0)
+        .expression_attribute_values(":pk", s(partition.1))
+        .scan_index_forward(false)
+        .consistent_read(index.is_none())
+}
+
 /// A query of one partition for the ids (`<prefix>_<uuidv7>`) in `range`, newest first
 /// (the range comes from [`crate::ids::created_between`]: time filters as key ranges).
 #[must_use]
@@ -508,18 +529,23 @@ pub fn newest_first_in(
     partition: (&str, String),
     range: (String, String),
 ) -> QueryFluentBuilder {
-    client
-        .query()
-        .table_name(table)
-        .set_index_name(index.map(str::to_owned))
+    newest_first(client, table, index, partition)
         .key_condition_expression("#pk = :pk AND #id BETWEEN :lo AND :hi")
-        .expression_attribute_names("#pk", partition.0)
         .expression_attribute_names("#id", "id")
-        .expression_attribute_values(":pk", s(partition.1))
         .expression_attribute_values(":lo", s(range.0))
         .expression_attribute_values(":hi", s(range.1))
-        .scan_index_forward(false)
-        .consistent_read(index.is_none())
+}
+
+/// Where a query of `partition` resumes after the item of `tenant` whose table sort
+/// key (`sort`: name and value) is given: the `ExclusiveStartKey` of a keyset cursor,
+/// for the table or an index (whose key adds its partition attribute).
+#[must_use]
+pub fn resume_after(tenant: &str, sort: (&str, AttributeValue), partition: (&str, &str)) -> Item {
+    HashMap::from([
+        ("tenant_id".to_owned(), s(tenant)),
+        (sort.0.to_owned(), sort.1),
+        (partition.0.to_owned(), s(partition.1)),
+    ])
 }
 
 /// How many times an optimistic write is tried before it gives up (see [`retry_races`]).

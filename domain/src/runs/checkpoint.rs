@@ -13,7 +13,7 @@
 //! transaction as the entries, so a reader never sees a half-written state and a failed
 //! write leaves nothing behind.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem};
@@ -22,17 +22,18 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use shared::TenantId;
 use shared::dynamo::Part;
-use shared::dynamo::{Item, StoreError, Table, Tables, Transaction, b, batch_get, built, get_item, n, query_window, s};
+use shared::dynamo::{StoreError, Table, Tables, Transaction, built, get_item, n, query_window, s};
 use shared::ids::{CheckpointId, ExecutionId, WorkflowId};
 
+use crate::blobs::{BlobStore, PART_MAX};
 use crate::runs::model::Discarded;
 
 /// The largest state, as serialized JSON: 4 MiB.
 pub const STATE_MAX_BYTES: usize = 4 * 1024 * 1024;
 /// Compressed states up to this size sit in the by-id entry.
 pub const INLINE_STATE_MAX: usize = 300 * 1024;
-/// Size of one part of a larger compressed state.
-pub const PART_SIZE: usize = 350 * 1024;
+/// Size of one part of a larger compressed state: the blob store's largest part.
+pub const PART_SIZE: usize = PART_MAX;
 
 /// A checkpoint of an execution's state.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -185,13 +186,14 @@ impl StoredCheckpoint {
 pub struct CheckpointStore {
     client: Client,
     tables: Tables,
+    blobs: BlobStore,
 }
 
 impl CheckpointStore {
     /// A store over `client` and the named tables.
     #[must_use]
     pub fn new(client: Client, tables: Tables) -> Self {
-        Self { client, tables }
+        Self { blobs: BlobStore::new(client.clone(), tables.clone()), client, tables }
     }
 
     fn table(&self) -> &str {
@@ -225,12 +227,7 @@ impl CheckpointStore {
         tx.push(Part::Checkpoint, self.put(by_id)?);
         tx.push(Part::Checkpoint, self.put(by_execution)?);
         for (index, part) in parts.iter().enumerate() {
-            let put = Put::builder()
-                .table_name(self.tables.name(Table::Blobs))
-                .item("tenant_id", s(tenant.as_str()))
-                .item("part", s(part_key(&c.id, index)))
-                .item("data", b(part.to_vec()));
-            tx.push(Part::Checkpoint, TransactWriteItem::builder().put(built(put.build())?).build());
+            self.blobs.stage_put(tx, Part::Checkpoint, tenant, &part_key(&c.id, index), part.to_vec())?;
         }
         Ok(())
     }
@@ -252,11 +249,7 @@ impl CheckpointStore {
             tx.push(Part::Discard, TransactWriteItem::builder().delete(built(delete.build())?).build());
         }
         for index in 0..stored.state_parts as usize {
-            let delete = Delete::builder()
-                .table_name(self.tables.name(Table::Blobs))
-                .key("tenant_id", s(tenant.as_str()))
-                .key("part", s(part_key(&c.id, index)));
-            tx.push(Part::Discard, TransactWriteItem::builder().delete(built(delete.build())?).build());
+            self.blobs.stage_delete(tx, Part::Discard, tenant, &part_key(&c.id, index))?;
         }
         Ok(())
     }
@@ -302,26 +295,16 @@ impl CheckpointStore {
     }
 
     async fn read_parts(&self, tenant: &TenantId, id: &CheckpointId, count: u32) -> Result<Vec<u8>, StoreError> {
-        let table = self.tables.name(Table::Blobs);
-        let keys: Vec<Item> = (0..count as usize)
-            .map(|i| {
-                HashMap::from([("tenant_id".to_owned(), s(tenant.as_str())), ("part".to_owned(), s(part_key(id, i)))])
-            })
-            .collect();
-        let found: BTreeMap<String, Vec<u8>> = batch_get(&self.client, table, keys)
-            .await?
-            .into_iter()
-            .map(|item| {
-                let part = item.get("part").and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
-                let data =
-                    item.get("data").and_then(|v| v.as_b().ok()).map(|b| b.as_ref().to_vec()).unwrap_or_default();
-                (part, data)
-            })
-            .collect();
-        if found.len() != count as usize {
-            return Err(StoreError::Corrupt(format!("checkpoint {id}: {} of {count} state parts", found.len())));
+        let keys: Vec<String> = (0..count as usize).map(|i| part_key(id, i)).collect();
+        let mut found = self.blobs.read(tenant, &keys).await?;
+        let mut state = Vec::new();
+        for key in &keys {
+            let part = found.remove(key).ok_or_else(|| {
+                StoreError::Corrupt(format!("checkpoint {id}: part {key} of {count} state parts is missing"))
+            })?;
+            state.extend(part);
         }
-        Ok(found.into_values().flatten().collect())
+        Ok(state)
     }
 
     fn execution_range(

@@ -21,13 +21,13 @@ use serde_json::{Map, Value};
 use shared::TenantId;
 use shared::body::WireEnum;
 use shared::counters::{self, CounterChange};
-use shared::dynamo::Part;
 use shared::dynamo::{
-    Item, StoreError, Table, Tables, Transaction, b, batch_get, built, classify, get_item, n, newest_first_in,
-    query_window_from, s,
+    Item, Part, StoreError, Table, Tables, Transaction, batch_get, built, classify, get_item, n, newest_first_in,
+    query_window_from, resume_after, s,
 };
 use shared::ids::{CheckpointId, CommandId, ExecutionId, FailureId, WorkflowId, created_between};
 
+use crate::blobs::BlobStore;
 use crate::runs::failure::{CommandStatus, Failure, FailureStatus, RecoveryCommand};
 use crate::runs::model::{Discarded, Execution, ExecutionError, ExecutionStatus, counter_name};
 
@@ -137,10 +137,6 @@ const SUMMARY_ATTRIBUTES: &[&str] = &[
     "tenant_workflow",
     "tenant_workflow_status",
 ];
-
-fn blob_key(tenant: &TenantId, part: String) -> Item {
-    HashMap::from([("tenant_id".to_owned(), s(tenant.as_str())), ("part".to_owned(), s(part))])
-}
 
 impl ExecutionRecord {
     fn new(tenant: &TenantId, e: &Execution) -> (Self, Vec<(String, Vec<u8>)>) {
@@ -268,13 +264,14 @@ pub struct FailureFilter {
 pub struct ExecutionStore {
     client: Client,
     tables: Tables,
+    blobs: BlobStore,
 }
 
 impl ExecutionStore {
     /// A store over `client` and the named tables.
     #[must_use]
     pub fn new(client: Client, tables: Tables) -> Self {
-        Self { client, tables }
+        Self { blobs: BlobStore::new(client.clone(), tables.clone()), client, tables }
     }
 
     /// The client, for callers that commit transactions.
@@ -310,10 +307,8 @@ impl ExecutionStore {
         tenant: &TenantId,
         blobs: Vec<(String, Vec<u8>)>,
     ) -> Result<(), StoreError> {
-        for (part, data) in blobs {
-            let mut item = blob_key(tenant, part);
-            item.insert("data".to_owned(), b(data));
-            tx.push(Part::Blob, self.put_item(Table::Blobs, item, "attribute_not_exists(part)", None)?);
+        for (key, data) in blobs {
+            self.blobs.stage_put(tx, Part::Blob, tenant, &key, data)?;
         }
         Ok(())
     }
@@ -370,22 +365,8 @@ impl ExecutionStore {
         let records =
             items.into_iter().map(serde_dynamo::from_item::<_, ExecutionRecord>).collect::<Result<Vec<_>, _>>()?;
         let parts: Vec<String> = records.iter().flat_map(ExecutionRecord::external_parts).collect();
-        let blobs = self.read_blobs(tenant, parts).await?;
+        let blobs = self.blobs.read(tenant, &parts).await?;
         records.into_iter().map(|r| r.into_execution(&blobs)).collect()
-    }
-
-    async fn read_blobs(&self, tenant: &TenantId, parts: Vec<String>) -> Result<HashMap<String, Vec<u8>>, StoreError> {
-        let keys = parts.into_iter().map(|p| blob_key(tenant, p)).collect();
-        let items = batch_get(&self.client, self.tables.name(Table::Blobs), keys).await?;
-        Ok(items
-            .into_iter()
-            .map(|item| {
-                let part = item.get("part").and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
-                let data =
-                    item.get("data").and_then(|v| v.as_b().ok()).map(|b| b.as_ref().to_vec()).unwrap_or_default();
-                (part, data)
-            })
-            .collect())
     }
 
     /// The execution `id` of `tenant`, if it exists.
@@ -649,9 +630,7 @@ fn start_after(
     if after < range.0.as_str() {
         return None;
     }
-    let mut key = HashMap::from([("tenant_id".to_owned(), s(tenant.as_str())), ("id".to_owned(), s(after))]);
-    key.insert(partition.0.to_owned(), s(partition.1));
-    Some(Some(key))
+    Some(Some(resume_after(tenant.as_str(), ("id", s(after)), partition)))
 }
 
 #[derive(Debug, Serialize, Deserialize)]

@@ -14,9 +14,9 @@ use serde::{Deserialize, Serialize};
 use shared::TenantId;
 use shared::body::WireEnum;
 use shared::counters::{self, CounterChange};
-use shared::dynamo::Part;
 use shared::dynamo::{
-    Item, StoreError, Table, Tables, Transaction, TransactionError, get_item, n, query_window_from, s, transact,
+    Item, Part, StoreError, Table, Tables, Transaction, TransactionError, get_item, n, newest_first, query_window_from,
+    resume_after, s, transact,
 };
 use shared::ids::WorkflowId;
 use shared::pagination::PageRequest;
@@ -276,21 +276,8 @@ impl WorkflowStore {
                 (Some("by_status_type"), "tenant_status_type", format!("{t}#{}#{}", st.wire(), ty.wire()))
             }
         };
-        let query = self
-            .client
-            .query()
-            .table_name(self.table())
-            .set_index_name(index.map(str::to_owned))
-            .key_condition_expression("#pk = :pk")
-            .expression_attribute_names("#pk", key)
-            .expression_attribute_values(":pk", s(&value))
-            .scan_index_forward(false)
-            .consistent_read(index.is_none());
-        let start = after.map(|id| {
-            let mut start = Item::from([("tenant_id".to_owned(), s(t)), ("id".to_owned(), s(id.as_str()))]);
-            start.insert(key.to_owned(), s(&value));
-            start
-        });
+        let start = after.map(|id| resume_after(t, ("id", s(id.as_str())), (key, &value)));
+        let query = newest_first(&self.client, self.table(), index, (key, value));
         let total_name = counter_name(filter.status, filter.workflow_type);
         let (items, total) = tokio::try_join!(
             query_window_from(query, "id", start, page.skip(), page.page_size as usize, SUMMARY_ATTRIBUTES),

@@ -4,12 +4,19 @@
 //! lenient responses that read only what is used. Any failure is a 502
 //! `payment_processor_error` with a text of Cairn's; Stripe's own is logged.
 //! The secret key is never logged.
+//!
+//! It speaks HTTP through the same hyper, rustls (aws-lc-rs) and native root certificates as the
+//! AWS SDK, so the billing binary carries one HTTP and TLS stack, not two.
 
 use std::time::Duration;
 
+use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use domain::subscriptions::{Plan, Plans, Status};
-use reqwest::Method;
+use http::{Method, Request, header};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
 use serde::Deserialize;
 use shared::ApiError;
 use shared::body::WireEnum;
@@ -29,11 +36,17 @@ const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(3);
 const MIN_ATTEMPT: Duration = Duration::from_millis(500);
 /// Retries after the first try (while the budget lasts).
 const RETRIES: u32 = 2;
+/// The largest answer read (Stripe's objects are a few KB).
+const MAX_ANSWER_BYTES: usize = 1024 * 1024;
+
+/// HTTP(S) over the AWS SDK's own stack.
+type Http = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
 
 /// Where and how to reach Stripe.
 #[derive(Clone)]
 pub struct Stripe {
-    http: reqwest::Client,
+    /// `None` when the machine's root certificates could not be read (logged once).
+    http: Option<Http>,
     base: String,
     secret_key: String,
 }
@@ -239,7 +252,18 @@ impl Stripe {
     /// A client of the API at `base` with `secret_key`.
     #[must_use]
     pub fn new(base: &str, secret_key: &str) -> Self {
-        let http = reqwest::Client::builder().timeout(ATTEMPT_TIMEOUT).build().unwrap_or_default();
+        // The AWS SDK's crypto provider (aws-lc-rs), so the binary carries one.
+        let provider = rustls::crypto::aws_lc_rs::default_provider();
+        let http = match hyper_rustls::HttpsConnectorBuilder::new().with_provider_and_native_roots(provider) {
+            Ok(builder) => {
+                let connector = builder.https_or_http().enable_http1().build();
+                Some(Client::builder(hyper_util::rt::TokioExecutor::new()).build(connector))
+            }
+            Err(error) => {
+                tracing::error!(error = %error, "no root certificates: Stripe cannot be reached");
+                None
+            }
+        };
         Self { http, base: base.trim_end_matches('/').to_owned(), secret_key: secret_key.to_owned() }
     }
 
@@ -352,28 +376,20 @@ impl Stripe {
             if left < MIN_ATTEMPT {
                 break;
             }
-            let mut request = self
-                .http
-                .request(method.clone(), format!("{}{path}", self.base))
-                .timeout(left.min(ATTEMPT_TIMEOUT))
-                .bearer_auth(&self.secret_key)
-                .header("Stripe-Version", STRIPE_VERSION);
-            if let Some(key) = idempotency_key {
-                request = request.header("Idempotency-Key", key);
-            }
-            if method == Method::POST {
-                request = request.header("Content-Type", "application/x-www-form-urlencoded").body(body.clone());
-            }
-            let response = match request.send().await {
-                Ok(response) => response,
-                Err(error) => {
+            let answer =
+                tokio::time::timeout(left.min(ATTEMPT_TIMEOUT), self.attempt(&method, path, &body, idempotency_key));
+            let (status, text) = match answer.await {
+                Ok(Ok(answer)) => answer,
+                failed => {
+                    let error = match failed {
+                        Ok(Err(error)) => error,
+                        _ => "timed out".to_owned(),
+                    };
                     tracing::warn!(path, attempt, error = %error, "Stripe unreachable");
                     last = StripeError { status: None, message: "the payment processor could not be reached".into() };
                     continue;
                 }
             };
-            let status = response.status();
-            let text = response.text().await.unwrap_or_default();
             if status.is_success() {
                 return serde_json::from_str(&text).map_err(|_| StripeError {
                     status: Some(status.as_u16()),
@@ -392,6 +408,40 @@ impl Stripe {
             }
         }
         Err(last)
+    }
+
+    /// One request and its whole answer (status and text), or why there is none.
+    async fn attempt(
+        &self,
+        method: &Method,
+        path: &str,
+        body: &str,
+        idempotency_key: Option<&str>,
+    ) -> Result<(http::StatusCode, String), String> {
+        let http = self.http.as_ref().ok_or("no root certificates")?;
+        let mut request = Request::builder()
+            .method(method.clone())
+            .uri(format!("{}{path}", self.base))
+            .header(header::AUTHORIZATION, format!("Bearer {}", self.secret_key))
+            .header("Stripe-Version", STRIPE_VERSION);
+        if let Some(key) = idempotency_key {
+            request = request.header("Idempotency-Key", key);
+        }
+        let body = if *method == Method::POST {
+            request = request.header(header::CONTENT_TYPE, "application/x-www-form-urlencoded");
+            Full::new(Bytes::from(body.to_owned()))
+        } else {
+            Full::default()
+        };
+        let request = request.body(body).map_err(|e| format!("a request that cannot be built: {e}"))?;
+        let response = http.request(request).await.map_err(|e| e.to_string())?;
+        let status = response.status();
+        let bytes = Limited::new(response.into_body(), MAX_ANSWER_BYTES)
+            .collect()
+            .await
+            .map_err(|e| format!("the answer could not be read: {e}"))?
+            .to_bytes();
+        Ok((status, String::from_utf8_lossy(&bytes).into_owned()))
     }
 }
 
