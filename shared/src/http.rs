@@ -19,6 +19,16 @@ use crate::error::ApiError;
 /// The version prefix of every path.
 pub const BASE_PATH: &str = "/api/v1";
 
+/// `response` (a 201) with `Location: /api/v1/<path>`, where the new resource is.
+///
+/// # Errors
+/// 500 if the path cannot be a header value (ids are ASCII, so it always can).
+pub fn located(mut response: Response, path: &str) -> Result<Response, ApiError> {
+    let location = HeaderValue::from_str(&format!("{BASE_PATH}/{path}")).map_err(ApiError::internal)?;
+    response.headers_mut().insert(http::header::LOCATION, location);
+    Ok(response)
+}
+
 /// The header CloudFront adds to every request it forwards.
 pub const ORIGIN_HEADER: &str = "x-origin-verify";
 

@@ -5,8 +5,8 @@
 //! `payment_processor_error` with a text of Cairn's; Stripe's own is logged.
 //! The secret key is never logged.
 //!
-//! It speaks HTTP through the same hyper, rustls (aws-lc-rs) and native root certificates as the
-//! AWS SDK, so the billing binary carries one HTTP and TLS stack, not two.
+//! It speaks HTTP through the same hyper, rustls (aws-lc-rs) and native root
+//! certificates as the AWS SDK, so the billing binary carries one HTTP and TLS stack.
 
 use std::time::Duration;
 

@@ -8,7 +8,7 @@ use axum::response::{IntoResponse, Response};
 use domain::runs::NewCheckpoint;
 use domain::runs::checkpoint::{Checkpoint, PackedState, STATE_MAX_BYTES};
 use domain::runs::model::Execution;
-use http::{HeaderValue, StatusCode, header};
+use http::StatusCode;
 use serde::Serialize;
 use shared::body::{Fields, RawJsonBody, split_raw, string_map, text};
 use shared::ids::PathId;
@@ -98,11 +98,8 @@ pub async fn create(
         metadata: metadata.unwrap_or_default(),
     };
     let checkpoint = state.runs.record_checkpoint(&tenant, &execution_id, &new, &packed, now).await?;
-    let location = HeaderValue::from_str(&format!("{}/checkpoints/{}", shared::http::BASE_PATH, checkpoint.id))
-        .map_err(ApiError::internal)?;
-    let mut response = (StatusCode::CREATED, Json(CheckpointBody::from(checkpoint))).into_response();
-    response.headers_mut().insert(header::LOCATION, location);
-    Ok(response)
+    let path = format!("checkpoints/{}", checkpoint.id);
+    shared::http::located((StatusCode::CREATED, Json(CheckpointBody::from(checkpoint))).into_response(), &path)
 }
 
 fn pack(state: &serde_json::value::RawValue) -> Result<PackedState, ApiError> {

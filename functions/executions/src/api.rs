@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use axum::Json;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use http::{HeaderValue, StatusCode, header};
+use http::StatusCode;
 use serde::Serialize;
 use serde_json::Value;
 use shared::body::{Fields, JsonBody, OptionalJsonBody, Patch, WireEnum, json_object, json_value, string_map, text};
@@ -125,11 +125,8 @@ pub async fn create(
     let input = input.into_update().flatten();
     let metadata = metadata.unwrap_or_default();
     let execution = state.runs.start(&tenant, &workflow_id, input, metadata, state.clock.as_ref()).await?;
-    let location = HeaderValue::from_str(&format!("{}/executions/{}", shared::http::BASE_PATH, execution.id))
-        .map_err(ApiError::internal)?;
-    let mut response = (StatusCode::CREATED, Json(ExecutionBody::from(execution))).into_response();
-    response.headers_mut().insert(header::LOCATION, location);
-    Ok(response)
+    let path = format!("executions/{}", execution.id);
+    shared::http::located((StatusCode::CREATED, Json(ExecutionBody::from(execution))).into_response(), &path)
 }
 
 /// `GET /executions`

@@ -193,11 +193,8 @@ pub async fn create(
     let new = parse_new(body)?;
     let workflow = Workflow::create(new, state.clock.now());
     state.store.create(&tenant, &workflow).await?;
-    let location = HeaderValue::from_str(&format!("{}/workflows/{}", shared::http::BASE_PATH, workflow.id))
-        .map_err(ApiError::internal)?;
-    let mut response = respond(StatusCode::CREATED, workflow);
-    response.headers_mut().insert(header::LOCATION, location);
-    Ok(response)
+    let path = format!("workflows/{}", workflow.id);
+    shared::http::located(respond(StatusCode::CREATED, workflow), &path)
 }
 
 /// `GET /workflows`
