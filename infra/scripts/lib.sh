@@ -45,6 +45,20 @@ ensure_tools() {
   fi
 }
 
+# The Python client's pinned tools (clients/python/requirements-dev.txt) in a venv of
+# their own, with the client installed editable; installed again when the pins or the
+# package's metadata change.
+client_venv() {
+  local venv="$LOCAL/client-venv" dir="$ROOT/clients/python" want
+  want=$(cat "$dir/requirements-dev.txt" "$dir/pyproject.toml" | sha256sum | cut -c1-64)
+  if [ -x "$venv/bin/pytest" ] && [ "$(cat "$venv/.installed" 2>/dev/null)" = "$want" ]; then return 0; fi
+  log "installing the Python client and its tools (clients/python/requirements-dev.txt) into .local/client-venv"
+  [ -x "$venv/bin/pip" ] || python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$dir/requirements-dev.txt" >&2
+  "$venv/bin/pip" install --quiet --disable-pip-version-check --no-build-isolation --no-deps -e "$dir" >&2
+  echo "$want" >"$venv/.installed"
+}
+
 # Prints a free TCP port on 127.0.0.1.
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'

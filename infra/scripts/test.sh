@@ -8,6 +8,7 @@ source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
 
 ensure_tools
+client_venv
 
 log "cargo fmt --check"
 cargo fmt --all --check
@@ -22,6 +23,15 @@ AWS_ACCESS_KEY_ID=none AWS_SECRET_ACCESS_KEY=none SAM_CLI_TELEMETRY=0 \
 
 log "cargo clippy (all targets, warnings are errors)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
+
+log "the Python client: ruff, mypy --strict, unit tests"
+(
+  cd clients/python
+  "$LOCAL/client-venv/bin/ruff" check src tests
+  "$LOCAL/client-venv/bin/ruff" format --check src tests
+  "$LOCAL/client-venv/bin/mypy"
+  "$LOCAL/client-venv/bin/pytest" -q -m "not live" -p no:cacheprovider
+)
 
 log "building tests and functions"
 cargo build --workspace --bins --locked
@@ -82,6 +92,18 @@ if ! cargo test --workspace --locked "$@" 2>&1 | tee "$run_dir/test.log"; then
   exit 1
 fi
 
+# The Python client and the cairn CLI against the same running stack.
+if [ $# -eq 0 ] || [ "${CAIRN_CLIENT:-}" = 1 ]; then
+  log "the Python client against $CAIRN_API_URL"
+  if ! (cd clients/python && CAIRN_TEST_ADMIN="$target_dir/debug/cairn-admin" \
+      "$LOCAL/client-venv/bin/pytest" -q -m live -p no:cacheprovider) >"$run_dir/python.log" 2>&1; then
+    tail -n 80 "$run_dir/python.log" >&2
+    KEEP_TEST_LOGS=1
+    exit 1
+  fi
+  tail -n 1 "$run_dir/python.log" >&2
+fi
+
 # schemathesis against the running stack, as two tenants that must not see each other's
 # objects. Skipped when arguments narrowed `cargo test` to some tests.
 if [ $# -eq 0 ] || [ "${CAIRN_FUZZ:-}" = 1 ]; then
@@ -115,6 +137,7 @@ fi
 # may appear in any of them.
 log "checking the run's logs for API keys and Stripe secrets"
 logs=("$run_dir/watch.log" "$run_dir/test.log" "$run_dir/localstripe.log")
+[ -f "$run_dir/python.log" ] && logs+=("$run_dir/python.log")
 leaks=$(grep -E -o -h 'cairn_[0-9A-Za-z]{43}' "${logs[@]}" | sort -u | head -n 5 || true)
 for secret in "$STRIPE_WEBHOOK_SECRET" "$STRIPE_SECRET_KEY"; do
   if grep -F -q -- "$secret" "${logs[@]}"; then leaks+=$'\n'"a Stripe secret (${secret:0:8}...)"; fi

@@ -1,0 +1,400 @@
+"""What each API route is asked for: one function per route, written once and served by
+both the sync and the async client (see ``resources.py``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel
+
+from . import models
+from ._transport import Call, call, state_size_check
+
+R = TypeVar("R")
+M = TypeVar("M", bound=models.Model)
+
+#: An argument left out of the request (unlike ``None``, which may mean JSON null).
+OMIT: Any = object()
+
+
+@dataclass(frozen=True)
+class Spec(Generic[R]):
+    """A call and how to read its answer."""
+
+    call: Call
+    parse: Callable[[Any], R]
+
+
+@dataclass(frozen=True)
+class ListSpec(Generic[M]):
+    """A list route: its first page's call, how to ask for the page after an id, and
+    the model of its items."""
+
+    path: str
+    params: dict[str, Any]
+    size_param: str
+    size: int
+    item: type[M]
+
+    def page_call(self, after: str | None) -> Call:
+        params = dict(self.params)
+        params[self.size_param] = self.size
+        if after is not None:
+            params["starting_after"] = after
+        return call("GET", self.path, params=params)
+
+
+def model(cls: type[M]) -> Callable[[Any], M]:
+    return cls.model_validate
+
+
+def _nothing(_: Any) -> None:
+    return None
+
+
+def _body(**fields: Any) -> dict[str, Any]:
+    return {k: v for k, v in fields.items() if v is not OMIT}
+
+
+def jsonable(value: Any, what: str) -> Any:
+    """``value`` as JSON the API accepts: pydantic models and dataclasses are converted."""
+    import dataclasses
+    import json
+
+    if isinstance(value, BaseModel):
+        value = value.model_dump(mode="json")
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        value = dataclasses.asdict(value)
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise TypeError(
+            f"{what} must be JSON (dicts, lists, strings, numbers, booleans, None): {e}"
+        ) from None
+    return value
+
+
+# ---- workflows ----
+
+
+def workflows_create(
+    _: Any,
+    *,
+    name: str,
+    workflow_type: models.WorkflowType,
+    description: str | None = OMIT,
+    definition: dict[str, Any] | None = OMIT,
+    metadata: dict[str, str] | None = OMIT,
+    status: models.WorkflowStatus | None = OMIT,
+    idempotency_key: str | None = None,
+) -> Spec[models.Workflow]:
+    """Registers a workflow (``POST /workflows``)."""
+    body = _body(
+        name=name,
+        workflow_type=workflow_type,
+        description=description,
+        definition=definition,
+        metadata=metadata,
+        status=status,
+    )
+    return Spec(
+        call("POST", "/workflows", body=body, idempotency_key=idempotency_key), model(models.Workflow)
+    )
+
+
+def workflows_get(_: Any, workflow_id: str) -> Spec[models.Workflow]:
+    """One workflow (``GET /workflows/{id}``)."""
+    return Spec(call("GET", f"/workflows/{workflow_id}"), model(models.Workflow))
+
+
+def workflows_update(
+    _: Any,
+    workflow_id: str,
+    *,
+    name: str = OMIT,
+    description: str | None = OMIT,
+    workflow_type: models.WorkflowType = OMIT,
+    definition: dict[str, Any] | None = OMIT,
+    metadata: dict[str, str] = OMIT,
+    status: models.WorkflowStatus = OMIT,
+    if_version: int | None = None,
+) -> Spec[models.Workflow]:
+    """Changes a workflow (``PUT /workflows/{id}``); ``if_version`` sends ``If-Match``."""
+    body = _body(
+        name=name,
+        description=description,
+        workflow_type=workflow_type,
+        definition=definition,
+        metadata=metadata,
+        status=status,
+    )
+    headers = {"If-Match": f'"{if_version}"'} if if_version is not None else None
+    return Spec(call("PUT", f"/workflows/{workflow_id}", body=body, headers=headers), model(models.Workflow))
+
+
+def workflows_delete(_: Any, workflow_id: str, *, if_version: int | None = None) -> Spec[None]:
+    """Deletes a workflow (``DELETE /workflows/{id}``)."""
+    headers = {"If-Match": f'"{if_version}"'} if if_version is not None else None
+    return Spec(call("DELETE", f"/workflows/{workflow_id}", headers=headers), _nothing)
+
+
+def workflows_list(
+    _: Any,
+    *,
+    status: models.WorkflowStatus | None = None,
+    workflow_type: models.WorkflowType | None = None,
+    page_size: int = 100,
+) -> ListSpec[models.WorkflowSummary]:
+    """The workflows, newest first (``GET /workflows``)."""
+    params = {"status": status, "workflow_type": workflow_type}
+    return ListSpec("/workflows", _clean(params), "page_size", page_size, models.WorkflowSummary)
+
+
+# ---- executions ----
+
+
+def executions_create(
+    _: Any,
+    *,
+    workflow_id: str,
+    input: Any = OMIT,
+    metadata: dict[str, str] | None = OMIT,
+    idempotency_key: str | None = None,
+) -> Spec[models.Execution]:
+    """Starts an execution and charges it (``POST /executions``)."""
+    body = _body(workflow_id=workflow_id, input=input, metadata=metadata)
+    return Spec(
+        call("POST", "/executions", body=body, idempotency_key=idempotency_key), model(models.Execution)
+    )
+
+
+def executions_get(_: Any, execution_id: str) -> Spec[models.Execution]:
+    """One execution with its input and output (``GET /executions/{id}``)."""
+    return Spec(call("GET", f"/executions/{execution_id}"), model(models.Execution))
+
+
+def executions_list(
+    _: Any,
+    *,
+    status: models.ExecutionStatus | None = None,
+    workflow_id: str | None = None,
+    created_after: datetime | None = None,
+    created_before: datetime | None = None,
+    page_size: int = 100,
+) -> ListSpec[models.ExecutionSummary]:
+    """The executions, newest first (``GET /executions``)."""
+    params = {
+        "status": status,
+        "workflow_id": workflow_id,
+        "created_after": created_after,
+        "created_before": created_before,
+    }
+    return ListSpec("/executions", _clean(params), "page_size", page_size, models.ExecutionSummary)
+
+
+def _action(
+    execution_id: str, action: str, body: dict[str, Any], idempotency_key: str | None
+) -> Spec[models.Execution]:
+    return Spec(
+        call(
+            "POST",
+            f"/executions/{execution_id}/{action}",
+            body=body,
+            has_body=True,
+            idempotency_key=idempotency_key,
+        ),
+        model(models.Execution),
+    )
+
+
+def executions_complete(
+    _: Any, execution_id: str, *, output: Any = OMIT, idempotency_key: str | None = None
+) -> Spec[models.Execution]:
+    """Completes a running execution with its output."""
+    return _action(execution_id, "complete", _body(output=output), idempotency_key)
+
+
+def executions_fail(
+    _: Any,
+    execution_id: str,
+    *,
+    error_type: str,
+    message: str,
+    details: dict[str, Any] | None = OMIT,
+    idempotency_key: str | None = None,
+) -> Spec[models.Execution]:
+    """Fails a running execution and records a failure."""
+    body = _body(error_type=error_type, message=message, details=details)
+    return _action(execution_id, "fail", body, idempotency_key)
+
+
+def executions_pause(
+    _: Any, execution_id: str, *, idempotency_key: str | None = None
+) -> Spec[models.Execution]:
+    """Pauses a running execution."""
+    return _action(execution_id, "pause", {}, idempotency_key)
+
+
+def executions_cancel(
+    _: Any, execution_id: str, *, reason: str | None = OMIT, idempotency_key: str | None = None
+) -> Spec[models.Execution]:
+    """Cancels a running or paused execution."""
+    return _action(execution_id, "cancel", _body(reason=reason), idempotency_key)
+
+
+def executions_replay(
+    _: Any, execution_id: str, *, checkpoint_id: str | None = OMIT, idempotency_key: str | None = None
+) -> Spec[models.Execution]:
+    """Replays a failed or paused execution: from its current checkpoint by default,
+    from ``checkpoint_id``, or from the start with ``checkpoint_id=None``."""
+    return _action(execution_id, "replay", _body(checkpoint_id=checkpoint_id), idempotency_key)
+
+
+def executions_rollback(
+    _: Any, execution_id: str, *, checkpoint_id: str, idempotency_key: str | None = None
+) -> Spec[models.Execution]:
+    """Rolls an execution back to one of its checkpoints (later ones are deleted)."""
+    return _action(execution_id, "rollback", {"checkpoint_id": checkpoint_id}, idempotency_key)
+
+
+# ---- checkpoints ----
+
+
+def checkpoints_create(
+    _: Any,
+    *,
+    execution_id: str,
+    state: dict[str, Any],
+    name: str | None = OMIT,
+    metadata: dict[str, str] | None = OMIT,
+    idempotency_key: str | None = None,
+) -> Spec[models.Checkpoint]:
+    """Records a checkpoint of a running execution (the state is checked against the
+    4 MiB limit before it is sent, and sent gzip-compressed when large)."""
+    state = jsonable(state, "a checkpoint state")
+    if not isinstance(state, dict):
+        raise TypeError("a checkpoint state must be a JSON object (a dict)")
+    state_size_check(state)
+    body = _body(execution_id=execution_id, state=state, name=name, metadata=metadata)
+    return Spec(
+        call("POST", "/checkpoints", body=body, idempotency_key=idempotency_key), model(models.Checkpoint)
+    )
+
+
+def checkpoints_get(_: Any, checkpoint_id: str, *, include_state: bool = False) -> Spec[models.Checkpoint]:
+    """One checkpoint, with its state when ``include_state``."""
+    params = {"include_state": True} if include_state else None
+    return Spec(call("GET", f"/checkpoints/{checkpoint_id}", params=params), model(models.Checkpoint))
+
+
+def checkpoints_list(_: Any, *, execution_id: str, limit: int = 200) -> ListSpec[models.Checkpoint]:
+    """An execution's checkpoints, by sequence (``GET /checkpoints``)."""
+    return ListSpec("/checkpoints", {"execution_id": execution_id}, "limit", limit, models.Checkpoint)
+
+
+# ---- failures ----
+
+
+def failures_get(_: Any, failure_id: str) -> Spec[models.Failure]:
+    """One failure with its details and recovery commands."""
+    return Spec(call("GET", f"/failures/{failure_id}"), model(models.Failure))
+
+
+def failures_list(
+    _: Any,
+    *,
+    status: models.FailureStatus | None = None,
+    created_after: datetime | None = None,
+    created_before: datetime | None = None,
+    limit: int = 200,
+) -> ListSpec[models.FailureSummary]:
+    """The failures, newest first (``GET /failures``)."""
+    params = {"status": status, "created_after": created_after, "created_before": created_before}
+    return ListSpec("/failures", _clean(params), "limit", limit, models.FailureSummary)
+
+
+def failures_stats(_: Any) -> Spec[models.FailureStats]:
+    """Counts by status and the 30-day failure rate."""
+    return Spec(call("GET", "/failures/stats"), model(models.FailureStats))
+
+
+def failures_resolve(
+    _: Any, failure_id: str, *, idempotency_key: str | None = None
+) -> Spec[models.FailureSettled]:
+    """Marks a failure resolved."""
+    c = call("POST", f"/failures/{failure_id}/resolve", idempotency_key=idempotency_key)
+    return Spec(c, model(models.FailureSettled))
+
+
+def failures_ignore(
+    _: Any, failure_id: str, *, idempotency_key: str | None = None
+) -> Spec[models.FailureSettled]:
+    """Marks an open failure ignored."""
+    c = call("POST", f"/failures/{failure_id}/ignore", idempotency_key=idempotency_key)
+    return Spec(c, model(models.FailureSettled))
+
+
+# ---- billing ----
+
+
+def billing_balance(_: Any) -> Spec[models.Balance]:
+    """The credit balance."""
+    return Spec(call("GET", "/billing/balance"), model(models.Balance))
+
+
+def billing_transactions(
+    _: Any, *, type: str | None = None, page_size: int = 100
+) -> ListSpec[models.Transaction]:
+    """The ledger, newest first (``GET /billing/transactions``)."""
+    return ListSpec(
+        "/billing/transactions", _clean({"type": type}), "page_size", page_size, models.Transaction
+    )
+
+
+def billing_topup(_: Any, *, amount_cents: int, idempotency_key: str | None = None) -> Spec[models.TopUp]:
+    """Starts a top-up (a Stripe PaymentIntent); credits arrive once it is paid."""
+    c = call("POST", "/billing/topup", body={"amount_cents": amount_cents}, idempotency_key=idempotency_key)
+    return Spec(c, model(models.TopUp))
+
+
+def billing_create_checkout(
+    _: Any, *, plan_id: str, return_url: str, idempotency_key: str | None = None
+) -> Spec[models.CheckoutSession]:
+    """A Stripe Checkout page to subscribe to ``plan_id``."""
+    body = {"plan_id": plan_id, "return_url": return_url}
+    c = call("POST", "/billing/subscriptions/create-checkout", body=body, idempotency_key=idempotency_key)
+    return Spec(c, model(models.CheckoutSession))
+
+
+def billing_subscription(_: Any) -> Spec[models.Subscription]:
+    """The tenant's subscription (``NotFound`` without one)."""
+    return Spec(call("GET", "/billing/subscriptions/status"), model(models.Subscription))
+
+
+def billing_portal(
+    _: Any, *, return_url: str, idempotency_key: str | None = None
+) -> Spec[models.PortalSession]:
+    """A Stripe billing portal page."""
+    c = call(
+        "POST",
+        "/billing/subscriptions/portal",
+        body={"return_url": return_url},
+        idempotency_key=idempotency_key,
+    )
+    return Spec(c, model(models.PortalSession))
+
+
+def billing_cancel_subscription(
+    _: Any, *, immediately: bool = False, idempotency_key: str | None = None
+) -> Spec[models.SubscriptionCancelled]:
+    """Cancels the subscription at the end of the period, or ``immediately``."""
+    params = {"immediately": True} if immediately else None
+    c = call("POST", "/billing/subscriptions/cancel", params=params, idempotency_key=idempotency_key)
+    return Spec(c, model(models.SubscriptionCancelled))
+
+
+def _clean(params: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in params.items() if v is not None}

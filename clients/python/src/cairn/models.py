@@ -1,0 +1,209 @@
+"""The API's resources as typed models (pydantic v2).
+
+Field names and types follow ``infra/openapi.yaml``; a test compares them, so they
+cannot drift. Unknown fields the API may add later are kept (``extra="allow"``).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict
+
+WorkflowType = Literal["crewai", "langgraph", "autogen", "semantic_kernel", "custom"]
+WorkflowStatus = Literal["draft", "published", "archived"]
+ExecutionStatus = Literal["running", "completed", "failed", "cancelled", "paused"]
+FailureStatus = Literal["open", "resolved", "ignored"]
+
+
+class Model(BaseModel):
+    """Base of every model."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+
+class WorkflowSummary(Model):
+    """A workflow as lists show it (without ``definition``)."""
+
+    id: str
+    name: str
+    description: str | None
+    workflow_type: WorkflowType
+    status: WorkflowStatus
+    metadata: dict[str, str]
+    version: int
+    created_at: datetime
+    updated_at: datetime
+
+
+class Workflow(WorkflowSummary):
+    """A workflow."""
+
+    definition: dict[str, Any] | None
+
+
+class ExecutionError(Model):
+    """Why an execution failed."""
+
+    error_type: str
+    message: str
+
+
+class ExecutionSummary(Model):
+    """An execution as lists show it (without ``input`` and ``output``)."""
+
+    id: str
+    workflow_id: str
+    status: ExecutionStatus
+    error: ExecutionError | None
+    cancel_reason: str | None
+    metadata: dict[str, str]
+    attempt: int
+    current_checkpoint_id: str | None
+    checkpoint_count: int
+    created_at: datetime
+    updated_at: datetime
+    ended_at: datetime | None
+
+
+class Execution(ExecutionSummary):
+    """An execution; after a rollback ``discarded_checkpoints`` says how many went."""
+
+    input: Any = None
+    output: Any = None
+    discarded_checkpoints: int | None = None
+
+
+class Checkpoint(Model):
+    """A checkpoint; ``state`` only when asked for (``include_state=True``)."""
+
+    id: str
+    execution_id: str
+    workflow_id: str
+    sequence: int
+    name: str | None
+    parent_checkpoint_id: str | None
+    attempt: int
+    metadata: dict[str, str]
+    state_size_bytes: int
+    created_at: datetime
+    state: dict[str, Any] | None = None
+
+
+class FailureSummary(Model):
+    """A failure as lists show it."""
+
+    id: str
+    execution_id: str
+    workflow_id: str
+    error_type: str
+    message: str
+    status: FailureStatus
+    created_at: datetime
+    resolved_at: datetime | None
+
+
+class RecoveryCommand(Model):
+    """A recovery step recorded with a failure."""
+
+    id: str
+    type: str
+    status: str
+
+
+class Failure(FailureSummary):
+    """A failure with its details (traceback, agent, task) and recovery commands."""
+
+    details: dict[str, Any]
+    recovery_commands: list[RecoveryCommand]
+
+
+class FailureStats(Model):
+    """Failure counts and the 30-day failure rate."""
+
+    total_failures: int
+    open_failures: int
+    resolved_failures: int
+    ignored_failures: int
+    failure_rate_last_30_days: float
+
+
+class FailureSettled(Model):
+    """The answer to resolve and ignore."""
+
+    id: str
+    status: FailureStatus
+    resolved_at: datetime | None = None
+    message: str
+
+
+class Balance(Model):
+    """The credit balance (1 credit = US$0.01)."""
+
+    credits_balance: int
+    balance_usd: float
+
+
+class Transaction(Model):
+    """A ledger entry."""
+
+    id: str
+    type: Literal["topup", "usage", "subscription"]
+    amount: int
+    currency: str
+    credits_before: int
+    credits_after: int
+    description: str
+    payment_status: str | None
+    created_at: datetime
+
+
+class TopUp(Model):
+    """A started top-up: complete the payment with ``client_secret``."""
+
+    client_secret: str
+    payment_intent_id: str
+    amount_cents: int
+    credits: int
+
+
+class Subscription(Model):
+    """The tenant's subscription."""
+
+    subscription_id: str
+    plan_id: Literal["developer", "pro", "enterprise"]
+    status: Literal["active", "trialing", "past_due", "cancelled", "cancel_at_period_end"]
+    current_period_start: datetime | None
+    current_period_end: datetime | None
+    cancel_at_period_end: bool
+
+
+class CheckoutSession(Model):
+    """Where to send the customer to subscribe."""
+
+    checkout_url: str
+
+
+class PortalSession(Model):
+    """Where the customer manages billing."""
+
+    portal_url: str
+
+
+class SubscriptionCancelled(Model):
+    """The answer to cancelling a subscription."""
+
+    subscription_id: str
+    status: str
+    message: str
+
+
+T = TypeVar("T", bound=Model)
+
+
+class Page(Model, Generic[T]):
+    """One page of a list and the ``total`` of the whole list."""
+
+    items: list[T]
+    total: int

@@ -1,0 +1,279 @@
+"""The library without a server: requests, retries, errors, pages (respx mocks httpx)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from typing import Any
+
+import httpx
+import pytest
+import respx
+
+from cairn import AsyncCairn, Cairn, errors
+
+BASE = "http://cairn.test/api/v1"
+
+
+def problem(status: int, code: str, detail: str = "x", **extra: Any) -> httpx.Response:
+    body = {"type": "about:blank", "title": "t", "status": status, "detail": detail, "code": code}
+    body["request_id"] = "req-1"
+    body.update(extra)
+    return httpx.Response(status, json=body, headers={"Content-Type": "application/problem+json"})
+
+
+def execution(id: str = "exec_1", status: str = "running", **fields: Any) -> dict[str, Any]:
+    body = {
+        "id": id,
+        "workflow_id": "wf_1",
+        "status": status,
+        "input": None,
+        "output": None,
+        "error": None,
+        "cancel_reason": None,
+        "metadata": {},
+        "attempt": 1,
+        "current_checkpoint_id": None,
+        "checkpoint_count": 0,
+        "created_at": "2026-11-24T10:00:00.000Z",
+        "updated_at": "2026-11-24T10:00:00.000Z",
+        "ended_at": None,
+    }
+    body.update(fields)
+    return body
+
+
+@pytest.fixture
+def client() -> Cairn:
+    # No pauses between tries: the policy is checked by counting them.
+    return Cairn("key_secret_123", base_url=BASE, max_retries=3)
+
+
+@pytest.fixture(autouse=True)
+def no_sleep(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    slept: list[float] = []
+    monkeypatch.setattr("time.sleep", slept.append)
+
+    async def fake(delay: float) -> None:
+        slept.append(delay)
+
+    monkeypatch.setattr("asyncio.sleep", fake)
+    return slept
+
+
+def test_the_key_is_sent_and_never_shown(client: Cairn) -> None:
+    with respx.mock:
+        route = respx.get(f"{BASE}/billing/balance").respond(json={"credits_balance": 5, "balance_usd": 0.05})
+        assert client.billing.balance().credits_balance == 5
+    assert route.calls.last.request.headers["X-API-Key"] == "key_secret_123"
+    assert "key_secret_123" not in repr(client)
+    assert "key_secret_123" not in repr(client._settings)
+
+
+def test_configuration_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CAIRN_API_KEY", "env_key")
+    monkeypatch.setenv("CAIRN_API_URL", "http://other.test/api/v1/")
+    c = Cairn()
+    assert (c._settings.api_key, c._settings.base_url) == ("env_key", "http://other.test/api/v1")
+    monkeypatch.delenv("CAIRN_API_KEY")
+    with pytest.raises(errors.Unauthorized, match="CAIRN_API_KEY"):
+        Cairn()
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "cls"),
+    [
+        (400, "malformed_request", errors.MalformedRequest),
+        (401, "unauthorized", errors.Unauthorized),
+        (402, "insufficient_credits", errors.InsufficientCredits),
+        (404, "not_found", errors.NotFound),
+        (409, "invalid_state", errors.InvalidState),
+        (412, "version_mismatch", errors.VersionMismatch),
+        (413, "payload_too_large", errors.PayloadTooLarge),
+        (422, "validation_failed", errors.ValidationFailed),
+        (422, "idempotency_key_reused", errors.IdempotencyKeyReused),
+        (500, "internal", errors.InternalError),
+        (502, "payment_processor_error", errors.PaymentProcessorError),
+    ],
+)
+def test_each_problem_code_is_its_own_exception(client: Cairn, status: int, code: str, cls: type) -> None:
+    errs = [{"field": "name", "message": "is required"}]
+    with respx.mock:
+        respx.get(f"{BASE}/executions/exec_1").mock(return_value=problem(status, code, "why", errors=errs))
+        with pytest.raises(cls) as caught:
+            client.executions.get("exec_1")
+    e = caught.value
+    assert (e.status, e.code, e.detail, e.request_id) == (status, code, "why", "req-1")
+    assert e.errors == errs
+    assert "why" in str(e)
+
+
+def test_a_non_json_error_still_maps_by_status(client: Cairn) -> None:
+    with respx.mock:
+        respx.get(f"{BASE}/executions/exec_1").respond(404, text="gone")
+        with pytest.raises(errors.NotFound):
+            client.executions.get("exec_1")
+
+
+def test_retries_keep_one_idempotency_key_and_honour_retry_after(
+    client: Cairn, no_sleep: list[float]
+) -> None:
+    with respx.mock:
+        route = respx.post(f"{BASE}/executions").mock(
+            side_effect=[
+                httpx.ConnectError("refused"),
+                _with_retry_after(problem(503, "unavailable"), "2"),
+                _with_retry_after(problem(429, "rate_limited"), "1"),
+                httpx.Response(201, json=execution()),
+            ]
+        )
+        started = client.executions.create(workflow_id="wf_1", input={"q": 1})
+    assert started.id == "exec_1"
+    keys = {call.request.headers["Idempotency-Key"] for call in route.calls}
+    assert (len(route.calls), len(keys)) == (4, 1), keys
+    assert no_sleep[1:] == [2.0, 1.0]
+
+
+def _with_retry_after(response: httpx.Response, seconds: str) -> httpx.Response:
+    response.headers["Retry-After"] = seconds
+    return response
+
+
+def test_each_logical_call_gets_its_own_key(client: Cairn) -> None:
+    with respx.mock:
+        route = respx.post(f"{BASE}/executions").respond(201, json=execution())
+        client.executions.create(workflow_id="wf_1")
+        client.executions.create(workflow_id="wf_1")
+        client.executions.create(workflow_id="wf_1", idempotency_key="mine")
+    keys = [call.request.headers["Idempotency-Key"] for call in route.calls]
+    assert keys[0] != keys[1]
+    assert keys[2] == "mine"
+
+
+def test_retries_are_bounded_and_end_with_the_last_error(client: Cairn) -> None:
+    with respx.mock:
+        route = respx.get(f"{BASE}/billing/balance").mock(return_value=problem(503, "unavailable"))
+        with pytest.raises(errors.Unavailable):
+            client.billing.balance()
+    assert len(route.calls) == 4  # one try and max_retries=3 retries
+
+
+def test_retries_stop_at_the_time_budget(no_sleep: list[float]) -> None:
+    c = Cairn("k", base_url=BASE, max_retries=10, max_elapsed=5.0)
+    with respx.mock:
+        route = respx.get(f"{BASE}/billing/balance").mock(
+            return_value=_with_retry_after(problem(429, "rate_limited"), "30")
+        )
+        with pytest.raises(errors.RateLimited) as caught:
+            c.billing.balance()
+    assert len(route.calls) == 1
+    assert caught.value.retry_after == 30.0
+
+
+def test_conflicts_and_bad_requests_are_not_retried(client: Cairn) -> None:
+    with respx.mock:
+        route = respx.post(f"{BASE}/executions/exec_1/pause").mock(return_value=problem(409, "invalid_state"))
+        with pytest.raises(errors.InvalidState):
+            client.executions.pause("exec_1")
+    assert len(route.calls) == 1
+
+
+def test_an_idempotency_key_in_progress_is_retried(client: Cairn) -> None:
+    with respx.mock:
+        route = respx.post(f"{BASE}/executions/exec_1/complete").mock(
+            side_effect=[problem(409, "idempotency_in_progress"), httpx.Response(200, json=execution())]
+        )
+        client.executions.complete("exec_1", output={"ok": True})
+    assert len(route.calls) == 2
+
+
+def test_bodies_omit_what_was_not_given_and_send_null_when_asked(client: Cairn) -> None:
+    with respx.mock:
+        route = respx.post(f"{BASE}/executions/exec_1/replay").respond(200, json=execution())
+        client.executions.replay("exec_1")
+        client.executions.replay("exec_1", checkpoint_id=None)
+        client.executions.replay("exec_1", checkpoint_id="cp_1")
+    bodies = [json.loads(call.request.content) for call in route.calls]
+    assert bodies == [{}, {"checkpoint_id": None}, {"checkpoint_id": "cp_1"}]
+
+
+def test_large_bodies_are_gzipped_and_huge_states_refused_before_sending(client: Cairn) -> None:
+    checkpoint = {
+        "id": "cp_1",
+        "execution_id": "exec_1",
+        "workflow_id": "wf_1",
+        "sequence": 1,
+        "name": None,
+        "parent_checkpoint_id": None,
+        "attempt": 1,
+        "metadata": {},
+        "state_size_bytes": 10,
+        "created_at": "2026-11-24T10:00:00Z",
+    }
+    state = {"text": "a" * 200_000}
+    with respx.mock:
+        route = respx.post(f"{BASE}/checkpoints").respond(201, json=checkpoint)
+        client.checkpoints.create(execution_id="exec_1", state=state)
+        request = route.calls.last.request
+        assert request.headers["Content-Encoding"] == "gzip"
+        assert json.loads(gzip.decompress(request.content))["state"] == state
+        with pytest.raises(errors.PayloadTooLarge, match="4 MiB"):
+            client.checkpoints.create(execution_id="exec_1", state={"text": "a" * (4 * 1024 * 1024)})
+        assert len(route.calls) == 1
+        with pytest.raises(TypeError, match="JSON"):
+            client.checkpoints.create(execution_id="exec_1", state={"when": object()})
+
+
+def summary(i: int) -> dict[str, Any]:
+    body = execution(f"exec_{i}")
+    del body["input"], body["output"]
+    return body
+
+
+def test_lists_follow_the_cursor_across_pages(client: Cairn) -> None:
+    with respx.mock:
+        route = respx.get(f"{BASE}/executions").mock(
+            side_effect=[
+                httpx.Response(
+                    200, json={"items": [summary(3), summary(2)], "total": 3, "page": 1, "page_size": 2}
+                ),
+                httpx.Response(200, json={"items": [summary(1)], "total": 3, "page": 1, "page_size": 2}),
+            ]
+        )
+        ids = [e.id for e in client.executions.list(status="failed", page_size=2)]
+    assert ids == ["exec_3", "exec_2", "exec_1"]
+    first, second = (call.request.url.params for call in route.calls)
+    assert (first["status"], first["page_size"], "starting_after" in first) == ("failed", "2", False)
+    assert second["starting_after"] == "exec_2"
+
+
+def test_one_page_with_its_total(client: Cairn) -> None:
+    with respx.mock:
+        respx.get(f"{BASE}/executions").respond(
+            200, json={"items": [summary(1)], "total": 41, "page": 1, "page_size": 100}
+        )
+        page = client.executions.list().first_page()
+    assert (page.total, [e.id for e in page.items]) == (41, ["exec_1"])
+
+
+async def test_the_async_client_is_the_same_api() -> None:
+    c = AsyncCairn("k", base_url=BASE)
+    with respx.mock:
+        respx.get(f"{BASE}/executions").mock(
+            side_effect=[
+                httpx.Response(200, json={"items": [summary(2)], "total": 2, "page": 1, "page_size": 1}),
+                httpx.Response(200, json={"items": [summary(1)], "total": 2, "page": 1, "page_size": 1}),
+                httpx.Response(200, json={"items": [], "total": 2, "page": 1, "page_size": 1}),
+            ]
+        )
+        respx.post(f"{BASE}/executions/exec_2/cancel").mock(
+            side_effect=[
+                problem(503, "unavailable"),
+                httpx.Response(200, json=execution("exec_2", "cancelled")),
+            ]
+        )
+        ids = [e.id async for e in c.executions.list(page_size=1)]
+        cancelled = await c.executions.cancel("exec_2", reason="stop")
+    assert ids == ["exec_2", "exec_1"]
+    assert cancelled.status == "cancelled"
+    await c.close()

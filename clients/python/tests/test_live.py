@@ -1,0 +1,133 @@
+"""The library against the running stack that ``make test`` starts (fixtures in
+``conftest.py``: each test gets a tenant of its own)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+
+from cairn import AsyncCairn, Cairn, Run, errors
+
+pytestmark = pytest.mark.live
+
+URL = os.environ.get("CAIRN_API_URL")
+
+
+def test_a_traced_workflow_fails_is_replayed_and_resumes_without_rerunning_steps(client: Cairn) -> None:
+    ran: list[str] = []
+    broken = [True]
+
+    def plan(ticket: dict[str, Any]) -> dict[str, Any]:
+        ran.append("plan")
+        return {"steps": ["read", "answer"], "ticket": ticket["id"]}
+
+    def research(p: dict[str, Any]) -> list[str]:
+        ran.append("research")
+        return [f"note on {s}" for s in p["steps"]]
+
+    def answer(notes: list[str]) -> str:
+        ran.append("answer")
+        if broken[0]:
+            raise TimeoutError("the model timed out")
+        return " / ".join(notes)
+
+    @client.workflow("support-triage", workflow_type="crewai")
+    def triage(run: Run, ticket: dict[str, Any]) -> dict[str, Any]:
+        p = run.step("plan", plan, ticket)
+        notes = run.step("research", research, p)
+        return {"reply": run.step("answer", answer, notes)}
+
+    with pytest.raises(TimeoutError):
+        triage({"id": "T-7"})
+    failed = next(iter(client.executions.list(status="failed")))
+    assert failed.error is not None
+    assert failed.error.error_type == "TIMEOUT_ERROR"
+    failure = next(iter(client.failures.list(status="open")))
+    assert "TimeoutError" in client.failures.get(failure.id).details["traceback"]
+
+    replayed = client.executions.replay(failed.id)
+    assert (replayed.status, replayed.attempt) == ("running", 2)
+    broken[0] = False
+    ran.clear()
+    assert triage.resume(failed.id) == {"reply": "note on read / note on answer"}
+    assert ran == ["answer"], "plan and research ran once, in the first attempt"
+
+    done = client.executions.get(failed.id)
+    assert done.status == "completed"
+    assert done.output == {"reply": "note on read / note on answer"}
+    names = [c.name for c in client.checkpoints.list(execution_id=failed.id)]
+    assert names == ["plan", "research", "answer"]
+    assert client.failures.get(failure.id).status == "resolved", "completing resolves the open failure"
+    # The same workflow is found by name the next time, not created again.
+    assert [w.name for w in client.workflows.list()] == ["support-triage"]
+
+
+def test_every_resource_method(client: Cairn) -> None:
+    wf = client.workflows.create(name="every", workflow_type="custom", definition={"nodes": []})
+    assert client.workflows.get(wf.id).definition == {"nodes": []}
+    wf = client.workflows.update(wf.id, description="all methods", if_version=wf.version)
+    assert wf.version == 2
+    with pytest.raises(errors.VersionMismatch):
+        client.workflows.update(wf.id, name="stale", if_version=1)
+
+    e = client.executions.create(workflow_id=wf.id, input={"q": 1}, metadata={"team": "a"})
+    cp1 = client.checkpoints.create(execution_id=e.id, state={"step": 1}, name="one")
+    cp2 = client.checkpoints.create(execution_id=e.id, state={"step": 2}, name="two")
+    assert client.checkpoints.get(cp2.id, include_state=True).state == {"step": 2}
+    assert [c.sequence for c in client.checkpoints.list(execution_id=e.id)] == [1, 2]
+    assert client.executions.pause(e.id).status == "paused"
+    rolled = client.executions.rollback(e.id, checkpoint_id=cp1.id)
+    assert (rolled.discarded_checkpoints, rolled.current_checkpoint_id) == (1, cp1.id)
+    assert client.executions.replay(e.id, checkpoint_id=None).attempt == 2
+    failed = client.executions.fail(e.id, error_type="AGENT_ERROR", message="boom", details={"task_id": "t"})
+    assert failed.status == "failed"
+    failure = client.failures.list().first_page().items[0]
+    assert client.failures.ignore(failure.id).status == "ignored"
+    assert client.failures.resolve(failure.id).status == "resolved"
+    stats = client.failures.stats()
+    assert (stats.total_failures, stats.resolved_failures) == (1, 1)
+
+    other = client.executions.create(workflow_id=wf.id)
+    assert client.executions.cancel(other.id, reason="not needed").cancel_reason == "not needed"
+    third = client.executions.create(workflow_id=wf.id)
+    assert client.executions.complete(third.id, output=[1, 2]).output == [1, 2]
+    page = client.executions.list(page_size=2).first_page()
+    assert (page.total, len(page.items)) == (3, 2)
+    assert {x.id for x in client.executions.list(page_size=2)} == {e.id, other.id, third.id}
+
+    balance = client.billing.balance()
+    assert balance.credits_balance == 100 - 4  # three starts and one replay
+    kinds = [t.type for t in client.billing.transactions()]
+    assert kinds.count("usage") == 4
+    assert kinds.count("topup") == 1
+    with pytest.raises(errors.NotFound):
+        client.billing.subscription()
+    client.workflows.delete(wf.id)  # every execution has ended
+    with pytest.raises(errors.NotFound):
+        client.workflows.get(wf.id)
+
+
+def test_errors_are_typed_and_change_nothing(client: Cairn, key: str) -> None:
+    with pytest.raises(errors.NotFound):
+        client.executions.get("exec_0193a6f21c2b7d3e8f000123456789ab")
+    with pytest.raises(errors.ValidationFailed) as caught:
+        client.workflows.create(name="", workflow_type="custom")
+    assert [e["field"] for e in caught.value.errors] == ["name"]
+    with pytest.raises(errors.Unauthorized), Cairn("cairn_" + "x" * 43, base_url=URL) as wrong:
+        wrong.billing.balance()
+    assert client.workflows.list().first_page().total == 0
+
+
+async def test_the_async_client_traces_too(key: str) -> None:
+    async with AsyncCairn(key, base_url=URL) as client:
+
+        @client.workflow("async-flow")
+        async def flow(run: Any, n: int) -> int:
+            doubled: int = await run.step("double", lambda: n * 2)
+            return doubled + 1
+
+        assert await flow(20) == 41
+        executions = [e async for e in client.executions.list()]
+        assert [e.status for e in executions] == ["completed"]

@@ -1,0 +1,70 @@
+"""The models say what the OpenAPI document says: same fields, same required ones."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from pydantic import BaseModel
+
+from cairn import models
+
+OPENAPI = Path(__file__).resolve().parents[3] / "infra" / "openapi.yaml"
+
+
+def schema(name: str) -> dict[str, Any]:
+    doc = yaml.safe_load(OPENAPI.read_text())
+    return flatten(doc, doc["components"]["schemas"][name])
+
+
+def flatten(doc: dict[str, Any], s: dict[str, Any]) -> dict[str, Any]:
+    """Properties and required fields, with allOf merged and $refs followed."""
+    if "$ref" in s:
+        return flatten(doc, doc["components"]["schemas"][s["$ref"].rsplit("/", 1)[1]])
+    properties = dict(s.get("properties", {}))
+    required = set(s.get("required", []))
+    for part in s.get("allOf", []):
+        sub = flatten(doc, part)
+        properties.update(sub["properties"])
+        required |= sub["required"]
+    return {"properties": properties, "required": required}
+
+
+def response_schema(path: str, method: str, status: str) -> dict[str, Any]:
+    doc = yaml.safe_load(OPENAPI.read_text())
+    content = doc["paths"][path][method]["responses"][status]["content"]["application/json"]["schema"]
+    return flatten(doc, content)
+
+
+CASES: list[tuple[type[BaseModel], dict[str, Any]]] = [
+    (models.Workflow, schema("Workflow")),
+    (models.WorkflowSummary, schema("WorkflowSummary")),
+    (models.Execution, schema("ExecutionAfterRollback")),  # discarded_checkpoints: after a rollback only
+    (models.ExecutionSummary, schema("ExecutionSummary")),
+    (models.Checkpoint, schema("Checkpoint")),
+    (models.FailureSummary, schema("FailureItem")),
+    (models.Failure, schema("FailureDetail")),
+    (models.FailureStats, schema("FailureStats")),
+    (models.FailureSettled, schema("FailureResolved")),  # resolved_at: not when ignored
+    (models.Balance, schema("Balance")),
+    (models.Transaction, schema("Transaction")),
+    (models.Subscription, schema("Subscription")),
+    (models.TopUp, response_schema("/billing/topup", "post", "200")),
+    (models.CheckoutSession, response_schema("/billing/subscriptions/create-checkout", "post", "200")),
+    (models.PortalSession, response_schema("/billing/subscriptions/portal", "post", "200")),
+    (models.SubscriptionCancelled, response_schema("/billing/subscriptions/cancel", "post", "200")),
+]
+
+
+@pytest.mark.parametrize(("model", "spec"), CASES, ids=[m.__name__ for m, _ in CASES])
+def test_model_fields_match_the_openapi_document(model: type[BaseModel], spec: dict[str, Any]) -> None:
+    assert set(model.model_fields) == set(spec["properties"]), model.__name__
+    # What the API always sends is required in the model, except fields it sends only
+    # sometimes (the model gives them a default).
+    required = {name for name, field in model.model_fields.items() if field.is_required()}
+    assert required <= spec["required"], model.__name__
+    optional_in_model = set(model.model_fields) - required
+    sometimes = {"input", "output", "discarded_checkpoints", "resolved_at"}
+    assert optional_in_model <= (set(spec["properties"]) - spec["required"]) | sometimes, model.__name__
