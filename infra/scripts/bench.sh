@@ -32,3 +32,12 @@ WATCH_PID=$!
 wait_for_port "$api_port" 120 || { cat "$run_dir/watch.log" >&2; exit 1; }
 warm_up "http://127.0.0.1:$api_port/api/v1" workflows executions checkpoints failures billing/balance
 CAIRN_API_URL="http://127.0.0.1:$api_port/api/v1" cargo bench -q -p api-tests --bench throughput
+
+# The Python client's overhead per checkpointed step over a raw HTTP call.
+client_venv
+admin="$target_dir/release/cairn-admin"
+cargo build -q --release -p infra --bin cairn-admin
+tenant=$("$admin" tenant create --name "client bench")
+"$admin" credits grant --tenant "$tenant" --credits 10 >/dev/null
+CAIRN_API_KEY=$("$admin" key create --tenant "$tenant") CAIRN_API_URL="http://127.0.0.1:$api_port/api/v1" \
+  "$LOCAL/client-venv/bin/python" clients/python/bench/overhead.py

@@ -49,6 +49,10 @@ cat >&2 <<BANNER
   Try:
     curl -s http://127.0.0.1:$API_PORT/api/v1/workflows -H "X-API-Key: $key"
 
+  The Python client and the cairn command line (pip install -e clients/python):
+    export CAIRN_API_URL=http://127.0.0.1:$API_PORT/api/v1 CAIRN_API_KEY=$key
+    cairn executions list
+
   Ctrl-C stops the API and DynamoDB Local; the data stays for the next run.
 
 BANNER

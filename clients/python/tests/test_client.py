@@ -198,18 +198,7 @@ def test_bodies_omit_what_was_not_given_and_send_null_when_asked(client: Cairn) 
 
 
 def test_large_bodies_are_gzipped_and_huge_states_refused_before_sending(client: Cairn) -> None:
-    checkpoint = {
-        "id": "cp_1",
-        "execution_id": "exec_1",
-        "workflow_id": "wf_1",
-        "sequence": 1,
-        "name": None,
-        "parent_checkpoint_id": None,
-        "attempt": 1,
-        "metadata": {},
-        "state_size_bytes": 10,
-        "created_at": "2026-11-24T10:00:00Z",
-    }
+    checkpoint = checkpoint_json()
     state = {"text": "a" * 200_000}
     with respx.mock:
         route = respx.post(f"{BASE}/checkpoints").respond(201, json=checkpoint)
@@ -222,6 +211,23 @@ def test_large_bodies_are_gzipped_and_huge_states_refused_before_sending(client:
         assert len(route.calls) == 1
         with pytest.raises(TypeError, match="JSON"):
             client.checkpoints.create(execution_id="exec_1", state={"when": object()})
+
+
+def checkpoint_json(**fields: Any) -> dict[str, Any]:
+    body = {
+        "id": "cp_1",
+        "execution_id": "exec_1",
+        "workflow_id": "wf_1",
+        "sequence": 1,
+        "name": None,
+        "parent_checkpoint_id": None,
+        "attempt": 1,
+        "metadata": {},
+        "state_size_bytes": 10,
+        "created_at": "2026-11-24T10:00:00Z",
+    }
+    body.update(fields)
+    return body
 
 
 def summary(i: int) -> dict[str, Any]:

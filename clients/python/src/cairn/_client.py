@@ -32,6 +32,15 @@ M = TypeVar("M", bound=models.Model)
 # ---- pages ----
 
 
+def _page(item: type[M], raw: Any) -> models.Page[M]:
+    """A page whose items keep the API's own JSON."""
+    page: models.Page[M] = models.Page[item].model_validate(raw)  # type: ignore[valid-type]
+    for parsed, original in zip(page.items, raw.get("items", []), strict=False):
+        if isinstance(original, dict):
+            parsed._raw = original
+    return page
+
+
 class Pager(Generic[M]):
     """Every item of a list, page after page (keyset cursor ``starting_after``).
 
@@ -47,7 +56,7 @@ class Pager(Generic[M]):
 
     def _page(self, after: str | None) -> models.Page[M]:
         raw = self._client._send(self._spec.page_call(after))
-        return models.Page[self._spec.item].model_validate(raw)  # type: ignore[name-defined]
+        return _page(self._spec.item, raw)
 
     def pages(self) -> Iterator[models.Page[M]]:
         after: str | None = None
@@ -74,7 +83,7 @@ class AsyncPager(Generic[M]):
 
     async def _page(self, after: str | None) -> models.Page[M]:
         raw = await self._client._send(self._spec.page_call(after))
-        return models.Page[self._spec.item].model_validate(raw)  # type: ignore[name-defined]
+        return _page(self._spec.item, raw)
 
     async def pages(self) -> AsyncIterator[models.Page[M]]:
         after: str | None = None

@@ -48,7 +48,11 @@ class ListSpec(Generic[M]):
 
 
 def model(cls: type[M]) -> Callable[[Any], M]:
-    return cls.model_validate
+    def parse(raw: Any) -> M:
+        parsed: M = cls.from_api(raw)
+        return parsed
+
+    return parse
 
 
 def _nothing(_: Any) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 WorkflowType = Literal["crewai", "langgraph", "autogen", "semantic_kernel", "custom"]
 WorkflowStatus = Literal["draft", "published", "archived"]
@@ -21,6 +21,19 @@ class Model(BaseModel):
     """Base of every model."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
+    _raw: dict[str, Any] | None = PrivateAttr(default=None)
+
+    @classmethod
+    def from_api(cls, raw: Any) -> Any:
+        """The model of an API answer, keeping the answer's own JSON (:meth:`api_json`)."""
+        model = cls.model_validate(raw)
+        if isinstance(raw, dict):
+            model._raw = raw
+        return model
+
+    def api_json(self) -> Any:
+        """The JSON the API sent, unchanged (else this model as JSON)."""
+        return self._raw if self._raw is not None else self.model_dump(mode="json")
 
 
 class WorkflowSummary(Model):
