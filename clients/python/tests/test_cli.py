@@ -171,3 +171,20 @@ def test_help_documents_the_exit_codes() -> None:
     result = CliRunner().invoke(cli, ["--help"])
     assert result.exit_code == 0
     assert "3 not found" in result.output
+
+
+def test_all_shows_a_progress_bar_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from rich.console import Console
+
+    screen = io.StringIO()
+    monkeypatch.setattr("cairn.cli.err", Console(file=screen, force_terminal=True, width=80))
+    with respx.mock:
+        respx.get(f"{BASE}/executions").mock(
+            side_effect=[page([summary(3)] * 100, 101), page([summary(1)], 101)]
+        )
+        code, text, _ = run("--json", "executions", "list", "--all")
+    assert code == 0
+    assert len(json.loads(text)) == 101
+    assert "reading pages" in screen.getvalue()

@@ -131,7 +131,18 @@ def table(columns: list[str], rows: Iterable[list[Any]]) -> None:
 def items(state: State, pager: Pager[M], follow: bool) -> list[M]:
     """The first page, or every page with ``--all`` (a line says what was left out)."""
     if follow:
-        return list(pager)
+        if not err.is_terminal:
+            return list(pager)
+        # A progress bar on a terminal's stderr while every page is read.
+        from rich.progress import Progress
+
+        found: list[M] = []
+        with Progress(console=err, transient=True) as progress:
+            task = progress.add_task("reading pages", total=None)
+            for page in pager.pages():
+                found.extend(page.items)
+                progress.update(task, total=max(page.total, len(found)), completed=len(found))
+        return found
     page = pager.first_page()
     if len(page.items) < page.total:
         err.print(f"showing {len(page.items)} of {page.total}; --all for every page")
