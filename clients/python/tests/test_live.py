@@ -104,6 +104,14 @@ def test_every_resource_method(client: Cairn) -> None:
     assert kinds.count("topup") == 1
     with pytest.raises(errors.NotFound):
         client.billing.subscription()
+    with pytest.raises(errors.NotFound):
+        client.billing.cancel_subscription()
+    topup = client.billing.topup(amount_cents=500)  # localstripe plays Stripe
+    assert (topup.credits, topup.payment_intent_id.startswith("pi_")) == (500, True)
+    checkout = client.billing.create_checkout(plan_id="pro", return_url="https://example.com/billing")
+    assert checkout.checkout_url.startswith("http")
+    portal = client.billing.portal(return_url="https://example.com/billing")  # the checkout made a customer
+    assert portal.portal_url.startswith("http")
     client.workflows.delete(wf.id)  # every execution has ended
     with pytest.raises(errors.NotFound):
         client.workflows.get(wf.id)

@@ -42,7 +42,8 @@ EXIT_CODES = {
     errors.InsufficientCredits: 7,
 }
 
-out = Console(highlight=False, soft_wrap=True)
+# Piped output is not cut to a terminal's width.
+out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 400)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 M = TypeVar("M", bound=models.Model)
 
@@ -122,7 +123,11 @@ def when(value: Any) -> str:
 
 
 def table(columns: list[str], rows: Iterable[list[Any]]) -> None:
-    t = Table(*columns, box=None, pad_edge=False)
+    """Rows for people; a cell too wide for the screen folds, never loses characters (ids
+    are copied from here)."""
+    t = Table(box=None, pad_edge=False)
+    for column in columns:
+        t.add_column(column, overflow="fold")
     for row in rows:
         t.add_row(*["" if v is None else str(v) for v in row])
     out.print(t)
@@ -162,7 +167,7 @@ def show_list(
 
 
 def fields(value: models.Model, names: list[str]) -> None:
-    data = value.model_dump(mode="json")
+    data = value.api_json()
     width = max(len(n) for n in names)
     for name in names:
         shown = data.get(name)
