@@ -188,3 +188,30 @@ def test_all_shows_a_progress_bar_on_a_terminal(monkeypatch: pytest.MonkeyPatch)
     assert code == 0
     assert len(json.loads(text)) == 101
     assert "reading pages" in screen.getvalue()
+
+
+def test_workflows_create_sends_the_definition_as_json() -> None:
+    created = {
+        "id": "wf_1",
+        "name": "triage",
+        "description": None,
+        "workflow_type": "crewai",
+        "status": "draft",
+        "definition": {"agents": ["a"]},
+        "metadata": {},
+        "version": 1,
+        "created_at": "2026-11-24T10:00:00Z",
+        "updated_at": "2026-11-24T10:00:00Z",
+    }
+    with respx.mock:
+        route = respx.post(f"{BASE}/workflows").respond(201, json=created)
+        code, text, _ = run(
+            "workflows", "create", "--name", "triage", "--type", "crewai", "--definition", '{"agents": ["a"]}'
+        )
+        assert code == 0
+        assert "wf_1 created (draft)" in text
+        body = json.loads(route.calls.last.request.content)
+        assert body == {"name": "triage", "workflow_type": "crewai", "definition": {"agents": ["a"]}}
+        code, _, err = run("workflows", "create", "--name", "x", "--type", "crewai", "--definition", "{nope")
+    assert code == 2
+    assert "not JSON" in err

@@ -43,6 +43,8 @@ EXIT_CODES = {
 }
 
 # Piped output is not cut to a terminal's width.
+WORKFLOW_TYPES = ["crewai", "langgraph", "autogen", "semantic_kernel", "custom"]
+
 out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 400)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 M = TypeVar("M", bound=models.Model)
@@ -214,11 +216,7 @@ def workflows() -> None:
 
 @workflows.command("list")
 @click.option("--status", type=click.Choice(["draft", "published", "archived"]))
-@click.option(
-    "--type",
-    "workflow_type",
-    type=click.Choice(["crewai", "langgraph", "autogen", "semantic_kernel", "custom"]),
-)
+@click.option("--type", "workflow_type", type=click.Choice(WORKFLOW_TYPES))
 @click.option("--all", "follow", is_flag=True, help="Every page.")
 @pass_state
 def workflows_list(state: State, status: Any, workflow_type: Any, follow: bool) -> None:
@@ -257,6 +255,35 @@ def workflows_show(state: State, workflow_id: str) -> None:
             "updated_at",
         ],
     )
+
+
+def json_option(raw: str | None, name: str) -> Any:
+    try:
+        return json.loads(raw) if raw is not None else None
+    except json.JSONDecodeError as e:
+        raise click.BadParameter(f"not JSON: {e}", param_hint=name) from None
+
+
+@workflows.command("create")
+@click.option("--name", required=True)
+@click.option("--type", "workflow_type", type=click.Choice(WORKFLOW_TYPES), required=True)
+@click.option("--description")
+@click.option("--definition", help="The definition, as a JSON object.")
+@pass_state
+def workflows_create(
+    state: State, name: str, workflow_type: Any, description: str | None, definition: str | None
+) -> None:
+    """Registers a workflow."""
+    extra: dict[str, Any] = {}
+    if description is not None:
+        extra["description"] = description
+    if definition is not None:
+        extra["definition"] = json_option(definition, "--definition")
+    w = state.client().workflows.create(name=name, workflow_type=workflow_type, **extra)
+    if state.as_json:
+        emit_json(dump(w))
+    else:
+        out.print(f"{w.id} created ({w.status})")
 
 
 @cli.group()
@@ -342,10 +369,7 @@ def executions_show(state: State, execution_id: str) -> None:
 @pass_state
 def executions_start(state: State, workflow_id: str, raw_input: str | None) -> None:
     """Starts an execution (it costs credits)."""
-    try:
-        value = json.loads(raw_input) if raw_input is not None else None
-    except json.JSONDecodeError as e:
-        raise click.BadParameter(f"not JSON: {e}", param_hint="--input") from None
+    value = json_option(raw_input, "--input")
     done(state, state.client().executions.create(workflow_id=workflow_id, input=value), "started")
 
 
