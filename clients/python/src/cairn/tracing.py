@@ -92,11 +92,11 @@ def _chain(by_id: dict[str, models.Checkpoint], current: str | None) -> list[str
     return list(reversed(ids))
 
 
-class Run:
-    """One execution while your code runs: ``step`` and ``checkpoint`` record it."""
+class _Steps:
+    """What :class:`Run` and :class:`AsyncRun` share: the execution, and which step is
+    next and whether it was recorded before the replay point."""
 
-    def __init__(self, client: Cairn, execution: models.Execution, recorded: list[tuple[str, Any]]) -> None:
-        self.client = client
+    def __init__(self, execution: models.Execution, recorded: list[tuple[str, Any]]) -> None:
         self.execution = execution
         self.output: Any = None
         self._recorded = recorded
@@ -107,16 +107,36 @@ class Run:
     def execution_id(self) -> str:
         return self.execution.id
 
-    def step(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
-        """Runs ``fn(*args, **kwargs)`` and checkpoints its result; on a resume, a step
-        recorded before the replay point returns its recorded result instead."""
+    def _next(self, name: str) -> tuple[int, bool, Any]:
+        """The next step's index, and its recorded result when it has one (the steps
+        before the replay point, in order, while their names match)."""
         index = self._index
         self._index += 1
         if self._replaying and index < len(self._recorded) and self._recorded[index][0] == name:
-            return self._recorded[index][1]
+            return index, True, self._recorded[index][1]
         self._replaying = False
+        return index, False, None
+
+    @staticmethod
+    def _state(index: int, name: str, result: Any) -> dict[str, Any]:
+        return {STEP_KEY: {"index": index, "name": name, "result": result}}
+
+
+class Run(_Steps):
+    """One execution while your code runs: ``step`` and ``checkpoint`` record it."""
+
+    def __init__(self, client: Cairn, execution: models.Execution, recorded: list[tuple[str, Any]]) -> None:
+        super().__init__(execution, recorded)
+        self.client = client
+
+    def step(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """Runs ``fn(*args, **kwargs)`` and checkpoints its result; on a resume, a step
+        recorded before the replay point returns its recorded result instead."""
+        index, recorded, value = self._next(name)
+        if recorded:
+            return value
         result = jsonable(fn(*args, **kwargs), f"the result of step {name!r}")
-        self.checkpoint({STEP_KEY: {"index": index, "name": name, "result": result}}, name=name)
+        self.checkpoint(self._state(index, name, result), name=name)
         return result
 
     def checkpoint(self, state: dict[str, Any], *, name: str | None = None) -> models.Checkpoint:
@@ -124,35 +144,25 @@ class Run:
         return self.client.checkpoints.create(execution_id=self.execution.id, state=state, name=name)
 
 
-class AsyncRun:
+class AsyncRun(_Steps):
     """:class:`Run` for :class:`~cairn.AsyncCairn`."""
 
     def __init__(
         self, client: AsyncCairn, execution: models.Execution, recorded: list[tuple[str, Any]]
     ) -> None:
+        super().__init__(execution, recorded)
         self.client = client
-        self.execution = execution
-        self.output: Any = None
-        self._recorded = recorded
-        self._index = 0
-        self._replaying = True
-
-    @property
-    def execution_id(self) -> str:
-        return self.execution.id
 
     async def step(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
         """Like :meth:`Run.step`; ``fn`` may be a coroutine function."""
-        index = self._index
-        self._index += 1
-        if self._replaying and index < len(self._recorded) and self._recorded[index][0] == name:
-            return self._recorded[index][1]
-        self._replaying = False
+        index, recorded, value = self._next(name)
+        if recorded:
+            return value
         value = fn(*args, **kwargs)
         if inspect.isawaitable(value):
             value = await value
         result = jsonable(value, f"the result of step {name!r}")
-        await self.checkpoint({STEP_KEY: {"index": index, "name": name, "result": result}}, name=name)
+        await self.checkpoint(self._state(index, name, result), name=name)
         return result
 
     async def checkpoint(self, state: dict[str, Any], *, name: str | None = None) -> models.Checkpoint:
