@@ -380,6 +380,34 @@ pub fn text(min: usize, max: usize) -> impl Fn(&Value) -> Result<String, String>
     }
 }
 
+/// The longest client-chosen key (of an execution or a checkpoint).
+pub const KEY_MAX_CHARS: usize = 256;
+
+/// Checks a client-chosen key: 1 to [`KEY_MAX_CHARS`] characters, no control characters
+/// at all (a key names a thing; it is not text).
+///
+/// # Errors
+/// What is wrong with it.
+pub fn check_key(s: &str) -> Result<(), String> {
+    if s.is_empty() || s.chars().count() > KEY_MAX_CHARS {
+        return Err(format!("must be 1 to {KEY_MAX_CHARS} characters"));
+    }
+    if s.chars().any(char::is_control) {
+        return Err("must not contain control characters".to_owned());
+    }
+    Ok(())
+}
+
+/// Reads a client-chosen key (see [`check_key`]).
+///
+/// # Errors
+/// What is wrong with it.
+pub fn client_key(value: &Value) -> Result<String, String> {
+    let s = value.as_str().ok_or("must be a string")?;
+    check_key(s)?;
+    Ok(s.to_owned())
+}
+
 /// Control characters have no place in names, messages and metadata, and each costs six
 /// bytes in JSON (`\u0001`), which would let one field outgrow the size bounds of a
 /// list page; tab, line feed and carriage return are ordinary text.

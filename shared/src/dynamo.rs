@@ -277,6 +277,8 @@ pub enum Part {
     Active,
     /// An execution.
     Execution,
+    /// The pointer item of a client-chosen key (of an execution or a checkpoint).
+    Key,
     /// An execution's payload part in `blobs`.
     Blob,
     /// A failure record.
@@ -758,6 +760,32 @@ pub fn s(value: impl Into<String>) -> AttributeValue {
 #[must_use]
 pub fn n(value: impl std::fmt::Display) -> AttributeValue {
     AttributeValue::N(value.to_string())
+}
+
+/// Counts the items of a query, at most `cap` (keys only are returned; capacity is still
+/// spent on the items' size, which is why untimed totals come from counters instead).
+///
+/// # Errors
+/// The query's [`StoreError`].
+pub async fn count(query: QueryFluentBuilder, cap: u64) -> Result<u64, StoreError> {
+    let mut total = 0_u64;
+    let mut start = None;
+    while total < cap {
+        let out = query
+            .clone()
+            .select(aws_sdk_dynamodb::types::Select::Count)
+            .limit(i32::try_from(cap - total).unwrap_or(i32::MAX))
+            .set_exclusive_start_key(start)
+            .send()
+            .await
+            .map_err(classify)?;
+        total += u64::try_from(out.count).unwrap_or(0);
+        match out.last_evaluated_key {
+            Some(key) if !key.is_empty() => start = Some(key),
+            _ => break,
+        }
+    }
+    Ok(total.min(cap))
 }
 
 #[cfg(test)]

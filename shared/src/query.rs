@@ -109,6 +109,45 @@ impl Query {
         self.string(name)
     }
 
+    /// A client-chosen key, if given (see [`crate::body::check_key`]).
+    pub fn key(&mut self, name: &str) -> Option<String> {
+        let raw = self.single(name)?;
+        match crate::body::check_key(&raw) {
+            Ok(()) => Some(raw),
+            Err(message) => {
+                self.reject(name, message);
+                None
+            }
+        }
+    }
+
+    /// The entries of a deepObject parameter, `name[KEY]=VALUE` (OpenAPI's `style:
+    /// deepObject`, Stripe's `metadata[KEY]`): each key at most once, keys 1 to 40
+    /// characters, values at most 500 (metadata's bounds), at most `max` entries.
+    pub fn deep_object(&mut self, name: &str, max: usize) -> BTreeMap<String, String> {
+        let prefix = format!("{name}[");
+        let found: Vec<(String, Vec<String>)> = self
+            .values
+            .iter()
+            .filter_map(|(k, v)| Some((k.strip_prefix(&prefix)?.strip_suffix(']')?.to_owned(), v.clone())))
+            .collect();
+        let mut entries = BTreeMap::new();
+        for (key, values) in found {
+            let field = format!("{name}[{key}]");
+            match values.as_slice() {
+                [value] if (1..=40).contains(&key.chars().count()) && value.chars().count() <= 500 => {
+                    entries.insert(key, value.clone());
+                }
+                [_] => self.reject(&field, "keys must be 1 to 40 characters and values at most 500".to_owned()),
+                _ => self.reject(&field, "must be given at most once".to_owned()),
+            }
+        }
+        if entries.len() > max {
+            self.reject(name, format!("at most {max} entries"));
+        }
+        entries
+    }
+
     /// An RFC 3339 timestamp, if given.
     pub fn timestamp(&mut self, name: &str) -> Option<DateTime<Utc>> {
         let raw = self.single(name)?;
@@ -153,6 +192,24 @@ mod tests {
         let Err(ApiError::Validation(errors)) = q.finish() else { panic!("expected 422") };
         let fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
         assert_eq!(fields, ["page", "page_size", "flag", "x", "at"]);
+    }
+
+    #[test]
+    fn deep_objects_are_read_by_key_and_checked() {
+        let mut q = Query::parse(Some("metadata%5Bsource%5D=input&metadata[step]=1&metadata[]=x&metadatax=1"));
+        let found = q.deep_object("metadata", 10);
+        assert_eq!(
+            found.into_iter().collect::<Vec<_>>(),
+            [("source".to_owned(), "input".to_owned()), ("step".to_owned(), "1".to_owned())]
+        );
+        let Err(ApiError::Validation(errors)) = q.finish() else { panic!("expected 422 for the empty key") };
+        assert_eq!(errors[0].field, "metadata[]");
+        let mut q = Query::parse(Some("metadata[a]=1&metadata[a]=2&key=%07"));
+        q.deep_object("metadata", 10);
+        q.key("key");
+        let Err(ApiError::Validation(errors)) = q.finish() else { panic!("expected 422") };
+        let fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(fields, ["metadata[a]", "key"]);
     }
 
     #[test]

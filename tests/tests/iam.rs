@@ -53,6 +53,14 @@ async fn drive_every_route(api: &Api, key: &str, tenant: &str) {
     let c2 = id(api.post(key, "/checkpoints", &cp(2, json!({"noise": noise}))).await.expect(201));
     api.get(key, &format!("/checkpoints?execution_id={e1}")).await.expect(200);
     api.get(key, &format!("/checkpoints/{c2}?include_state=true")).await.expect(200);
+    // Writes: a document in parts, then a smaller one (its extra parts deleted); the
+    // rollback below discards them with their checkpoint.
+    let writes = |value: Value| json!({"task_id": "t", "writes": [{"index": 0, "channel": "c", "value": value}]});
+    let written = api.post(key, &format!("/checkpoints/{c2}/writes"), &writes(json!(noise))).await;
+    written.expect(200);
+    api.post(key, &format!("/checkpoints/{c2}/writes"), &writes(json!(1))).await.expect(200);
+    api.get(key, &format!("/checkpoints/{c2}/writes")).await.expect(200);
+    api.get(key, &format!("/checkpoints?execution_id={e1}&order=desc&metadata[a]=b")).await.expect(200);
     api.post(key, &format!("/executions/{e1}/pause"), &json!({})).await.expect(200);
     api.post(key, &format!("/executions/{e1}/rollback"), &json!({"checkpoint_id": c1})).await.expect(200);
     api.post(key, &format!("/executions/{e1}/replay"), &json!({})).await.expect(200);
@@ -60,6 +68,17 @@ async fn drive_every_route(api: &Api, key: &str, tenant: &str) {
     api.post(key, &format!("/executions/{e1}/fail"), &fail).await.expect(200);
     api.post(key, &format!("/executions/{e1}/replay"), &json!({"checkpoint_id": c1})).await.expect(200);
     api.post(key, &format!("/executions/{e1}/complete"), &json!({"output": {"ok": true}})).await.expect(200);
+    // Keys: an idempotent start and checkpoint, lookups, and a deletion with everything.
+    let keyed_start = json!({"workflow_id": wf, "key": "thread-1"});
+    let e4 = id(api.post(key, "/executions", &keyed_start).await.expect(201));
+    api.post(key, "/executions", &keyed_start).await.expect(200);
+    api.get(key, &format!("/executions?workflow_id={wf}&key=thread-1")).await.expect(200);
+    let keyed_cp = json!({"execution_id": e4, "key": "cp-1", "state": {"noise": noise}});
+    let c4 = id(api.post(key, "/checkpoints", &keyed_cp).await.expect(201));
+    api.post(key, "/checkpoints", &keyed_cp).await.expect(200);
+    api.get(key, &format!("/checkpoints?execution_id={e4}&key=cp-1")).await.expect(200);
+    api.post(key, &format!("/checkpoints/{c4}/writes"), &writes(json!(noise))).await.expect(200);
+    api.delete(key, &format!("/executions/{e4}")).await.expect(204);
     let e2 = id(api.post(key, "/executions", &start).await.expect(201));
     api.post(key, &format!("/executions/{e2}/cancel"), &json!({"reason": "r"})).await.expect(200);
     for _ in 0..2 {

@@ -82,6 +82,7 @@ fn requests(method: &str, path: &str, o: &Owned) -> Option<Vec<(String, Value)>>
             ("PUT", _) => json!({"name": "renamed"}),
             (_, "fail") => fail,
             (_, "rollback") => json!({"checkpoint_id": o.checkpoint}),
+            ("POST", "writes") => json!({"task_id": "t", "writes": [{"index": 0, "channel": "c", "value": 1}]}),
             _ => json!({}),
         };
         assert!(

@@ -149,7 +149,7 @@ async fn the_largest_executions_workflows_and_transactions_pages_and_items_fit()
     let value = json!({"v": "\"".repeat((256 * 1024 - 8) / 2)});
     let mut last = Value::Null;
     for wf in &workflows {
-        let start = json!({"workflow_id": wf, "metadata": metadata, "input": value});
+        let start = json!({"workflow_id": wf, "key": heavy(256), "metadata": metadata, "input": value});
         let e = api.post(&t.key, "/executions", &start).await.expect(201).body["id"].clone();
         let path = format!("/executions/{}/fail", e.as_str().expect("id"));
         let fail =
@@ -200,8 +200,9 @@ async fn the_largest_checkpoint_and_failure_windows_fit() {
     let wf = wf.expect(201).body["id"].clone();
     let e = api.post(&t.key, "/executions", &json!({"workflow_id": wf})).await.expect(201).body["id"].clone();
     let e = e.as_str().expect("id").to_owned();
-    for _ in 0..200 {
-        let body = json!({"execution_id": e, "name": heavy(200), "metadata": metadata, "state": {}});
+    for i in 0..200 {
+        let key = format!("{i:03}{}", heavy(253));
+        let body = json!({"execution_id": e, "name": heavy(200), "key": key, "metadata": metadata, "state": {}});
         api.post(&t.key, "/checkpoints", &body).await.expect(201);
     }
     for _ in 0..200 {
@@ -213,7 +214,19 @@ async fn the_largest_checkpoint_and_failure_windows_fit() {
     let apps = apps(&env);
     let (size, page) = payload(&apps.checkpoints, &t.key, &format!("/checkpoints?execution_id={e}&limit=200")).await;
     assert_eq!(body_of(&page)["items"].as_array().map(Vec::len), Some(200));
-    fits("GET /checkpoints?limit=200, full metadata and names", size);
+    fits("GET /checkpoints?limit=200, full metadata, names and keys", size);
+    // The largest writes document: 4 MiB of quotes, the most expensive JSON text.
+    let checkpoint = body_of(&page)["items"][199]["id"].as_str().expect("id").to_owned();
+    let value = "\"".repeat(1024 * 1024 - 8 * 1024);
+    for task in 0..2 {
+        let writes: Vec<Value> =
+            (0..1).map(|index| json!({"index": index, "channel": heavy(256), "value": value})).collect();
+        let body = json!({"task_id": format!("{task}{}", heavy(255)), "task_path": heavy(1024), "writes": writes});
+        api.post(&t.key, &format!("/checkpoints/{checkpoint}/writes"), &body).await.expect(200);
+    }
+    let (size, answer) = payload(&apps.checkpoints, &t.key, &format!("/checkpoints/{checkpoint}/writes")).await;
+    assert_eq!(body_of(&answer)["total"], 2);
+    fits("GET /checkpoints/{id}/writes, about 4 MiB of quotes", size);
     let (size, page) = payload(&apps.failures, &t.key, "/failures?limit=200").await;
     assert_eq!(body_of(&page)["items"].as_array().map(Vec::len), Some(200));
     fits("GET /failures?limit=200, 4096-character messages", size);
@@ -469,6 +482,7 @@ async fn the_largest_checkpoint_and_execution_items_fit_dynamodbs_400_kb() {
         workflow_id: WorkflowId::generate(),
         sequence: u64::MAX / 2,
         name: Some(heavy(200)),
+        key: Some(heavy(256)),
         parent_checkpoint_id: Some(CheckpointId::generate()),
         attempt: MAX_ATTEMPTS,
         metadata: heavy_metadata_map(),
@@ -486,7 +500,8 @@ async fn the_largest_checkpoint_and_execution_items_fit_dynamodbs_400_kb() {
     // message and cancellation reason, full metadata and a failure id per attempt.
     let (input, _) = largest_under(domain::runs::store::INLINE_VALUE_MAX, 2);
     let (output, _) = largest_under(domain::runs::store::INLINE_VALUE_MAX, 3);
-    let mut execution = Execution::start(WorkflowId::generate(), Some(input), heavy_metadata_map(), now);
+    let mut execution =
+        Execution::start(WorkflowId::generate(), Some(heavy(256)), Some(input), heavy_metadata_map(), now);
     execution.output = Some(output);
     execution.error = Some(ExecutionError { error_type: "A".repeat(64), message: heavy(4096) });
     execution.cancel_reason = Some(heavy(1000));

@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use shared::TenantId;
 use shared::dynamo::Part;
-use shared::dynamo::{StoreError, Table, Tables, Transaction, built, get_item, n, query_window, s};
+use shared::dynamo::{StoreError, Table, Tables, Transaction, batch_get, built, get_item, n, query_window, s};
 use shared::ids::{CheckpointId, ExecutionId, WorkflowId};
 
 use crate::blobs::{BlobStore, PART_MAX};
@@ -48,6 +48,8 @@ pub struct Checkpoint {
     pub sequence: u64,
     /// The node or step.
     pub name: Option<String>,
+    /// The client's name for it, unique within its execution.
+    pub key: Option<String>,
     /// The checkpoint before it in this attempt (the replay point for the first
     /// checkpoint of a replay).
     pub parent_checkpoint_id: Option<CheckpointId>,
@@ -103,6 +105,9 @@ struct CheckpointRecord {
     workflow_id: String,
     sequence: u64,
     name: Option<String>,
+    /// The client's key (`key` is a DynamoDB reserved word).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    client_key: Option<String>,
     parent_checkpoint_id: Option<String>,
     attempt: u32,
     metadata: BTreeMap<String, String>,
@@ -123,6 +128,91 @@ fn part_key(checkpoint: &CheckpointId, index: usize) -> String {
     format!("{checkpoint}#{index:04}")
 }
 
+/// The entry pointing from a checkpoint's key to the checkpoint (`#k` sorts after every
+/// `#0000000042`, outside the by-execution range).
+fn key_entry(execution: &ExecutionId, key: &str) -> String {
+    format!("{execution}#key#{key}")
+}
+
+/// The entry of a checkpoint's writes document.
+fn writes_entry(checkpoint: &CheckpointId) -> String {
+    format!("{checkpoint}#writes")
+}
+
+fn writes_part_key(checkpoint: &CheckpointId, index: usize) -> String {
+    format!("{checkpoint}#writes#{index:04}")
+}
+
+/// The pointer from a key to its checkpoint.
+#[derive(Debug, Serialize, Deserialize)]
+struct KeyRecord {
+    tenant_id: String,
+    entry: String,
+    checkpoint_id: String,
+}
+
+/// The stored form of a checkpoint's writes document.
+#[derive(Debug, Serialize, Deserialize)]
+struct WritesRecord {
+    tenant_id: String,
+    entry: String,
+    version: u64,
+    /// Number of writes.
+    count: u64,
+    /// Size of the document as serialized JSON.
+    size: u64,
+    /// Number of parts in `blobs`; 0 when the document is inline.
+    parts: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    inline: Option<serde_bytes::ByteBuf>,
+}
+
+/// One write of a task to a channel, attached to a checkpoint.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Write {
+    /// The task that wrote it.
+    pub task_id: String,
+    /// Where the task sits in its graph (may be empty).
+    #[serde(default)]
+    pub task_path: String,
+    /// Its place among the task's writes (negative for special channels).
+    pub index: i64,
+    /// The channel written.
+    pub channel: String,
+    /// The value, as the JSON text it was sent as.
+    pub value: Box<serde_json::value::RawValue>,
+}
+
+/// The writes of a checkpoint as stored: in the order first stored, one per
+/// `(task_id, index)`.
+#[derive(Debug, Clone, Default)]
+pub struct Writes {
+    /// The writes.
+    pub items: Vec<Write>,
+    /// The stored document's version (0: none stored yet).
+    pub version: u64,
+    /// Its parts in `blobs`.
+    parts: u32,
+}
+
+impl Writes {
+    /// Stores `new`: each replaces the write with its `(task_id, index)`, or is added.
+    pub fn merge(&mut self, new: Vec<Write>) {
+        for write in new {
+            match self.items.iter_mut().find(|w| w.task_id == write.task_id && w.index == write.index) {
+                Some(old) => *old = write,
+                None => self.items.push(write),
+            }
+        }
+    }
+
+    /// The document as compact JSON.
+    #[must_use]
+    pub fn to_json(&self) -> Vec<u8> {
+        serde_json::to_vec(&self.items).unwrap_or_default()
+    }
+}
+
 impl CheckpointRecord {
     fn new(tenant: &TenantId, entry: String, c: &Checkpoint, state_parts: usize, state: Option<Vec<u8>>) -> Self {
         Self {
@@ -133,6 +223,7 @@ impl CheckpointRecord {
             workflow_id: c.workflow_id.to_string(),
             sequence: c.sequence,
             name: c.name.clone(),
+            client_key: c.key.clone(),
             parent_checkpoint_id: c.parent_checkpoint_id.as_ref().map(ToString::to_string),
             attempt: c.attempt,
             metadata: c.metadata.clone(),
@@ -151,6 +242,7 @@ impl CheckpointRecord {
             workflow_id: WorkflowId::parse(&self.workflow_id).ok_or_else(|| corrupt("workflow_id"))?,
             sequence: self.sequence,
             name: self.name.clone(),
+            key: self.client_key.clone(),
             parent_checkpoint_id: self
                 .parent_checkpoint_id
                 .as_deref()
@@ -171,14 +263,33 @@ pub struct StoredCheckpoint {
     pub checkpoint: Checkpoint,
     /// Parts of its state in `blobs`.
     pub state_parts: u32,
+    /// Parts of its writes document in `blobs`, if it has one (see
+    /// [`CheckpointStore::with_writes`]).
+    pub writes_parts: Option<u32>,
 }
 
 impl StoredCheckpoint {
-    /// Operations this checkpoint's deletion takes (its entries and state parts).
+    /// Operations this checkpoint's deletion takes (its entries, key, state parts,
+    /// writes document and its parts).
     #[must_use]
     pub fn deletion_size(&self) -> usize {
-        2 + self.state_parts as usize
+        2 + usize::from(self.checkpoint.key.is_some())
+            + self.state_parts as usize
+            + self.writes_parts.map_or(0, |parts| 1 + parts as usize)
     }
+}
+
+/// Which checkpoints of an execution a list shows, and in which order.
+#[derive(Debug, Clone, Default)]
+pub struct ListWindow {
+    /// The lowest sequence shown.
+    pub from_sequence: u64,
+    /// The highest sequence shown.
+    pub through_sequence: u64,
+    /// Highest sequence first.
+    pub descending: bool,
+    /// Only those whose metadata has each of these values.
+    pub metadata: BTreeMap<String, String>,
 }
 
 /// Checkpoints of every tenant; each call is scoped to the tenant it is given.
@@ -226,6 +337,18 @@ impl CheckpointStore {
             CheckpointRecord::new(tenant, by_execution_entry(&c.execution_id, c.sequence), c, parts.len(), None);
         tx.push(Part::Checkpoint, self.put(by_id)?);
         tx.push(Part::Checkpoint, self.put(by_execution)?);
+        if let Some(key) = &c.key {
+            let pointer = KeyRecord {
+                tenant_id: tenant.as_str().to_owned(),
+                entry: key_entry(&c.execution_id, key),
+                checkpoint_id: c.id.to_string(),
+            };
+            let put = Put::builder()
+                .table_name(self.table())
+                .set_item(Some(serde_dynamo::to_item(pointer)?))
+                .condition_expression("attribute_not_exists(entry)");
+            tx.push(Part::Key, TransactWriteItem::builder().put(built(put.build())?).build());
+        }
         for (index, part) in parts.iter().enumerate() {
             self.blobs.stage_put(tx, Part::Checkpoint, tenant, &part_key(&c.id, index), part.to_vec())?;
         }
@@ -243,13 +366,21 @@ impl CheckpointStore {
         stored: &StoredCheckpoint,
     ) -> Result<(), StoreError> {
         let c = &stored.checkpoint;
-        for entry in [c.id.to_string(), by_execution_entry(&c.execution_id, c.sequence)] {
+        let mut entries = vec![c.id.to_string(), by_execution_entry(&c.execution_id, c.sequence)];
+        entries.extend(c.key.as_deref().map(|key| key_entry(&c.execution_id, key)));
+        if stored.writes_parts.is_some() {
+            entries.push(writes_entry(&c.id));
+        }
+        for entry in entries {
             let delete =
                 Delete::builder().table_name(self.table()).key("tenant_id", s(tenant.as_str())).key("entry", s(entry));
             tx.push(Part::Discard, TransactWriteItem::builder().delete(built(delete.build())?).build());
         }
         for index in 0..stored.state_parts as usize {
             self.blobs.stage_delete(tx, Part::Discard, tenant, &part_key(&c.id, index))?;
+        }
+        for index in 0..stored.writes_parts.unwrap_or(0) as usize {
+            self.blobs.stage_delete(tx, Part::Discard, tenant, &writes_part_key(&c.id, index))?;
         }
         Ok(())
     }
@@ -266,7 +397,141 @@ impl CheckpointStore {
     /// The read's [`StoreError`].
     pub async fn get(&self, tenant: &TenantId, id: &CheckpointId) -> Result<Option<StoredCheckpoint>, StoreError> {
         let Some(record) = self.get_record(tenant, id).await? else { return Ok(None) };
-        Ok(Some(StoredCheckpoint { checkpoint: record.checkpoint()?, state_parts: record.state_parts }))
+        Ok(Some(StoredCheckpoint {
+            checkpoint: record.checkpoint()?,
+            state_parts: record.state_parts,
+            writes_parts: None,
+        }))
+    }
+
+    /// The checkpoint of `execution` whose key is `key`: the key's pointer, then the
+    /// checkpoint (two consistent point reads).
+    ///
+    /// # Errors
+    /// The reads' [`StoreError`]s.
+    pub async fn by_key(
+        &self,
+        tenant: &TenantId,
+        execution: &ExecutionId,
+        key: &str,
+    ) -> Result<Option<StoredCheckpoint>, StoreError> {
+        let entry = key_entry(execution, key);
+        let Some(item) =
+            get_item(&self.client, self.table(), &[("tenant_id", tenant.as_str()), ("entry", &entry)]).await?
+        else {
+            return Ok(None);
+        };
+        let pointer: KeyRecord = serde_dynamo::from_item(item)?;
+        let id = CheckpointId::parse(&pointer.checkpoint_id)
+            .ok_or_else(|| StoreError::Corrupt(format!("key entry {entry}: checkpoint_id")))?;
+        self.get(tenant, &id).await
+    }
+
+    /// Fills in which of `checkpoints` have a writes document, and its parts (one batch
+    /// read), so that their deletion takes everything.
+    ///
+    /// # Errors
+    /// The read's [`StoreError`].
+    pub async fn with_writes(
+        &self,
+        tenant: &TenantId,
+        mut checkpoints: Vec<StoredCheckpoint>,
+    ) -> Result<Vec<StoredCheckpoint>, StoreError> {
+        let keys = checkpoints
+            .iter()
+            .map(|c| {
+                std::collections::HashMap::from([
+                    ("tenant_id".to_owned(), s(tenant.as_str())),
+                    ("entry".to_owned(), s(writes_entry(&c.checkpoint.id))),
+                ])
+            })
+            .collect();
+        let found = batch_get(&self.client, self.table(), keys).await?;
+        let mut parts = std::collections::HashMap::new();
+        for item in found {
+            let record: WritesRecord = serde_dynamo::from_item(item)?;
+            parts.insert(record.entry, record.parts);
+        }
+        for c in &mut checkpoints {
+            c.writes_parts = parts.get(&writes_entry(&c.checkpoint.id)).copied();
+        }
+        Ok(checkpoints)
+    }
+
+    /// The writes of checkpoint `id` (none stored: empty, version 0).
+    ///
+    /// # Errors
+    /// The reads' [`StoreError`]s; [`StoreError::Corrupt`] if the document does not
+    /// reassemble.
+    pub async fn writes(&self, tenant: &TenantId, id: &CheckpointId) -> Result<Writes, StoreError> {
+        let entry = writes_entry(id);
+        let Some(item) =
+            get_item(&self.client, self.table(), &[("tenant_id", tenant.as_str()), ("entry", &entry)]).await?
+        else {
+            return Ok(Writes::default());
+        };
+        let record: WritesRecord = serde_dynamo::from_item(item)?;
+        let compressed = match record.inline {
+            Some(inline) => inline.into_vec(),
+            None => {
+                let keys: Vec<String> = (0..record.parts as usize).map(|i| writes_part_key(id, i)).collect();
+                let mut found = self.blobs.read(tenant, &keys).await?;
+                let mut all = Vec::new();
+                for key in &keys {
+                    all.extend(
+                        found
+                            .remove(key)
+                            .ok_or_else(|| StoreError::Corrupt(format!("{entry}: part {key} is missing")))?,
+                    );
+                }
+                all
+            }
+        };
+        let corrupt = |what: &str| StoreError::Corrupt(format!("{entry}: {what}"));
+        let json = shared::blob::decompress(&compressed, STATE_MAX_BYTES).map_err(|_| corrupt("does not inflate"))?;
+        let items: Vec<Write> = serde_json::from_slice(&json).map_err(|_| corrupt("is not a list of writes"))?;
+        Ok(Writes { items, version: record.version, parts: record.parts })
+    }
+
+    /// Adds the replacement of checkpoint `id`'s writes document (`old` as read) by `new`
+    /// to `tx`, conditioned on it being unchanged since ([`Part::Checkpoint`] fails
+    /// otherwise).
+    ///
+    /// # Errors
+    /// [`StoreError`] if an operation cannot be built.
+    pub fn stage_writes(
+        &self,
+        tx: &mut Transaction,
+        tenant: &TenantId,
+        id: &CheckpointId,
+        old: &Writes,
+        new: &Writes,
+        packed: &PackedState,
+    ) -> Result<(), StoreError> {
+        let parts = packed.parts();
+        let record = WritesRecord {
+            tenant_id: tenant.as_str().to_owned(),
+            entry: writes_entry(id),
+            version: old.version + 1,
+            count: new.items.len() as u64,
+            size: packed.size as u64,
+            parts: u32::try_from(parts.len()).unwrap_or(u32::MAX),
+            inline: parts.is_empty().then(|| serde_bytes::ByteBuf::from(packed.compressed.clone())),
+        };
+        let mut put = Put::builder().table_name(self.table()).set_item(Some(serde_dynamo::to_item(record)?));
+        put = if old.version == 0 {
+            put.condition_expression("attribute_not_exists(entry)")
+        } else {
+            put.condition_expression("version = :expected").expression_attribute_values(":expected", n(old.version))
+        };
+        tx.push(Part::Checkpoint, TransactWriteItem::builder().put(built(put.build())?).build());
+        for (index, part) in parts.iter().enumerate() {
+            self.blobs.stage_put(tx, Part::Checkpoint, tenant, &writes_part_key(id, index), part.to_vec())?;
+        }
+        for index in parts.len()..old.parts as usize {
+            self.blobs.stage_delete(tx, Part::Checkpoint, tenant, &writes_part_key(id, index))?;
+        }
+        Ok(())
     }
 
     /// The checkpoint `id` with its state.
@@ -312,6 +577,7 @@ impl CheckpointStore {
         tenant: &TenantId,
         execution: &ExecutionId,
         from_sequence: u64,
+        through_sequence: u64,
     ) -> aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder {
         self.client
             .query()
@@ -319,12 +585,48 @@ impl CheckpointStore {
             .key_condition_expression("tenant_id = :t AND entry BETWEEN :lo AND :hi")
             .expression_attribute_values(":t", s(tenant.as_str()))
             .expression_attribute_values(":lo", s(by_execution_entry(execution, from_sequence)))
-            .expression_attribute_values(":hi", s(by_execution_entry(execution, 9_999_999_999)))
+            .expression_attribute_values(":hi", s(by_execution_entry(execution, through_sequence)))
             .consistent_read(true)
     }
 
-    /// A window of an execution's checkpoints in sequence order, from sequence
-    /// `from_sequence` on (no state is read).
+    /// The query behind a list: the window's range, in its order, without what `hidden`
+    /// covers and with its metadata filter.
+    fn window_query(
+        &self,
+        tenant: &TenantId,
+        execution: &ExecutionId,
+        hidden: &[Discarded],
+        window: &ListWindow,
+    ) -> aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder {
+        let mut range = self
+            .execution_range(tenant, execution, window.from_sequence.max(1), window.through_sequence.min(LAST_SEQUENCE))
+            .scan_index_forward(!window.descending);
+        // Checkpoints a rollback discarded but has not deleted yet are left out (the skip
+        // and take of the window count only what is shown).
+        let mut conditions: Vec<String> =
+            (0..hidden.len()).map(|i| format!("NOT (#seq BETWEEN :after{i} AND :through{i})")).collect();
+        if !hidden.is_empty() {
+            range = range.expression_attribute_names("#seq", "sequence");
+        }
+        for (i, d) in hidden.iter().enumerate() {
+            range = range
+                .expression_attribute_values(format!(":after{i}"), n(d.after + 1))
+                .expression_attribute_values(format!(":through{i}"), n(d.through));
+        }
+        if !window.metadata.is_empty() {
+            range = range.expression_attribute_names("#md", "metadata");
+        }
+        for (i, (name, value)) in window.metadata.iter().enumerate() {
+            conditions.push(format!("#md.#mk{i} = :mv{i}"));
+            range = range
+                .expression_attribute_names(format!("#mk{i}"), name)
+                .expression_attribute_values(format!(":mv{i}"), s(value));
+        }
+        if conditions.is_empty() { range } else { range.filter_expression(conditions.join(" AND ")) }
+    }
+
+    /// A window of an execution's checkpoints in sequence order (or its reverse), no
+    /// state read.
     ///
     /// # Errors
     /// The query's [`StoreError`].
@@ -333,48 +635,60 @@ impl CheckpointStore {
         tenant: &TenantId,
         execution: &ExecutionId,
         hidden: &[Discarded],
-        from_sequence: u64,
+        window: &ListWindow,
         skip: usize,
         take: usize,
     ) -> Result<Vec<Checkpoint>, StoreError> {
-        let mut range = self.execution_range(tenant, execution, from_sequence.max(1));
-        if !hidden.is_empty() {
-            // Checkpoints a rollback discarded but has not deleted yet are left out (the
-            // skip and take of the window count only what is shown).
-            let conditions: Vec<String> =
-                (0..hidden.len()).map(|i| format!("NOT (#seq BETWEEN :after{i} AND :through{i})")).collect();
-            range = range.filter_expression(conditions.join(" AND ")).expression_attribute_names("#seq", "sequence");
-            for (i, d) in hidden.iter().enumerate() {
-                range = range
-                    .expression_attribute_values(format!(":after{i}"), n(d.after + 1))
-                    .expression_attribute_values(format!(":through{i}"), n(d.through));
-            }
-        }
-        let items = query_window(range, "entry", skip, take).await?;
+        let items = query_window(self.window_query(tenant, execution, hidden, window), "entry", skip, take).await?;
         items.into_iter().map(|item| serde_dynamo::from_item::<_, CheckpointRecord>(item)?.checkpoint()).collect()
     }
 
-    /// Every checkpoint of the execution with a sequence above `sequence`, highest first.
+    /// How many checkpoints the window holds, at most `cap` (a metadata-filtered total).
     ///
     /// # Errors
     /// The query's [`StoreError`].
+    pub async fn count(
+        &self,
+        tenant: &TenantId,
+        execution: &ExecutionId,
+        hidden: &[Discarded],
+        window: &ListWindow,
+        cap: u64,
+    ) -> Result<u64, StoreError> {
+        shared::dynamo::count(self.window_query(tenant, execution, hidden, window), cap).await
+    }
+
+    /// Checkpoints of the execution with a sequence above `sequence`, highest first, at
+    /// most `limit`, with what their deletion needs ([`Self::with_writes`]).
+    ///
+    /// # Errors
+    /// The reads' [`StoreError`]s.
     pub async fn later_than(
         &self,
         tenant: &TenantId,
         execution: &ExecutionId,
         sequence: u64,
+        limit: usize,
     ) -> Result<Vec<StoredCheckpoint>, StoreError> {
-        let query = self.execution_range(tenant, execution, sequence + 1).scan_index_forward(false);
-        let items = query_window(query, "entry", 0, usize::MAX).await?;
-        items
+        let query = self.execution_range(tenant, execution, sequence + 1, LAST_SEQUENCE).scan_index_forward(false);
+        let items = query_window(query, "entry", 0, limit).await?;
+        let stored = items
             .into_iter()
             .map(|item| {
                 let record: CheckpointRecord = serde_dynamo::from_item(item)?;
-                Ok(StoredCheckpoint { checkpoint: record.checkpoint()?, state_parts: record.state_parts })
+                Ok(StoredCheckpoint {
+                    checkpoint: record.checkpoint()?,
+                    state_parts: record.state_parts,
+                    writes_parts: None,
+                })
             })
-            .collect()
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        self.with_writes(tenant, stored).await
     }
 }
+
+/// The highest sequence an entry can hold.
+pub const LAST_SEQUENCE: u64 = 9_999_999_999;
 
 #[cfg(test)]
 mod tests {

@@ -33,6 +33,8 @@ use crate::workflows::store::WorkflowStore;
 
 /// Operations one transaction may hold besides a rollback's deletions.
 const ROLLBACK_BATCH: usize = 80;
+/// Operations one transaction of a deletion's purge holds at most.
+pub const PURGE_BATCH: usize = ROLLBACK_BATCH;
 
 /// A change to an execution as a client asks for it, before it is resolved against
 /// the execution's current state.
@@ -73,6 +75,15 @@ pub struct Changed {
     pub discarded_checkpoints: Option<u64>,
 }
 
+/// What a start did.
+#[derive(Debug)]
+pub enum Started {
+    /// It started this new execution.
+    New(Execution),
+    /// An execution of the workflow already had the key: this one, unchanged.
+    Existing(Execution),
+}
+
 /// A checkpoint as a client asks for it: everything but what the execution decides.
 #[derive(Debug, Clone)]
 pub struct NewCheckpoint {
@@ -80,9 +91,33 @@ pub struct NewCheckpoint {
     pub id: CheckpointId,
     /// The node or step.
     pub name: Option<String>,
+    /// The client's name for it, unique within the execution.
+    pub key: Option<String>,
     /// String labels.
     pub metadata: BTreeMap<String, String>,
 }
+
+/// What recording a checkpoint did.
+#[derive(Debug)]
+pub enum Recorded {
+    /// It recorded this new checkpoint.
+    New(Checkpoint),
+    /// A checkpoint of the execution already had the key: this one, unchanged.
+    Existing(Checkpoint),
+}
+
+/// What a deletion request did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Deleted {
+    /// Everything is gone.
+    Done,
+    /// The execution is gone; some of its checkpoints are still to be deleted.
+    More,
+}
+
+/// Checkpoints one deletion request deletes at most (its cost stays bounded: about
+/// [`PURGE_BATCH`]-operation transactions of a few checkpoints each).
+pub const PURGE_CHECKPOINTS: usize = 200;
 
 /// The run operations over their stores.
 #[derive(Debug, Clone)]
@@ -121,7 +156,10 @@ impl Runs {
     }
 
     /// Starts an execution of `workflow_id` and charges it, in one transaction that also
-    /// checks the workflow is still not archived.
+    /// checks the workflow is still not archived. With a `key`, the start is idempotent
+    /// by key within the workflow: when an execution of the workflow already has it,
+    /// that execution is the answer ([`Started::Existing`]), nothing is charged and the
+    /// rest of the request is not looked at (Temporal's "use existing" policy).
     ///
     /// # Errors
     /// [`Error::NotFound`] for an unknown workflow, [`Error::InvalidState`] for an
@@ -130,34 +168,49 @@ impl Runs {
         &self,
         tenant: &TenantId,
         workflow_id: &WorkflowId,
+        key: Option<&str>,
         input: Option<Value>,
         metadata: BTreeMap<String, String>,
         clock: &dyn Clock,
-    ) -> Result<Execution, Error> {
+    ) -> Result<Started, Error> {
         let workflow = self
             .workflows
             .get(tenant, workflow_id)
             .await?
             .ok_or_else(|| Error::not_found("workflow", workflow_id.as_str()))?;
+        if let Some(key) = key
+            && let Some(existing) = self.executions.by_key(tenant, workflow_id, key).await?
+        {
+            return Ok(Started::Existing(existing));
+        }
         if workflow.status == WorkflowStatus::Archived {
             return Err(archived(workflow_id));
         }
         let (input, metadata) = (&input, &metadata);
         retry_races(|| async move {
             let now = clock.now();
-            let execution = Execution::start(workflow_id.clone(), input.clone(), metadata.clone(), now);
+            let execution =
+                Execution::start(workflow_id.clone(), key.map(str::to_owned), input.clone(), metadata.clone(), now);
             let account = self.ledger.account(tenant).await?;
             let mut tx = Transaction::new();
             self.ledger.stage(&mut tx, tenant, account, self.charge(&execution, "started"), now)?;
             self.executions.stage_create(&mut tx, tenant, &execution)?;
             tx.push(Part::Workflow, self.workflows.check_active(tenant, workflow_id)?);
             match tx.commit(self.executions.client()).await {
-                Ok(()) => Ok(Attempt::Done(execution)),
+                Ok(()) => Ok(Attempt::Done(Started::New(execution))),
                 Err(TransactionError::Condition(Part::Workflow)) => {
                     Err(match self.workflows.get(tenant, workflow_id).await? {
                         Some(_) => archived(workflow_id),
                         None => Error::not_found("workflow", workflow_id.as_str()),
                     })
+                }
+                Err(TransactionError::Condition(Part::Key)) => {
+                    // Another start with this key committed first: its execution is the answer.
+                    let existing = match key {
+                        Some(key) => self.executions.by_key(tenant, workflow_id, key).await?,
+                        None => None,
+                    };
+                    Ok(existing.map_or(Attempt::Raced, |e| Attempt::Done(Started::Existing(e))))
                 }
                 Err(e) => Ok(Attempt::raced_on(e, &[Part::Account])?),
             }
@@ -261,7 +314,7 @@ impl Runs {
                 // the checkpoints are deleted after it (see `finish_discard`): either way
                 // a client sees the rollback whole or not at all.
                 let after = target.checkpoint.sequence;
-                let later = self.checkpoints.later_than(tenant, id, after).await?;
+                let later = self.checkpoints.later_than(tenant, id, after, usize::MAX).await?;
                 let visible = later.iter().filter(|c| !current.is_discarded(c.checkpoint.sequence)).count() as u64;
                 next.checkpoint_count = current.checkpoint_count.saturating_sub(visible);
                 next.discarded.retain(|range| range.through <= after);
@@ -376,7 +429,9 @@ impl Runs {
     /// Records checkpoint `new` with `state` at `now` on execution `execution_id` while it runs:
     /// its sequence is the execution's `last_sequence + 1`, its parent the execution's
     /// current checkpoint, committed with the execution's new counts only if the
-    /// execution is unchanged (so sequences are dense and never reused).
+    /// execution is unchanged (so sequences are dense and never reused). With a key
+    /// already used in the execution, the checkpoint that has it is the answer
+    /// ([`Recorded::Existing`]) and nothing changes.
     ///
     /// # Errors
     /// [`Error::NotFound`], [`Error::InvalidState`] unless the execution is running,
@@ -389,9 +444,12 @@ impl Runs {
         new: &NewCheckpoint,
         state: &PackedState,
         now: DateTime<Utc>,
-    ) -> Result<Checkpoint, Error> {
+    ) -> Result<Recorded, Error> {
         retry_races(|| async move {
             let current = self.load(tenant, execution_id).await?;
+            if let Some(existing) = self.keyed_checkpoint(tenant, &current, new.key.as_deref()).await? {
+                return Ok(Attempt::Done(Recorded::Existing(existing)));
+            }
             if current.status != ExecutionStatus::Running {
                 return Err(Error::InvalidState(format!(
                     "execution {} is {}; checkpoints are accepted only while it is running",
@@ -405,6 +463,7 @@ impl Runs {
                 workflow_id: current.workflow_id.clone(),
                 sequence: current.last_sequence + 1,
                 name: new.name.clone(),
+                key: new.key.clone(),
                 parent_checkpoint_id: current.current_checkpoint_id.clone(),
                 attempt: current.attempt,
                 metadata: new.metadata.clone(),
@@ -426,11 +485,135 @@ impl Runs {
                 )));
             }
             match tx.commit(self.executions.client()).await {
-                Ok(()) => Ok(Attempt::Done(checkpoint)),
-                Err(e) => Ok(Attempt::raced_on(e, &[Part::Execution])?),
+                Ok(()) => Ok(Attempt::Done(Recorded::New(checkpoint))),
+                // Another request recorded this key first: the next attempt finds it.
+                Err(e) => Ok(Attempt::raced_on(e, &[Part::Execution, Part::Key])?),
             }
         })
         .await
+    }
+
+    /// The checkpoint of `execution` that has `key`, if any. A key held by a checkpoint
+    /// a rollback discarded (hidden, its deletion not finished) is not free yet: 409.
+    async fn keyed_checkpoint(
+        &self,
+        tenant: &TenantId,
+        execution: &Execution,
+        key: Option<&str>,
+    ) -> Result<Option<Checkpoint>, Error> {
+        let Some(key) = key else { return Ok(None) };
+        match self.checkpoints.by_key(tenant, &execution.id, key).await? {
+            None => Ok(None),
+            Some(stored) if execution.is_discarded(stored.checkpoint.sequence) => Err(Error::InvalidState(format!(
+                "key {key:?} belongs to a checkpoint a rollback discarded, still being deleted; try again shortly"
+            ))),
+            Some(stored) => Ok(Some(stored.checkpoint)),
+        }
+    }
+
+    /// Stores `writes` on checkpoint `id` of a running execution: each replaces the write
+    /// with its `(task_id, index)` or is added, in one transaction conditioned on the
+    /// document read and on the execution still running. Answers the writes now stored.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] (the checkpoint, or one a rollback discarded),
+    /// [`Error::InvalidState`] unless the execution is running, [`Error::TooLarge`] when
+    /// the document would exceed 4 MiB or one transaction, storage errors.
+    pub async fn put_writes(
+        &self,
+        tenant: &TenantId,
+        id: &CheckpointId,
+        writes: &[checkpoint::Write],
+    ) -> Result<u64, Error> {
+        retry_races(|| async move {
+            let stored =
+                self.checkpoints.get(tenant, id).await?.ok_or_else(|| Error::not_found("checkpoint", id.as_str()))?;
+            let execution = self
+                .load(tenant, &stored.checkpoint.execution_id)
+                .await
+                .map_err(|_| Error::not_found("checkpoint", id.as_str()))?;
+            let stored = self.checkpoint_of(tenant, &execution, id).await?;
+            if execution.status != ExecutionStatus::Running {
+                return Err(Error::InvalidState(format!(
+                    "execution {} is {}; writes are accepted only while it is running",
+                    execution.id,
+                    shared::body::WireEnum::wire(execution.status)
+                )));
+            }
+            let old = self.checkpoints.writes(tenant, &stored.checkpoint.id).await?;
+            let mut new = old.clone();
+            new.merge(writes.to_vec());
+            let packed = PackedState::from_json(&new.to_json());
+            if packed.size > checkpoint::STATE_MAX_BYTES {
+                return Err(Error::TooLarge(format!(
+                    "the writes of checkpoint {id} would be {} bytes of JSON; the limit is {} bytes (4 MiB)",
+                    packed.size,
+                    checkpoint::STATE_MAX_BYTES
+                )));
+            }
+            let mut tx = Transaction::new();
+            tx.push(Part::Execution, self.executions.check_running(tenant, &execution.id)?);
+            self.checkpoints.stage_writes(&mut tx, tenant, id, &old, &new, &packed)?;
+            if let Err(TransactionError::TooLarge { bytes, .. }) = tx.check_limits() {
+                return Err(Error::TooLarge(format!(
+                    "the writes of checkpoint {id} compress to {} bytes: they are written in one atomic DynamoDB \
+                     transaction of at most {MAX_TRANSACTION_BYTES} bytes (this one would be {bytes})",
+                    packed.compressed_len()
+                )));
+            }
+            match tx.commit(self.executions.client()).await {
+                Ok(()) => Ok(Attempt::Done(new.items.len() as u64)),
+                Err(e) => Ok(Attempt::raced_on(e, &[Part::Execution, Part::Checkpoint])?),
+            }
+        })
+        .await
+    }
+
+    /// Deletes execution `id` with its checkpoints, their states and writes. The
+    /// execution goes first, in one transaction with its key, its payloads and its
+    /// counts, leaving a purge marker; then at most [`PURGE_CHECKPOINTS`] checkpoints
+    /// are deleted. [`Deleted::More`] asks the client to send the request again; once
+    /// nothing is left the marker goes and the answer is [`Deleted::Done`]. Failures
+    /// recorded on the execution stay.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] when neither the execution nor an unfinished deletion of it
+    /// exists, storage errors.
+    pub async fn delete(&self, tenant: &TenantId, id: &ExecutionId) -> Result<Deleted, Error> {
+        let removed: bool = retry_races(|| async move {
+            let Some(current) = self.executions.get(tenant, id).await? else {
+                return Ok::<_, Error>(Attempt::Done(false));
+            };
+            let mut tx = Transaction::new();
+            self.executions.stage_delete(&mut tx, tenant, &current)?;
+            match tx.commit(self.executions.client()).await {
+                Ok(()) => Ok(Attempt::Done(true)),
+                Err(e) => Ok(Attempt::raced_on(e, &[Part::Execution])?),
+            }
+        })
+        .await?;
+        if !removed && !self.executions.purging(tenant, id).await? {
+            return Err(Error::not_found("execution", id.as_str()));
+        }
+        let left = self.checkpoints.later_than(tenant, id, 0, PURGE_CHECKPOINTS).await?;
+        let mut batch = Transaction::new();
+        let mut size = 0;
+        for stored in &left {
+            if size + stored.deletion_size() > ROLLBACK_BATCH && size > 0 {
+                std::mem::take(&mut batch).commit(self.executions.client()).await?;
+                size = 0;
+            }
+            self.checkpoints.stage_delete(&mut batch, tenant, stored)?;
+            size += stored.deletion_size();
+        }
+        if size > 0 {
+            batch.commit(self.executions.client()).await?;
+        }
+        if left.len() == PURGE_CHECKPOINTS {
+            return Ok(Deleted::More);
+        }
+        self.executions.purged(tenant, id).await?;
+        Ok(Deleted::Done)
     }
 
     /// The tenant's failure `id`.

@@ -79,6 +79,8 @@ pub struct Execution {
     pub error: Option<ExecutionError>,
     /// Why it was cancelled, if a reason was given.
     pub cancel_reason: Option<String>,
+    /// The client's name for it, unique within its workflow (see `Runs::start`).
+    pub key: Option<String>,
     /// String labels.
     pub metadata: BTreeMap<String, String>,
     /// 1, then +1 per replay.
@@ -206,6 +208,7 @@ impl Execution {
     #[must_use]
     pub fn start(
         workflow_id: WorkflowId,
+        key: Option<String>,
         input: Option<Value>,
         metadata: BTreeMap<String, String>,
         now: DateTime<Utc>,
@@ -218,6 +221,7 @@ impl Execution {
             output: None,
             error: None,
             cancel_reason: None,
+            key,
             metadata,
             attempt: 1,
             current_checkpoint_id: None,
@@ -326,7 +330,7 @@ mod tests {
     use ExecutionStatus::{Cancelled, Completed, Failed, Paused, Running};
 
     fn execution(status: ExecutionStatus) -> Execution {
-        let mut e = Execution::start(WorkflowId::generate(), None, BTreeMap::new(), Utc::now());
+        let mut e = Execution::start(WorkflowId::generate(), None, None, BTreeMap::new(), Utc::now());
         e.status = status;
         e
     }

@@ -87,6 +87,9 @@ struct ExecutionRecord {
     error_type: Option<String>,
     error_message: Option<String>,
     cancel_reason: Option<String>,
+    /// The client's key (`key` is a DynamoDB reserved word).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    client_key: Option<String>,
     metadata: BTreeMap<String, String>,
     attempt: u32,
     current_checkpoint_id: Option<String>,
@@ -122,6 +125,7 @@ const SUMMARY_ATTRIBUTES: &[&str] = &[
     "error_type",
     "error_message",
     "cancel_reason",
+    "client_key",
     "metadata",
     "attempt",
     "current_checkpoint_id",
@@ -157,6 +161,7 @@ impl ExecutionRecord {
             error_type: e.error.as_ref().map(|x| x.error_type.clone()),
             error_message: e.error.as_ref().map(|x| x.message.clone()),
             cancel_reason: e.cancel_reason.clone(),
+            client_key: e.key.clone(),
             metadata: e.metadata.clone(),
             attempt: e.attempt,
             current_checkpoint_id: e.current_checkpoint_id.as_ref().map(ToString::to_string),
@@ -212,6 +217,7 @@ impl ExecutionRecord {
                 _ => None,
             },
             cancel_reason: self.cancel_reason,
+            key: self.client_key,
             metadata: self.metadata,
             attempt: self.attempt,
             current_checkpoint_id: self
@@ -235,6 +241,25 @@ impl ExecutionRecord {
     }
 }
 
+/// The pointer item from an execution's key to the execution, in table `executions`
+/// beside the executions (its `id` sorts after every `exec_` id, outside their ranges,
+/// and it has none of the index attributes).
+#[derive(Debug, Serialize, Deserialize)]
+struct KeyPointer {
+    tenant_id: String,
+    id: String,
+    execution_id: String,
+}
+
+/// The marker of an unfinished deletion of an execution (sorts outside `exec_` ranges).
+fn purge_marker(id: &ExecutionId) -> String {
+    format!("purge#{id}")
+}
+
+fn key_pointer(workflow: &WorkflowId, key: &str) -> String {
+    format!("key#{workflow}#{key}")
+}
+
 /// Filters of the execution list.
 #[derive(Debug, Clone, Default)]
 pub struct ListFilter {
@@ -246,6 +271,17 @@ pub struct ListFilter {
     pub created_after: Option<DateTime<Utc>>,
     /// Only those created before this instant.
     pub created_before: Option<DateTime<Utc>>,
+}
+
+impl ListFilter {
+    /// Whether `e` passes every filter.
+    #[must_use]
+    pub fn admits(&self, e: &Execution) -> bool {
+        self.status.is_none_or(|s| e.status == s)
+            && self.workflow_id.as_ref().is_none_or(|w| e.workflow_id == *w)
+            && self.created_after.is_none_or(|t| e.created_at > t)
+            && self.created_before.is_none_or(|t| e.created_at < t)
+    }
 }
 
 /// Filters of the failure list.
@@ -313,7 +349,8 @@ impl ExecutionStore {
         Ok(())
     }
 
-    /// Adds a new execution, its counts and the day's attempt to `tx`.
+    /// Adds a new execution, its key's pointer, its counts and the day's attempt to `tx`.
+    /// The pointer is conditioned on the key being free ([`Part::Key`] fails otherwise).
     ///
     /// # Errors
     /// [`StoreError`] if an operation cannot be built.
@@ -323,6 +360,17 @@ impl ExecutionStore {
             Part::Execution,
             self.put_item(Table::Executions, serde_dynamo::to_item(record)?, "attribute_not_exists(id)", None)?,
         );
+        if let Some(key) = &e.key {
+            let pointer = KeyPointer {
+                tenant_id: tenant.as_str().to_owned(),
+                id: key_pointer(&e.workflow_id, key),
+                execution_id: e.id.to_string(),
+            };
+            tx.push(
+                Part::Key,
+                self.put_item(Table::Executions, serde_dynamo::to_item(pointer)?, "attribute_not_exists(id)", None)?,
+            );
+        }
         self.stage_blobs(tx, tenant, blobs)?;
         let mut change = CounterChange::between(&[], &e.counters());
         change.add(&counters::daily("attempts", e.created_at.date_naive()), 1);
@@ -415,7 +463,7 @@ impl ExecutionStore {
         let timed = filter.created_after.is_some() || filter.created_before.is_some();
         let total = async {
             if timed {
-                count(query.clone(), MAX_COUNTED).await
+                shared::dynamo::count(query.clone(), MAX_COUNTED).await
             } else {
                 counters::read(
                     &self.client,
@@ -431,6 +479,109 @@ impl ExecutionStore {
         Ok((self.decode(tenant, items).await?, total))
     }
 
+    /// A condition that execution `id` exists and is running, for a transaction that
+    /// changes what belongs to it without changing it.
+    ///
+    /// # Errors
+    /// [`StoreError`] if the operation cannot be built.
+    pub fn check_running(&self, tenant: &TenantId, id: &ExecutionId) -> Result<TransactWriteItem, StoreError> {
+        let check = aws_sdk_dynamodb::types::ConditionCheck::builder()
+            .table_name(self.tables.name(Table::Executions))
+            .key("tenant_id", s(tenant.as_str()))
+            .key("id", s(id.as_str()))
+            .condition_expression("#status = :running")
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_values(":running", s(ExecutionStatus::Running.wire()))
+            .build()
+            .map_err(|e| StoreError::Other(Box::new(e)))?;
+        Ok(TransactWriteItem::builder().condition_check(check).build())
+    }
+
+    /// Adds the deletion of execution `e` (as read: conditioned on its version) to `tx`:
+    /// the execution, its key's pointer, its payload blobs and its counts, and puts the
+    /// marker of the purge of its checkpoints ([`Self::purging`]).
+    ///
+    /// # Errors
+    /// [`StoreError`] if an operation cannot be built.
+    pub fn stage_delete(&self, tx: &mut Transaction, tenant: &TenantId, e: &Execution) -> Result<(), StoreError> {
+        let table = self.tables.name(Table::Executions);
+        let key = |id: String| -> Result<TransactWriteItem, StoreError> {
+            let delete = aws_sdk_dynamodb::types::Delete::builder()
+                .table_name(table)
+                .key("tenant_id", s(tenant.as_str()))
+                .key("id", s(id));
+            Ok(TransactWriteItem::builder().delete(built(delete.build())?).build())
+        };
+        let delete = aws_sdk_dynamodb::types::Delete::builder()
+            .table_name(table)
+            .key("tenant_id", s(tenant.as_str()))
+            .key("id", s(e.id.as_str()))
+            .condition_expression("version = :expected")
+            .expression_attribute_values(":expected", n(e.version));
+        tx.push(Part::Execution, TransactWriteItem::builder().delete(built(delete.build())?).build());
+        if let Some(k) = &e.key {
+            tx.push(Part::Key, key(key_pointer(&e.workflow_id, k))?);
+        }
+        for name in ["input", "output"] {
+            self.blobs.stage_delete(tx, Part::Blob, tenant, &format!("{}#{name}", e.id))?;
+        }
+        let marker =
+            HashMap::from([("tenant_id".to_owned(), s(tenant.as_str())), ("id".to_owned(), s(purge_marker(&e.id)))]);
+        let put = Put::builder().table_name(table).set_item(Some(marker));
+        tx.push(Part::Execution, TransactWriteItem::builder().put(built(put.build())?).build());
+        let change = CounterChange::between(&e.counters(), &[]);
+        tx.extend(Part::Counters, change.transact_items(&self.tables, tenant)?);
+        Ok(())
+    }
+
+    /// Whether a deletion of execution `id` has checkpoints left to purge.
+    ///
+    /// # Errors
+    /// The read's [`StoreError`].
+    pub async fn purging(&self, tenant: &TenantId, id: &ExecutionId) -> Result<bool, StoreError> {
+        self.has(Table::Executions, tenant, &purge_marker(id)).await
+    }
+
+    /// Drops the purge marker of execution `id`: its deletion is complete.
+    ///
+    /// # Errors
+    /// The write's [`StoreError`].
+    pub async fn purged(&self, tenant: &TenantId, id: &ExecutionId) -> Result<(), StoreError> {
+        self.client
+            .delete_item()
+            .table_name(self.tables.name(Table::Executions))
+            .key("tenant_id", s(tenant.as_str()))
+            .key("id", s(purge_marker(id)))
+            .send()
+            .await
+            .map_err(classify)?;
+        Ok(())
+    }
+
+    /// The execution of `workflow` whose key is `key`: two consistent point reads (the
+    /// key's pointer, then the execution), not one read of an eventually consistent
+    /// index, so a client finds what it has just started.
+    ///
+    /// # Errors
+    /// The reads' [`StoreError`]s.
+    pub async fn by_key(
+        &self,
+        tenant: &TenantId,
+        workflow: &WorkflowId,
+        key: &str,
+    ) -> Result<Option<Execution>, StoreError> {
+        let table = self.tables.name(Table::Executions);
+        let pointer = key_pointer(workflow, key);
+        let Some(item) = get_item(&self.client, table, &[("tenant_id", tenant.as_str()), ("id", &pointer)]).await?
+        else {
+            return Ok(None);
+        };
+        let pointer: KeyPointer = serde_dynamo::from_item(item)?;
+        let id = ExecutionId::parse(&pointer.execution_id)
+            .ok_or_else(|| StoreError::Corrupt(format!("key pointer {}: execution_id", pointer.id)))?;
+        self.get(tenant, &id).await
+    }
+
     /// Whether the tenant has the execution `id` (one small read: its id alone).
     ///
     /// # Errors
@@ -440,27 +591,27 @@ impl ExecutionStore {
     }
 
     /// The rollback ranges of execution `id` whose checkpoints are still hidden (one
-    /// small read; empty when the execution does not exist).
+    /// small read; `None` when the execution does not exist, deleted included).
     ///
     /// # Errors
     /// The read's [`StoreError`].
-    pub async fn discarded(&self, tenant: &TenantId, id: &ExecutionId) -> Result<Vec<Discarded>, StoreError> {
+    pub async fn discarded(&self, tenant: &TenantId, id: &ExecutionId) -> Result<Option<Vec<Discarded>>, StoreError> {
         let out = self
             .client
             .get_item()
             .table_name(self.tables.name(Table::Executions))
             .key("tenant_id", s(tenant.as_str()))
             .key("id", s(id.as_str()))
-            .projection_expression("#d")
+            .projection_expression("id, #d")
             .expression_attribute_names("#d", "discarded")
             .consistent_read(true)
             .send()
             .await
             .map_err(classify)?;
-        let Some(mut item) = out.item else { return Ok(Vec::new()) };
-        let Some(value) = item.remove("discarded") else { return Ok(Vec::new()) };
+        let Some(mut item) = out.item else { return Ok(None) };
+        let Some(value) = item.remove("discarded") else { return Ok(Some(Vec::new())) };
         let ranges: Vec<DiscardedRecord> = serde_dynamo::from_attribute_value(value)?;
-        Ok(ranges.into_iter().map(|d| Discarded { after: d.after, through: d.through }).collect())
+        Ok(Some(ranges.into_iter().map(|d| Discarded { after: d.after, through: d.through }).collect()))
     }
 
     /// Whether the tenant has the failure `id`.
@@ -570,7 +721,7 @@ impl ExecutionStore {
         let query = newest_first_in(&self.client, table, index, (key, value), range);
         let total = async {
             if created_after.is_some() || created_before.is_some() {
-                count(query.clone(), MAX_COUNTED).await
+                shared::dynamo::count(query.clone(), MAX_COUNTED).await
             } else {
                 counters::read(&self.client, &self.tables, tenant, &crate::runs::failure::counter_name(status)).await
             }
@@ -587,32 +738,6 @@ impl ExecutionStore {
 /// The most items a time-filtered `total` counts: beyond it, `total` is this number
 /// (documented), so a request's cost stays bounded whatever the tenant's data.
 pub const MAX_COUNTED: u64 = 10_000;
-
-/// Counts the items of a query, at most `cap` (keys only are returned; capacity is still
-/// spent on the items' size, which is why untimed totals come from counters instead).
-async fn count(
-    query: aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder,
-    cap: u64,
-) -> Result<u64, StoreError> {
-    let mut total = 0_u64;
-    let mut start = None;
-    while total < cap {
-        let out = query
-            .clone()
-            .select(aws_sdk_dynamodb::types::Select::Count)
-            .limit(i32::try_from(cap - total).unwrap_or(i32::MAX))
-            .set_exclusive_start_key(start)
-            .send()
-            .await
-            .map_err(classify)?;
-        total += u64::try_from(out.count).unwrap_or(0);
-        match out.last_evaluated_key {
-            Some(key) if !key.is_empty() => start = Some(key),
-            _ => break,
-        }
-    }
-    Ok(total.min(cap))
-}
 
 /// Where a newest-first list of ids in `range` starts after the id `after`: from the
 /// top (no cursor, or one newer than the range), after it (`Some(Some(key))`), or

@@ -5,12 +5,13 @@ use std::collections::BTreeMap;
 use axum::Json;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use domain::runs::NewCheckpoint;
-use domain::runs::checkpoint::{Checkpoint, PackedState, STATE_MAX_BYTES};
+use domain::runs::checkpoint::{Checkpoint, LAST_SEQUENCE, ListWindow, PackedState, STATE_MAX_BYTES, Write};
 use domain::runs::model::Execution;
+use domain::runs::store::MAX_COUNTED;
+use domain::runs::{NewCheckpoint, Recorded};
 use http::StatusCode;
 use serde::Serialize;
-use shared::body::{Fields, RawJsonBody, split_raw, string_map, text};
+use shared::body::{Fields, RawJsonBody, WireEnum, client_key, split_raw, string_map, text};
 use shared::ids::PathId;
 use shared::ids::{CheckpointId, ExecutionId};
 use shared::pagination::{OffsetBody, OffsetRequest};
@@ -32,6 +33,7 @@ pub struct CheckpointBody {
     workflow_id: String,
     sequence: u64,
     name: Option<String>,
+    key: Option<String>,
     parent_checkpoint_id: Option<String>,
     attempt: u32,
     metadata: BTreeMap<String, String>,
@@ -49,6 +51,7 @@ impl From<Checkpoint> for CheckpointBody {
             workflow_id: c.workflow_id.to_string(),
             sequence: c.sequence,
             name: c.name,
+            key: c.key,
             parent_checkpoint_id: c.parent_checkpoint_id.map(|p| p.to_string()),
             attempt: c.attempt,
             metadata: c.metadata,
@@ -83,6 +86,7 @@ pub async fn create(
         Some(_) => {}
     }
     let name = f.nullable("name", text(1, NAME_MAX));
+    let key = f.nullable("key", client_key);
     let metadata = f.optional("metadata", string_map(METADATA_MAX_KEYS));
     f.finish()?;
     let (Some(execution), Some(raw_state)) = (execution, raw_state) else {
@@ -95,11 +99,15 @@ pub async fn create(
     let new = NewCheckpoint {
         id: CheckpointId::generate_at(now),
         name: name.into_update().flatten(),
+        key: key.into_update().flatten(),
         metadata: metadata.unwrap_or_default(),
     };
-    let checkpoint = state.runs.record_checkpoint(&tenant, &execution_id, &new, &packed, now).await?;
+    let (status, checkpoint) = match state.runs.record_checkpoint(&tenant, &execution_id, &new, &packed, now).await? {
+        Recorded::New(c) => (StatusCode::CREATED, c),
+        Recorded::Existing(c) => (StatusCode::OK, c),
+    };
     let path = format!("checkpoints/{}", checkpoint.id);
-    shared::http::located((StatusCode::CREATED, Json(CheckpointBody::from(checkpoint))).into_response(), &path)
+    shared::http::located((status, Json(CheckpointBody::from(checkpoint))).into_response(), &path)
 }
 
 fn pack(state: &serde_json::value::RawValue) -> Result<PackedState, ApiError> {
@@ -113,6 +121,23 @@ fn pack(state: &serde_json::value::RawValue) -> Result<PackedState, ApiError> {
     Ok(packed)
 }
 
+/// The order of a checkpoint list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Order {
+    Asc,
+    Desc,
+}
+
+impl WireEnum for Order {
+    const ALL: &'static [Self] = &[Self::Asc, Self::Desc];
+    fn wire(self) -> &'static str {
+        match self {
+            Self::Asc => "asc",
+            Self::Desc => "desc",
+        }
+    }
+}
+
 /// `GET /checkpoints`
 pub async fn list(
     State(state): State<AppState>,
@@ -122,29 +147,82 @@ pub async fn list(
     let execution = query.required_string("execution_id");
     let window = OffsetRequest::read(&mut query);
     let after = shared::pagination::starting_after(&mut query);
+    let key = query.key("key");
+    let order = query.one_of::<Order>("order").unwrap_or(Order::Asc);
+    let metadata = query.deep_object("metadata", METADATA_MAX_KEYS);
     query.finish()?;
     let execution = load_execution(&state, &tenant, &execution.unwrap_or_default()).await?;
-    // After a checkpoint of this execution (404 for any other id): from its sequence on.
-    let from_sequence = match after {
-        None => 1,
-        Some(raw) => {
-            let not_found = || ApiError::not_found("checkpoint", raw.as_str());
-            let id = CheckpointId::parse(&raw).ok_or_else(not_found)?;
-            match state.runs.checkpoints.get(&tenant, &id).await? {
-                Some(stored)
-                    if stored.checkpoint.execution_id == execution.id
-                        && !execution.is_discarded(stored.checkpoint.sequence) =>
-                {
-                    stored.checkpoint.sequence + 1
-                }
-                _ => return Err(not_found()),
-            }
+    let descending = order == Order::Desc;
+    let mut range = ListWindow { from_sequence: 1, through_sequence: LAST_SEQUENCE, descending, metadata };
+    // After a checkpoint of this execution (404 for any other id): the ones after it
+    // in the list's order.
+    if let Some(raw) = after {
+        let sequence = checkpoint_of(&state, &tenant, &execution, &raw).await?.sequence;
+        if descending {
+            range.through_sequence = sequence.saturating_sub(1);
+        } else {
+            range.from_sequence = sequence + 1;
+        }
+    }
+    let (skip, take) = (window.offset as usize, window.limit as usize);
+    if let Some(key) = key {
+        let found = state.runs.checkpoints.by_key(&tenant, &execution.id, &key).await?;
+        let items: Vec<CheckpointBody> = found
+            .map(|stored| stored.checkpoint)
+            .filter(|c| {
+                !execution.is_discarded(c.sequence)
+                    && (range.from_sequence..=range.through_sequence).contains(&c.sequence)
+                    && range.metadata.iter().all(|(k, v)| c.metadata.get(k) == Some(v))
+                    && skip == 0
+            })
+            .into_iter()
+            .map(CheckpointBody::from)
+            .collect();
+        let total = items.len() as u64;
+        return Ok(Json(window.respond(items, total)));
+    }
+    let runs = &state.runs;
+    let items = runs.checkpoints.list(&tenant, &execution.id, &execution.discarded, &range, skip, take);
+    let total = async {
+        if range.metadata.is_empty() {
+            Ok(execution.checkpoint_count)
+        } else {
+            runs.checkpoints.count(&tenant, &execution.id, &execution.discarded, &range, MAX_COUNTED).await
         }
     };
-    let (skip, take) = (window.offset as usize, window.limit as usize);
-    let items =
-        state.runs.checkpoints.list(&tenant, &execution.id, &execution.discarded, from_sequence, skip, take).await?;
-    Ok(Json(window.respond(items.into_iter().map(CheckpointBody::from).collect(), execution.checkpoint_count)))
+    let (items, total) = tokio::try_join!(items, total)?;
+    Ok(Json(window.respond(items.into_iter().map(CheckpointBody::from).collect(), total)))
+}
+
+/// A checkpoint of `execution` that a client may see, by the id it sent, or 404.
+async fn checkpoint_of(
+    state: &AppState,
+    tenant: &TenantId,
+    execution: &Execution,
+    raw: &str,
+) -> Result<Checkpoint, ApiError> {
+    let not_found = || ApiError::not_found("checkpoint", raw);
+    let id = CheckpointId::parse(raw).ok_or_else(not_found)?;
+    match state.runs.checkpoints.get(tenant, &id).await? {
+        Some(stored)
+            if stored.checkpoint.execution_id == execution.id
+                && !execution.is_discarded(stored.checkpoint.sequence) =>
+        {
+            Ok(stored.checkpoint)
+        }
+        _ => Err(not_found()),
+    }
+}
+
+/// 404 for a checkpoint a rollback discarded, or of a deleted execution: gone for
+/// clients even while its items are being deleted (one small read of the execution).
+async fn ensure_visible(state: &AppState, tenant: &TenantId, c: &Checkpoint, raw: &str) -> Result<(), ApiError> {
+    let not_found = || ApiError::not_found("checkpoint", raw);
+    let hidden = state.runs.executions.discarded(tenant, &c.execution_id).await?.ok_or_else(not_found)?;
+    if hidden.iter().any(|range| range.contains(c.sequence)) {
+        return Err(not_found());
+    }
+    Ok(())
 }
 
 /// `GET /checkpoints/{checkpoint_id}`
@@ -164,13 +242,122 @@ pub async fn get(
     } else {
         (state.runs.checkpoints.get(&tenant, &id).await?.ok_or_else(not_found)?.checkpoint, None)
     };
-    // A checkpoint a rollback discarded is gone for clients even while its items are
-    // being deleted.
-    let hidden = state.runs.executions.discarded(&tenant, &checkpoint.execution_id).await?;
-    if hidden.iter().any(|range| range.contains(checkpoint.sequence)) {
-        return Err(not_found());
-    }
+    ensure_visible(&state, &tenant, &checkpoint, &raw).await?;
     let mut body = CheckpointBody::from(checkpoint);
     body.state = value;
     Ok(Json(body))
+}
+
+/// The writes of a request, read straight from its bytes (values stay the JSON text they
+/// were sent as).
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WritesRequest {
+    task_id: String,
+    #[serde(default)]
+    task_path: String,
+    writes: Vec<WriteRequest>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WriteRequest {
+    index: i64,
+    channel: String,
+    value: Box<serde_json::value::RawValue>,
+}
+
+/// Most writes in one request.
+pub const WRITES_MAX: usize = 1000;
+/// The lowest and highest write index.
+pub const WRITE_INDEX: std::ops::RangeInclusive<i64> = -1000..=1_000_000;
+/// Longest task path.
+pub const TASK_PATH_MAX: usize = 1024;
+
+fn read_writes(bytes: &[u8]) -> Result<Vec<Write>, ApiError> {
+    let request: WritesRequest = serde_json::from_slice(bytes).map_err(|e| {
+        ApiError::field("body", format!("must be {{task_id, task_path, writes: [{{index, channel, value}}]}}: {e}"))
+    })?;
+    let mut errors = Vec::new();
+    if let Err(message) = shared::body::check_key(&request.task_id) {
+        errors.push(shared::error::FieldError::new("task_id", message));
+    }
+    if request.task_path.chars().count() > TASK_PATH_MAX || request.task_path.chars().any(char::is_control) {
+        errors.push(shared::error::FieldError::new(
+            "task_path",
+            format!("must be at most {TASK_PATH_MAX} characters without control characters"),
+        ));
+    }
+    if request.writes.is_empty() || request.writes.len() > WRITES_MAX {
+        errors.push(shared::error::FieldError::new("writes", format!("must hold 1 to {WRITES_MAX} writes")));
+    }
+    for (i, w) in request.writes.iter().enumerate() {
+        if !WRITE_INDEX.contains(&w.index) {
+            errors.push(shared::error::FieldError::new(
+                format!("writes[{i}].index"),
+                format!("must be an integer from {} to {}", WRITE_INDEX.start(), WRITE_INDEX.end()),
+            ));
+        }
+        if let Err(message) = shared::body::check_key(&w.channel) {
+            errors.push(shared::error::FieldError::new(format!("writes[{i}].channel"), message));
+        }
+    }
+    if !errors.is_empty() {
+        return Err(ApiError::Validation(errors));
+    }
+    let WritesRequest { task_id, task_path, writes } = request;
+    let mut out = Vec::with_capacity(writes.len());
+    for w in writes {
+        let value = serde_json::value::RawValue::from_string(
+            String::from_utf8(shared::body::compact(&w.value)?)
+                .map_err(|_| ApiError::internal("compact JSON is UTF-8"))?,
+        )
+        .map_err(|_| ApiError::internal("compact JSON parses"))?;
+        out.push(Write {
+            task_id: task_id.clone(),
+            task_path: task_path.clone(),
+            index: w.index,
+            channel: w.channel,
+            value,
+        });
+    }
+    Ok(out)
+}
+
+/// `POST /checkpoints/{checkpoint_id}/writes`
+pub async fn put_writes(
+    State(state): State<AppState>,
+    tenant: TenantId,
+    PathId(raw): PathId,
+    RawJsonBody(bytes): RawJsonBody,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let id = CheckpointId::parse(&raw).ok_or_else(|| ApiError::not_found("checkpoint", raw.as_str()))?;
+    let writes = read_writes(&bytes)?;
+    let total = state.runs.put_writes(&tenant, &id, &writes).await?;
+    Ok(Json(serde_json::json!({ "checkpoint_id": id.to_string(), "total": total })))
+}
+
+/// The writes of a checkpoint as the API shows them.
+#[derive(Debug, Serialize)]
+pub struct WritesBody {
+    checkpoint_id: String,
+    items: Vec<Write>,
+    total: u64,
+}
+
+/// `GET /checkpoints/{checkpoint_id}/writes`
+pub async fn list_writes(
+    State(state): State<AppState>,
+    tenant: TenantId,
+    PathId(raw): PathId,
+    query: Query,
+) -> Result<Json<WritesBody>, ApiError> {
+    query.finish()?;
+    let not_found = || ApiError::not_found("checkpoint", raw.as_str());
+    let id = CheckpointId::parse(&raw).ok_or_else(not_found)?;
+    let stored = state.runs.checkpoints.get(&tenant, &id).await?.ok_or_else(not_found)?;
+    ensure_visible(&state, &tenant, &stored.checkpoint, &raw).await?;
+    let writes = state.runs.checkpoints.writes(&tenant, &id).await?;
+    let total = writes.items.len() as u64;
+    Ok(Json(WritesBody { checkpoint_id: id.to_string(), items: writes.items, total }))
 }

@@ -18,8 +18,13 @@ use shared::http::BASE_PATH;
 use shared::time::Clock;
 
 /// Every route of this function.
-pub const ROUTES: &[(&str, &str)] =
-    &[("GET", "/api/v1/checkpoints"), ("POST", "/api/v1/checkpoints"), ("GET", "/api/v1/checkpoints/{checkpoint_id}")];
+pub const ROUTES: &[(&str, &str)] = &[
+    ("GET", "/api/v1/checkpoints"),
+    ("POST", "/api/v1/checkpoints"),
+    ("GET", "/api/v1/checkpoints/{checkpoint_id}"),
+    ("GET", "/api/v1/checkpoints/{checkpoint_id}/writes"),
+    ("POST", "/api/v1/checkpoints/{checkpoint_id}/writes"),
+];
 
 /// Largest `POST /checkpoints` body: 6 MiB, Lambda's own request limit (a 4 MiB state
 /// plus its JSON framing).
@@ -42,6 +47,11 @@ pub fn app(client: Client, tables: Tables, clock: Arc<dyn Clock>) -> Router {
     let routes = Router::new()
         .route(&format!("{BASE_PATH}/checkpoints"), get(api::list).merge(create))
         .route(&format!("{BASE_PATH}/checkpoints/{{checkpoint_id}}"), get(api::get))
+        .route(
+            &format!("{BASE_PATH}/checkpoints/{{checkpoint_id}}/writes"),
+            get(api::list_writes)
+                .merge(axum::routing::post(api::put_writes).layer(Extension(BodyLimit(CREATE_BODY_LIMIT)))),
+        )
         .with_state(state);
     shared::http::api(routes, auth)
 }

@@ -9,7 +9,9 @@ use axum::response::{IntoResponse, Response};
 use http::StatusCode;
 use serde::Serialize;
 use serde_json::Value;
-use shared::body::{Fields, JsonBody, OptionalJsonBody, Patch, WireEnum, json_object, json_value, string_map, text};
+use shared::body::{
+    Fields, JsonBody, OptionalJsonBody, Patch, WireEnum, client_key, json_object, json_value, string_map, text,
+};
 use shared::ids::PathId;
 use shared::ids::{CheckpointId, ExecutionId, WorkflowId};
 use shared::pagination::{PageBody, PageRequest};
@@ -18,7 +20,7 @@ use shared::{ApiError, TenantId};
 
 use domain::runs::model::{Action, Execution, ExecutionError, ExecutionStatus};
 use domain::runs::store::{ListFilter, VALUE_MAX_BYTES};
-use domain::runs::{Change, ReplayFrom};
+use domain::runs::{Change, Deleted, ReplayFrom, Started};
 
 use crate::AppState;
 
@@ -48,6 +50,7 @@ pub struct ExecutionSummary {
     status: &'static str,
     error: Option<ErrorBody>,
     cancel_reason: Option<String>,
+    key: Option<String>,
     metadata: BTreeMap<String, String>,
     attempt: u32,
     current_checkpoint_id: Option<String>,
@@ -84,6 +87,7 @@ impl From<Execution> for ExecutionSummary {
             status: e.status.wire(),
             error: e.error.map(|x| ErrorBody { error_type: x.error_type, message: x.message }),
             cancel_reason: e.cancel_reason,
+            key: e.key,
             metadata: e.metadata,
             attempt: e.attempt,
             current_checkpoint_id: e.current_checkpoint_id.map(|c| c.to_string()),
@@ -118,15 +122,22 @@ pub async fn create(
 ) -> Result<Response, ApiError> {
     let mut f = Fields::new(body)?;
     let workflow = f.required("workflow_id", |v| Ok(v.clone()));
+    let key = f.nullable("key", client_key);
     let input = f.nullable("input", json_value(VALUE_MAX_BYTES));
     let metadata = f.optional("metadata", string_map(METADATA_MAX_KEYS));
     f.finish()?;
     let workflow_id = body_id(&workflow.unwrap_or_default(), "workflow", WorkflowId::parse)?;
+    let key = key.into_update().flatten();
     let input = input.into_update().flatten();
     let metadata = metadata.unwrap_or_default();
-    let execution = state.runs.start(&tenant, &workflow_id, input, metadata, state.clock.as_ref()).await?;
+    let started =
+        state.runs.start(&tenant, &workflow_id, key.as_deref(), input, metadata, state.clock.as_ref()).await?;
+    let (status, execution) = match started {
+        Started::New(e) => (StatusCode::CREATED, e),
+        Started::Existing(e) => (StatusCode::OK, e),
+    };
     let path = format!("executions/{}", execution.id);
-    shared::http::located((StatusCode::CREATED, Json(ExecutionBody::from(execution))).into_response(), &path)
+    shared::http::located((status, Json(ExecutionBody::from(execution))).into_response(), &path)
 }
 
 /// `GET /executions`
@@ -139,8 +150,12 @@ pub async fn list(
     let workflow = query.string("workflow_id");
     let created_after = query.timestamp("created_after");
     let created_before = query.timestamp("created_before");
+    let key = query.key("key");
     let page = PageRequest::read(&mut query, DEFAULT_PAGE_SIZE);
     let after = shared::pagination::starting_after(&mut query);
+    if key.is_some() && workflow.is_none() {
+        query.reject("key", "needs workflow_id: a key is unique within its workflow".to_owned());
+    }
     query.finish()?;
     let after = after.map(|raw| parse_id(&raw)).transpose()?;
     if let Some(id) = &after
@@ -163,6 +178,16 @@ pub async fn list(
         }
     };
     let filter = ListFilter { status, workflow_id, created_after, created_before };
+    if let (Some(key), Some(workflow_id)) = (&key, &filter.workflow_id) {
+        let found = state.runs.executions.by_key(&tenant, workflow_id, key).await?;
+        let items: Vec<ExecutionSummary> = found
+            .into_iter()
+            .filter(|e| filter.admits(e) && after.as_ref().is_none_or(|a| e.id < *a) && page.skip() == 0)
+            .map(ExecutionSummary::from)
+            .collect();
+        let total = items.len() as u64;
+        return Ok(Json(page.respond(items, total)));
+    }
     let (items, total) =
         Box::pin(state.runs.executions.list(&tenant, &filter, after.as_ref(), page.skip(), page.page_size as usize))
             .await?;
@@ -177,6 +202,24 @@ pub async fn get(
 ) -> Result<Json<ExecutionBody>, ApiError> {
     let id = parse_id(&raw)?;
     Ok(Json(load(&state, &tenant, &id).await?.into()))
+}
+
+/// `DELETE /executions/{execution_id}`: 204 once everything is gone; 202 while the
+/// purge of its checkpoints has more to do (send the request again).
+pub async fn delete(
+    State(state): State<AppState>,
+    tenant: TenantId,
+    PathId(raw): PathId,
+) -> Result<Response, ApiError> {
+    let id = parse_id(&raw)?;
+    Ok(match state.runs.delete(&tenant, &id).await? {
+        Deleted::Done => StatusCode::NO_CONTENT.into_response(),
+        Deleted::More => (
+            StatusCode::ACCEPTED,
+            Json(serde_json::json!({ "id": id.to_string(), "deleted": true, "remaining": true })),
+        )
+            .into_response(),
+    })
 }
 
 /// `POST /executions/{execution_id}/complete`

@@ -22,6 +22,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/api/v1/executions"),
     ("POST", "/api/v1/executions"),
     ("GET", "/api/v1/executions/{execution_id}"),
+    ("DELETE", "/api/v1/executions/{execution_id}"),
     ("POST", "/api/v1/executions/{execution_id}/complete"),
     ("POST", "/api/v1/executions/{execution_id}/fail"),
     ("POST", "/api/v1/executions/{execution_id}/pause"),
@@ -53,7 +54,7 @@ pub fn app(client: Client, tables: Tables, clock: Arc<dyn Clock>) -> Router {
     let one = format!("{BASE_PATH}/executions/{{execution_id}}");
     let routes = Router::new()
         .route(&format!("{BASE_PATH}/executions"), get(api::list).post(api::create))
-        .route(&one, get(api::get))
+        .route(&one, get(api::get).delete(api::delete))
         .route(&format!("{one}/complete"), post(api::complete))
         .route(&format!("{one}/fail"), post(api::fail))
         .route(&format!("{one}/pause"), post(api::pause))

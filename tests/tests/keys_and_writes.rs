@@ -1,0 +1,348 @@
+//! The API's general features for clients that name their own runs (the LangGraph
+//! checkpointer is the first): executions and checkpoints found and created
+//! idempotently by a client-chosen key, newest-first and metadata-filtered checkpoint
+//! lists, writes attached to a checkpoint, and deleting an execution with everything it
+//! holds.
+
+use api_tests::{Api, Env, both_paths};
+use serde_json::{Value, json};
+
+both_paths!(
+    a_keyed_start_is_idempotent_within_its_workflow_and_charged_once,
+    concurrent_keyed_starts_make_one_execution,
+    a_keyed_checkpoint_is_recorded_once_and_found_by_key,
+    checkpoint_lists_go_newest_first_and_filter_on_metadata,
+    writes_are_stored_per_task_and_index_and_replaced_not_duplicated,
+    writes_are_refused_when_invalid_too_large_or_not_running,
+    a_rollback_discards_the_writes_and_keys_of_what_it_discards,
+    deleting_an_execution_takes_everything_and_frees_its_key,
+);
+
+fn id(v: &Value) -> String {
+    v["id"].as_str().unwrap_or_else(|| panic!("an id in {v}")).to_owned()
+}
+
+async fn workflow(api: &Api, key: &str) -> String {
+    id(&api.post(key, "/workflows", &json!({"name": "wf", "workflow_type": "langgraph"})).await.expect(201).body)
+}
+
+async fn balance(api: &Api, key: &str) -> i64 {
+    api.get(key, "/billing/balance").await.expect(200).body["credits_balance"].as_i64().expect("balance")
+}
+
+async fn a_keyed_start_is_idempotent_within_its_workflow_and_charged_once(api: Api, env: Env) {
+    let t = env.tenant_with_credits(100).await;
+    let wf = workflow(&api, &t.key).await;
+    let first =
+        api.post(&t.key, "/executions", &json!({"workflow_id": wf, "key": "thread-1", "input": {"n": 1}})).await;
+    first.expect(201);
+    assert_eq!(first.body["key"], "thread-1");
+    let e = id(&first.body);
+    let after_first = balance(&api, &t.key).await;
+    api.post(&t.key, &format!("/executions/{e}/pause"), &json!({})).await.expect(200);
+    // Again, with another input: the same execution as it is now, nothing charged.
+    let again =
+        api.post(&t.key, "/executions", &json!({"workflow_id": wf, "key": "thread-1", "input": {"n": 2}})).await;
+    again.expect(200);
+    assert_eq!(id(&again.body), e);
+    assert_eq!(again.body["status"], "paused");
+    assert_eq!(again.body["input"], json!({"n": 1}));
+    assert_eq!(again.header("location"), Some(format!("/api/v1/executions/{e}").as_str()));
+    assert_eq!(balance(&api, &t.key).await, after_first);
+    // Found by key in its workflow, and only there.
+    let found = api.get(&t.key, &format!("/executions?workflow_id={wf}&key=thread-1")).await;
+    assert_eq!(found.expect(200).body["total"], 1);
+    assert_eq!(found.body["items"][0]["id"], e.as_str());
+    let none = api.get(&t.key, &format!("/executions?workflow_id={wf}&key=thread-2")).await;
+    assert_eq!(none.expect(200).body["items"], json!([]));
+    assert_eq!(none.body["total"], 0);
+    let filtered = api.get(&t.key, &format!("/executions?workflow_id={wf}&key=thread-1&status=running")).await;
+    assert_eq!(filtered.expect(200).body["total"], 0, "the key's execution is paused");
+    // The same key in another workflow is another execution.
+    let other = workflow(&api, &t.key).await;
+    let elsewhere = api.post(&t.key, "/executions", &json!({"workflow_id": other, "key": "thread-1"})).await;
+    assert_ne!(id(&elsewhere.expect(201).body), e);
+    // Bad keys change nothing.
+    for bad in [json!(""), json!("a\u{7}b"), json!("k".repeat(257)), json!(7)] {
+        let reply = api.post(&t.key, "/executions", &json!({"workflow_id": wf, "key": bad})).await;
+        reply.expect_problem(422, "validation_failed");
+        assert_eq!(reply.error_fields(), ["key"]);
+    }
+    let unkeyed = api.get(&t.key, "/executions?key=thread-1").await;
+    unkeyed.expect_problem(422, "validation_failed");
+    assert_eq!(unkeyed.error_fields(), ["key"]);
+    assert_eq!(api.get(&t.key, "/executions").await.body["total"], 2);
+}
+
+async fn concurrent_keyed_starts_make_one_execution(api: Api, env: Env) {
+    let t = env.tenant_with_credits(100).await;
+    let wf = workflow(&api, &t.key).await;
+    let before = balance(&api, &t.key).await;
+    let body = json!({"workflow_id": wf, "key": "same"});
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let (api, key, body) = (api.clone(), t.key.clone(), body.clone());
+            tokio::spawn(async move { api.post(&key, "/executions", &body).await })
+        })
+        .collect();
+    let mut replies = Vec::new();
+    for task in tasks {
+        replies.push(task.await.expect("joined"));
+    }
+    let created = replies.iter().filter(|r| r.status == 201).count();
+    assert_eq!(created, 1, "{:?}", replies.iter().map(|r| r.status).collect::<Vec<_>>());
+    assert!(replies.iter().all(|r| r.status == 201 || r.status == 200));
+    let ids: std::collections::BTreeSet<String> = replies.iter().map(|r| id(&r.body)).collect();
+    assert_eq!(ids.len(), 1, "one execution: {ids:?}");
+    assert_eq!(api.get(&t.key, "/executions").await.body["total"], 1);
+    assert_eq!(balance(&api, &t.key).await, before - 1, "charged once");
+}
+
+async fn start(api: &Api, key: &str) -> String {
+    let wf = workflow(api, key).await;
+    id(&api.post(key, "/executions", &json!({"workflow_id": wf})).await.expect(201).body)
+}
+
+async fn checkpoint(api: &Api, key: &str, e: &str, body: Value) -> Value {
+    let mut body = body;
+    body["execution_id"] = json!(e);
+    if body.get("state").is_none() {
+        body["state"] = json!({});
+    }
+    let reply = api.post(key, "/checkpoints", &body).await;
+    assert!(reply.status == 201 || reply.status == 200, "{} {}", reply.status, reply.body);
+    reply.body
+}
+
+async fn a_keyed_checkpoint_is_recorded_once_and_found_by_key(api: Api, env: Env) {
+    let t = env.tenant().await;
+    let e = start(&api, &t.key).await;
+    let body = json!({"execution_id": e, "key": "ns|1ef0", "state": {"v": 1}});
+    let first = api.post(&t.key, "/checkpoints", &body).await;
+    first.expect(201);
+    assert_eq!(first.body["key"], "ns|1ef0");
+    let again =
+        api.post(&t.key, "/checkpoints", &json!({"execution_id": e, "key": "ns|1ef0", "state": {"v": 2}})).await;
+    again.expect(200);
+    assert_eq!(again.body, first.body, "the checkpoint as it was recorded");
+    let execution = api.get(&t.key, &format!("/executions/{e}")).await;
+    assert_eq!(execution.body["checkpoint_count"], 1);
+    let state = api.get(&t.key, &format!("/checkpoints/{}?include_state=true", id(&first.body))).await;
+    assert_eq!(state.body["state"], json!({"v": 1}));
+    let found = api.get(&t.key, &format!("/checkpoints?execution_id={e}&key=ns%7C1ef0")).await;
+    assert_eq!(found.expect(200).body["items"][0]["id"], first.body["id"]);
+    assert_eq!(found.body["total"], 1);
+    let none = api.get(&t.key, &format!("/checkpoints?execution_id={e}&key=other")).await;
+    assert_eq!((none.body["items"].clone(), none.body["total"].clone()), (json!([]), json!(0)));
+    // The same key in another execution is another checkpoint.
+    let other = start(&api, &t.key).await;
+    let elsewhere = checkpoint(&api, &t.key, &other, json!({"key": "ns|1ef0"})).await;
+    assert_ne!(elsewhere["id"], first.body["id"]);
+    // A keyed checkpoint of a paused execution is still answered; a new one is 409.
+    api.post(&t.key, &format!("/executions/{e}/pause"), &json!({})).await.expect(200);
+    api.post(&t.key, "/checkpoints", &body).await.expect(200);
+    let new = json!({"execution_id": e, "key": "ns|1ef1", "state": {}});
+    api.post(&t.key, "/checkpoints", &new).await.expect_problem(409, "invalid_state");
+    let bad = api.post(&t.key, "/checkpoints", &json!({"execution_id": e, "key": "", "state": {}})).await;
+    bad.expect_problem(422, "validation_failed");
+}
+
+async fn checkpoint_lists_go_newest_first_and_filter_on_metadata(api: Api, env: Env) {
+    let t = env.tenant().await;
+    let e = start(&api, &t.key).await;
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        let source = if i % 2 == 0 { "input" } else { "loop" };
+        let c = checkpoint(&api, &t.key, &e, json!({"metadata": {"source": source, "step": i.to_string()}})).await;
+        ids.push(id(&c));
+    }
+    let list = |query: String| {
+        let api = api.clone();
+        let key = t.key.clone();
+        let e = e.clone();
+        async move {
+            let reply = api.get(&key, &format!("/checkpoints?execution_id={e}{query}")).await;
+            reply.expect(200);
+            let items: Vec<String> = reply.body["items"].as_array().expect("items").iter().map(id).collect();
+            (items, reply.body["total"].as_u64().expect("total"))
+        }
+    };
+    let reversed: Vec<String> = ids.iter().rev().cloned().collect();
+    assert_eq!(list("&order=desc".into()).await, (reversed.clone(), 5));
+    assert_eq!(list("&order=asc".into()).await, (ids.clone(), 5));
+    assert_eq!(list(format!("&order=desc&starting_after={}", ids[3])).await, (reversed[2..].to_vec(), 5));
+    assert_eq!(list(format!("&order=desc&starting_after={}&limit=1", ids[3])).await.0, [ids[2].clone()]);
+    assert_eq!(list(format!("&starting_after={}", ids[3])).await.0, [ids[4].clone()]);
+    assert_eq!(list("&metadata[source]=input".into()).await, (vec![ids[0].clone(), ids[2].clone(), ids[4].clone()], 3));
+    assert_eq!(list("&metadata%5Bsource%5D=loop&order=desc".into()).await, (vec![ids[3].clone(), ids[1].clone()], 2));
+    assert_eq!(list("&metadata[source]=input&metadata[step]=2".into()).await, (vec![ids[2].clone()], 1));
+    assert_eq!(list("&metadata[source]=update".into()).await, (vec![], 0));
+    assert_eq!(list("&metadata[source]=input&limit=1&offset=1".into()).await, (vec![ids[2].clone()], 3));
+    let bad = api.get(&t.key, &format!("/checkpoints?execution_id={e}&order=newest")).await;
+    bad.expect_problem(422, "validation_failed");
+    assert_eq!(bad.error_fields(), ["order"]);
+    let bad = api.get(&t.key, &format!("/checkpoints?execution_id={e}&metadata[]=x")).await;
+    bad.expect_problem(422, "validation_failed");
+}
+
+#[allow(clippy::needless_pass_by_value)] // called with json!(…) literals
+fn writes(task: &str, writes: Value) -> Value {
+    json!({"task_id": task, "task_path": "~__pregel_pull, agent", "writes": writes})
+}
+
+async fn list_writes(api: &Api, key: &str, c: &str) -> Value {
+    api.get(key, &format!("/checkpoints/{c}/writes")).await.expect(200).body.clone()
+}
+
+async fn writes_are_stored_per_task_and_index_and_replaced_not_duplicated(api: Api, env: Env) {
+    let t = env.tenant().await;
+    let e = start(&api, &t.key).await;
+    let c = id(&checkpoint(&api, &t.key, &e, json!({})).await);
+    assert_eq!(list_writes(&api, &t.key, &c).await, json!({"checkpoint_id": c, "items": [], "total": 0}));
+    let first = writes(
+        "task-a",
+        json!([{"index": 0, "channel": "messages", "value": ["hi"]},
+                                        {"index": 1, "channel": "count", "value": 1}]),
+    );
+    let reply = api.post(&t.key, &format!("/checkpoints/{c}/writes"), &first).await;
+    assert_eq!(reply.expect(200).body, json!({"checkpoint_id": c, "total": 2}));
+    // A retry stores the same thing once.
+    api.post(&t.key, &format!("/checkpoints/{c}/writes"), &first).await.expect(200);
+    let second = writes("task-b", json!([{"index": -3, "channel": "__interrupt__", "value": {"q": "ok?"}}]));
+    api.post(&t.key, &format!("/checkpoints/{c}/writes"), &second).await.expect(200);
+    // The same task and index again replaces the value, in place.
+    let replaced = writes("task-a", json!([{"index": 1, "channel": "count", "value": 2}]));
+    api.post(&t.key, &format!("/checkpoints/{c}/writes"), &replaced).await.expect(200);
+    let stored = list_writes(&api, &t.key, &c).await;
+    assert_eq!(stored["total"], 3);
+    let path = "~__pregel_pull, agent";
+    assert_eq!(
+        stored["items"],
+        json!([
+            {"task_id": "task-a", "task_path": path, "index": 0, "channel": "messages", "value": ["hi"]},
+            {"task_id": "task-a", "task_path": path, "index": 1, "channel": "count", "value": 2},
+            {"task_id": "task-b", "task_path": path, "index": -3, "channel": "__interrupt__", "value": {"q": "ok?"}}
+        ])
+    );
+    // Another checkpoint's writes are its own.
+    let c2 = id(&checkpoint(&api, &t.key, &e, json!({})).await);
+    assert_eq!(list_writes(&api, &t.key, &c2).await["total"], 0);
+}
+
+async fn writes_are_refused_when_invalid_too_large_or_not_running(api: Api, env: Env) {
+    let t = env.tenant().await;
+    let e = start(&api, &t.key).await;
+    let c = id(&checkpoint(&api, &t.key, &e, json!({})).await);
+    let post = |body: Value| {
+        let api = api.clone();
+        let (key, c) = (t.key.clone(), c.clone());
+        async move { api.post(&key, &format!("/checkpoints/{c}/writes"), &body).await }
+    };
+    let one = |index: Value, channel: Value| json!([{"index": index, "channel": channel, "value": 1}]);
+    for (body, field) in [
+        (writes("", one(json!(0), json!("c"))), "task_id"),
+        (writes("t", json!([])), "writes"),
+        (writes("t", one(json!(-1001), json!("c"))), "writes[0].index"),
+        (writes("t", one(json!(0), json!(""))), "writes[0].channel"),
+    ] {
+        let reply = post(body).await;
+        reply.expect_problem(422, "validation_failed");
+        assert_eq!(reply.error_fields(), [field]);
+    }
+    for body in [json!({"task_id": "t"}), json!({"task_id": "t", "writes": [], "extra": 1}), json!([1])] {
+        post(body).await.expect_problem(422, "validation_failed");
+    }
+    // Over 4 MiB of JSON in the document: 413, and nothing stored.
+    post(writes("t", json!([{"index": 0, "channel": "c", "value": "x".repeat(2_100_000)}]))).await.expect(200);
+    let over = post(writes("u", json!([{"index": 0, "channel": "c", "value": "y".repeat(2_100_000)}]))).await;
+    over.expect_problem(413, "payload_too_large");
+    assert_eq!(list_writes(&api, &t.key, &c).await["total"], 1);
+    // Unknown and malformed checkpoints are 404; a paused execution takes no writes.
+    let valid = writes("t", one(json!(0), json!("c")));
+    let unknown = api.post(&t.key, "/checkpoints/cp_0193a6f21c2b7d3e8f000123456789ab/writes", &valid).await;
+    unknown.expect_problem(404, "not_found");
+    api.post(&t.key, "/checkpoints/nope/writes", &valid).await.expect_problem(404, "not_found");
+    api.get(&t.key, "/checkpoints/nope/writes").await.expect_problem(404, "not_found");
+    api.post(&t.key, &format!("/executions/{e}/pause"), &json!({})).await.expect(200);
+    post(valid).await.expect_problem(409, "invalid_state");
+}
+
+async fn a_rollback_discards_the_writes_and_keys_of_what_it_discards(api: Api, env: Env) {
+    let t = env.tenant().await;
+    let e = start(&api, &t.key).await;
+    let c1 = id(&checkpoint(&api, &t.key, &e, json!({"key": "one"})).await);
+    let c2 = id(&checkpoint(&api, &t.key, &e, json!({"key": "two"})).await);
+    let w = writes("t", json!([{"index": 0, "channel": "c", "value": 1}]));
+    api.post(&t.key, &format!("/checkpoints/{c2}/writes"), &w).await.expect(200);
+    api.post(&t.key, &format!("/executions/{e}/rollback"), &json!({"checkpoint_id": c1})).await.expect(200);
+    api.get(&t.key, &format!("/checkpoints/{c2}/writes")).await.expect_problem(404, "not_found");
+    let found = api.get(&t.key, &format!("/checkpoints?execution_id={e}&key=two")).await;
+    assert_eq!(found.expect(200).body["total"], 0);
+    // The key is free again: a new checkpoint may take it.
+    api.post(&t.key, &format!("/executions/{e}/replay"), &json!({})).await.expect(200);
+    let again = checkpoint(&api, &t.key, &e, json!({"key": "two"})).await;
+    assert_ne!(id(&again), c2);
+    assert_eq!(again["sequence"], 3);
+}
+
+async fn deleting_an_execution_takes_everything_and_frees_its_key(api: Api, env: Env) {
+    let t = env.tenant().await;
+    let wf = workflow(&api, &t.key).await;
+    let keyed = json!({"workflow_id": wf, "key": "doomed", "input": {"blob": api_tests::noise(1, 200_000)}});
+    let e = id(&api.post(&t.key, "/executions", &keyed).await.expect(201).body);
+    let kept = id(&api.post(&t.key, "/executions", &json!({"workflow_id": wf})).await.expect(201).body);
+    let big = json!({"noise": api_tests::noise(2, 600_000)});
+    let c1 = id(&checkpoint(&api, &t.key, &e, json!({"key": "a", "state": big})).await);
+    let c2 = id(&checkpoint(&api, &t.key, &e, json!({})).await);
+    let w = writes("t", json!([{"index": 0, "channel": "c", "value": api_tests::noise(3, 600_000)}]));
+    api.post(&t.key, &format!("/checkpoints/{c1}/writes"), &w).await.expect(200);
+    let fail = json!({"error_type": "AGENT_ERROR", "message": "broke"});
+    api.post(&t.key, &format!("/executions/{e}/fail"), &fail).await.expect(200);
+    let failure = api.get(&t.key, "/failures").await.body["items"][0]["id"].as_str().expect("failure").to_owned();
+
+    api.delete(&t.key, &format!("/executions/{e}")).await.expect(204);
+    api.get(&t.key, &format!("/executions/{e}")).await.expect_problem(404, "not_found");
+    for path in [
+        format!("/checkpoints/{c1}"),
+        format!("/checkpoints/{c2}?include_state=true"),
+        format!("/checkpoints/{c1}/writes"),
+        format!("/checkpoints?execution_id={e}"),
+    ] {
+        api.get(&t.key, &path).await.expect_problem(404, "not_found");
+    }
+    let all = api.get(&t.key, "/executions").await;
+    assert_eq!(all.body["total"], 1);
+    assert_eq!(all.body["items"][0]["id"], kept.as_str());
+    for query in [format!("workflow_id={wf}"), "status=failed".to_owned(), format!("workflow_id={wf}&status=failed")] {
+        let total = api.get(&t.key, &format!("/executions?{query}")).await.body["total"].clone();
+        let expected = if query.contains("failed") { 0 } else { 1 };
+        assert_eq!(total, expected, "{query}");
+    }
+    // The failure stays; the key is free; a second DELETE is 404.
+    api.get(&t.key, &format!("/failures/{failure}")).await.expect(200);
+    let reborn = api.post(&t.key, "/executions", &json!({"workflow_id": wf, "key": "doomed"})).await;
+    assert_ne!(id(&reborn.expect(201).body), e);
+    api.delete(&t.key, &format!("/executions/{e}")).await.expect_problem(404, "not_found");
+    api.delete(&t.key, "/executions/exec_0193a6f21c2b7d3e8f000123456789ab").await.expect_problem(404, "not_found");
+    api.delete(&t.key, "/executions/nope").await.expect_problem(404, "not_found");
+}
+
+/// More checkpoints than one request purges: 202 until the last request, 204 then.
+/// In process only (hundreds of writes; the HTTP path adds nothing to this).
+#[tokio::test]
+async fn a_large_execution_is_deleted_over_several_requests() {
+    let env = api_tests::env().await;
+    let api = Api::new(api_tests::Transport::in_process(&env));
+    let t = env.tenant().await;
+    let e = start(&api, &t.key).await;
+    let total = domain::runs::PURGE_CHECKPOINTS + 5;
+    for i in 0..total {
+        checkpoint(&api, &t.key, &e, json!({"key": format!("k{i}")})).await;
+    }
+    let first = api.delete(&t.key, &format!("/executions/{e}")).await;
+    first.expect(202);
+    assert_eq!(first.body, json!({"id": e, "deleted": true, "remaining": true}));
+    api.get(&t.key, &format!("/executions/{e}")).await.expect_problem(404, "not_found");
+    api.delete(&t.key, &format!("/executions/{e}")).await.expect(204);
+    api.delete(&t.key, &format!("/executions/{e}")).await.expect_problem(404, "not_found");
+}
