@@ -243,6 +243,7 @@ async fn writes_are_refused_when_invalid_too_large_or_not_running(api: Api, env:
         (writes("", one(json!(0), json!("c"))), "task_id"),
         (writes("t", json!([])), "writes"),
         (writes("t", one(json!(-1001), json!("c"))), "writes[0].index"),
+        (writes("t", one(json!(0.5), json!("c"))), "writes[0].index"),
         (writes("t", one(json!(0), json!(""))), "writes[0].channel"),
     ] {
         let reply = post(body).await;
@@ -252,11 +253,14 @@ async fn writes_are_refused_when_invalid_too_large_or_not_running(api: Api, env:
     for body in [json!({"task_id": "t"}), json!({"task_id": "t", "writes": [], "extra": 1}), json!([1])] {
         post(body).await.expect_problem(422, "validation_failed");
     }
+    // JSON Schema's integers include 2.0.
+    post(writes("w", one(json!(2.0), json!("c")))).await.expect(200);
+    assert_eq!(list_writes(&api, &t.key, &c).await["items"][0]["index"], 2);
     // Over 4 MiB of JSON in the document: 413, and nothing stored.
     post(writes("t", json!([{"index": 0, "channel": "c", "value": "x".repeat(2_100_000)}]))).await.expect(200);
     let over = post(writes("u", json!([{"index": 0, "channel": "c", "value": "y".repeat(2_100_000)}]))).await;
     over.expect_problem(413, "payload_too_large");
-    assert_eq!(list_writes(&api, &t.key, &c).await["total"], 1);
+    assert_eq!(list_writes(&api, &t.key, &c).await["total"], 2);
     // Unknown and malformed checkpoints are 404; a paused execution takes no writes.
     let valid = writes("t", one(json!(0), json!("c")));
     let unknown = api.post(&t.key, "/checkpoints/cp_0193a6f21c2b7d3e8f000123456789ab/writes", &valid).await;

@@ -262,7 +262,8 @@ struct WritesRequest {
 #[derive(Debug, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 struct WriteRequest {
-    index: i64,
+    /// A number (JSON Schema's integers include `396.0`); checked to be whole below.
+    index: serde_json::Number,
     channel: String,
     value: Box<serde_json::value::RawValue>,
 }
@@ -273,6 +274,15 @@ pub const WRITES_MAX: usize = 1000;
 pub const WRITE_INDEX: std::ops::RangeInclusive<i64> = -1000..=1_000_000;
 /// Longest task path.
 pub const TASK_PATH_MAX: usize = 1024;
+
+/// A JSON number that is a whole number in `i64` (`396` or `396.0`).
+fn whole(n: &serde_json::Number) -> Option<i64> {
+    n.as_i64().or_else(|| {
+        let f = n.as_f64()?;
+        #[allow(clippy::cast_possible_truncation)] // checked: whole and within ±2^53
+        (f.fract() == 0.0 && f.abs() <= 9_007_199_254_740_992.0).then_some(f as i64)
+    })
+}
 
 fn read_writes(bytes: &[u8]) -> Result<Vec<Write>, ApiError> {
     let request: WritesRequest = serde_json::from_slice(bytes).map_err(|e| {
@@ -292,7 +302,7 @@ fn read_writes(bytes: &[u8]) -> Result<Vec<Write>, ApiError> {
         errors.push(shared::error::FieldError::new("writes", format!("must hold 1 to {WRITES_MAX} writes")));
     }
     for (i, w) in request.writes.iter().enumerate() {
-        if !WRITE_INDEX.contains(&w.index) {
+        if !whole(&w.index).is_some_and(|index| WRITE_INDEX.contains(&index)) {
             errors.push(shared::error::FieldError::new(
                 format!("writes[{i}].index"),
                 format!("must be an integer from {} to {}", WRITE_INDEX.start(), WRITE_INDEX.end()),
@@ -313,13 +323,8 @@ fn read_writes(bytes: &[u8]) -> Result<Vec<Write>, ApiError> {
                 .map_err(|_| ApiError::internal("compact JSON is UTF-8"))?,
         )
         .map_err(|_| ApiError::internal("compact JSON parses"))?;
-        out.push(Write {
-            task_id: task_id.clone(),
-            task_path: task_path.clone(),
-            index: w.index,
-            channel: w.channel,
-            value,
-        });
+        let index = whole(&w.index).ok_or_else(|| ApiError::internal("validated index"))?;
+        out.push(Write { task_id: task_id.clone(), task_path: task_path.clone(), index, channel: w.channel, value });
     }
     Ok(out)
 }
