@@ -16,6 +16,7 @@ both_paths!(
     writes_are_refused_when_invalid_too_large_or_not_running,
     a_rollback_discards_the_writes_and_keys_of_what_it_discards,
     deleting_an_execution_takes_everything_and_frees_its_key,
+    deleting_a_checkpoint_takes_its_state_key_and_writes_but_not_the_current_one,
 );
 
 fn id(v: &Value) -> String {
@@ -349,4 +350,37 @@ async fn a_large_execution_is_deleted_over_several_requests() {
     api.get(&t.key, &format!("/executions/{e}")).await.expect_problem(404, "not_found");
     api.delete(&t.key, &format!("/executions/{e}")).await.expect(204);
     api.delete(&t.key, &format!("/executions/{e}")).await.expect_problem(404, "not_found");
+}
+
+async fn deleting_a_checkpoint_takes_its_state_key_and_writes_but_not_the_current_one(api: Api, env: Env) {
+    let t = env.tenant().await;
+    let e = start(&api, &t.key).await;
+    let big = json!({"noise": api_tests::noise(4, 600_000)});
+    let c1 = id(&checkpoint(&api, &t.key, &e, json!({"key": "first", "state": big})).await);
+    let w = writes("t", json!([{"index": 0, "channel": "c", "value": api_tests::noise(5, 600_000)}]));
+    api.post(&t.key, &format!("/checkpoints/{c1}/writes"), &w).await.expect(200);
+    let c2 = id(&checkpoint(&api, &t.key, &e, json!({})).await);
+    api.delete(&t.key, &format!("/checkpoints/{c2}")).await.expect_problem(409, "invalid_state");
+    api.delete(&t.key, &format!("/checkpoints/{c1}")).await.expect(204);
+    for path in [format!("/checkpoints/{c1}"), format!("/checkpoints/{c1}/writes")] {
+        api.get(&t.key, &path).await.expect_problem(404, "not_found");
+    }
+    api.delete(&t.key, &format!("/checkpoints/{c1}")).await.expect_problem(404, "not_found");
+    let execution = api.get(&t.key, &format!("/executions/{e}")).await;
+    assert_eq!(execution.body["checkpoint_count"], 1);
+    assert_eq!(execution.body["current_checkpoint_id"], c2.as_str());
+    let listed = api.get(&t.key, &format!("/checkpoints?execution_id={e}")).await;
+    assert_eq!(listed.body["total"], 1);
+    assert_eq!(listed.body["items"][0]["id"], c2.as_str());
+    assert_eq!(listed.body["items"][0]["parent_checkpoint_id"], c1.as_str(), "the history keeps its gap");
+    assert_eq!(api.get(&t.key, &format!("/checkpoints?execution_id={e}&key=first")).await.body["total"], 0);
+    api.post(&t.key, &format!("/executions/{e}/pause"), &json!({})).await.expect(200);
+    let replay = api.post(&t.key, &format!("/executions/{e}/replay"), &json!({"checkpoint_id": c1})).await;
+    replay.expect_problem(404, "not_found");
+    // The key is free: a new checkpoint takes it, with a new sequence.
+    api.post(&t.key, &format!("/executions/{e}/replay"), &json!({})).await.expect(200);
+    let again = checkpoint(&api, &t.key, &e, json!({"key": "first"})).await;
+    assert_eq!(again["sequence"], 3);
+    let other = env.tenant().await;
+    api.delete(&other.key, &format!("/checkpoints/{c2}")).await.expect_problem(404, "not_found");
 }

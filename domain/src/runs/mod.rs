@@ -569,6 +569,50 @@ impl Runs {
         .await
     }
 
+    /// Deletes checkpoint `id` with its state, key and writes, in one transaction with
+    /// its execution's count, conditioned on the execution being unchanged. The
+    /// execution's current checkpoint cannot be deleted (roll back first): everything
+    /// that follows from it would lose its footing. Later checkpoints keep their
+    /// `parent_checkpoint_id`, now naming a deleted checkpoint (a gap in the history, as
+    /// after any deletion); sequences are never reused.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] (unknown, discarded, or of a deleted execution),
+    /// [`Error::InvalidState`] for the current checkpoint, storage errors.
+    pub async fn delete_checkpoint(
+        &self,
+        tenant: &TenantId,
+        id: &CheckpointId,
+        clock: &dyn Clock,
+    ) -> Result<(), Error> {
+        retry_races(|| async move {
+            let not_found = || Error::not_found("checkpoint", id.as_str());
+            let stored = self.checkpoints.get(tenant, id).await?.ok_or_else(not_found)?;
+            let execution =
+                self.executions.get(tenant, &stored.checkpoint.execution_id).await?.ok_or_else(not_found)?;
+            let stored = self.checkpoint_of(tenant, &execution, id).await?;
+            if execution.current_checkpoint_id.as_ref() == Some(id) {
+                return Err(Error::InvalidState(format!(
+                    "checkpoint {id} is the current checkpoint of execution {}; roll back to an earlier one first",
+                    execution.id
+                )));
+            }
+            let stored = self.checkpoints.with_writes(tenant, vec![stored]).await?.remove(0);
+            let mut next = execution.clone();
+            next.checkpoint_count = next.checkpoint_count.saturating_sub(1);
+            next.version += 1;
+            next.updated_at = clock.now();
+            let mut tx = Transaction::new();
+            self.executions.stage_replace(&mut tx, tenant, &execution, &next, &CounterChange::default())?;
+            self.checkpoints.stage_delete(&mut tx, tenant, &stored)?;
+            match tx.commit(self.executions.client()).await {
+                Ok(()) => Ok(Attempt::Done(())),
+                Err(e) => Ok(Attempt::raced_on(e, &[Part::Execution])?),
+            }
+        })
+        .await
+    }
+
     /// Deletes execution `id` with its checkpoints, their states and writes. The
     /// execution goes first, in one transaction with its key, its payloads and its
     /// counts, leaving a purge marker; then at most [`PURGE_CHECKPOINTS`] checkpoints

@@ -248,6 +248,17 @@ pub async fn get(
     Ok(Json(body))
 }
 
+/// `DELETE /checkpoints/{checkpoint_id}`
+pub async fn delete(
+    State(state): State<AppState>,
+    tenant: TenantId,
+    PathId(raw): PathId,
+) -> Result<StatusCode, ApiError> {
+    let id = CheckpointId::parse(&raw).ok_or_else(|| ApiError::not_found("checkpoint", raw.as_str()))?;
+    state.runs.delete_checkpoint(&tenant, &id, state.clock.as_ref()).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
 /// The writes of a request, read straight from its bytes (values stay the JSON text they
 /// were sent as).
 #[derive(Debug, serde::Deserialize)]

@@ -22,6 +22,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/api/v1/checkpoints"),
     ("POST", "/api/v1/checkpoints"),
     ("GET", "/api/v1/checkpoints/{checkpoint_id}"),
+    ("DELETE", "/api/v1/checkpoints/{checkpoint_id}"),
     ("GET", "/api/v1/checkpoints/{checkpoint_id}/writes"),
     ("POST", "/api/v1/checkpoints/{checkpoint_id}/writes"),
 ];
@@ -46,7 +47,7 @@ pub fn app(client: Client, tables: Tables, clock: Arc<dyn Clock>) -> Router {
     let create = axum::routing::post(api::create).layer(Extension(BodyLimit(CREATE_BODY_LIMIT)));
     let routes = Router::new()
         .route(&format!("{BASE_PATH}/checkpoints"), get(api::list).merge(create))
-        .route(&format!("{BASE_PATH}/checkpoints/{{checkpoint_id}}"), get(api::get))
+        .route(&format!("{BASE_PATH}/checkpoints/{{checkpoint_id}}"), get(api::get).delete(api::delete))
         .route(
             &format!("{BASE_PATH}/checkpoints/{{checkpoint_id}}/writes"),
             get(api::list_writes)
