@@ -7,6 +7,7 @@
 //! - [`credits`]: the credit ledger and balance.
 //! - [`subscriptions`]: plans and the tenant's subscription as Cairn shows it.
 //! - [`blobs`]: large payloads (execution values, checkpoint states), in parts.
+//! - [`keys`]: a tenant's API keys.
 //!
 //! Dependency rule: functions -> domain -> shared, never sideways; no function crate
 //! depends on another, and nothing here talks to Stripe (the billing function does).
@@ -14,6 +15,7 @@
 pub mod blobs;
 pub mod credits;
 mod error;
+pub mod keys;
 pub mod runs;
 pub mod subscriptions;
 pub mod workflows;

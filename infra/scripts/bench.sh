@@ -19,7 +19,7 @@ cargo bench -q -p api-tests --bench checkpoints
 cargo bench -q -p api-tests --bench overhead
 cargo bench -q -p api-tests --bench scale
 # Cold starts spawn the functions' release binaries (native, like the bench itself).
-cargo build -q --release -p workflows -p executions -p checkpoints -p failures -p billing --bins
+cargo build -q --release -p workflows -p executions -p checkpoints -p failures -p billing -p keys --bins
 target_dir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 CAIRN_RELEASE_DIR="$target_dir/release" cargo bench -q -p api-tests --bench cold_start
 
@@ -30,7 +30,7 @@ setsid cargo lambda watch --release --ignore-changes --invoke-address 127.0.0.1 
   --env-var "RATE_LIMIT_PER_MINUTE=$RATE_LIMIT_PER_MINUTE" >"$run_dir/watch.log" 2>&1 &
 WATCH_PID=$!
 wait_for_port "$api_port" 120 || { cat "$run_dir/watch.log" >&2; exit 1; }
-warm_up "http://127.0.0.1:$api_port/api/v1" workflows executions checkpoints failures billing/balance
+warm_up "http://127.0.0.1:$api_port/api/v1" workflows executions checkpoints failures billing/balance keys
 CAIRN_API_URL="http://127.0.0.1:$api_port/api/v1" cargo bench -q -p api-tests --bench throughput
 
 # The Python client's overhead per checkpointed step over a raw HTTP call.

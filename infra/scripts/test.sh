@@ -82,7 +82,7 @@ export CAIRN_API_URL="http://127.0.0.1:$api_port/api/v1"
 # Start every function's instance now: cargo lambda watch starts one with `cargo run`,
 # which would wait for cargo's locks while `cargo test` below holds them.
 log "starting the function instances"
-warm_up "$CAIRN_API_URL" workflows executions checkpoints failures billing/balance || { tail -n 30 "$run_dir/watch.log" >&2; exit 1; }
+warm_up "$CAIRN_API_URL" workflows executions checkpoints failures billing/balance keys || { tail -n 30 "$run_dir/watch.log" >&2; exit 1; }
 export CAIRN_WATCH_LOG="$run_dir/watch.log"
 
 log "cargo test"

@@ -2,13 +2,10 @@
 
 use anyhow::{Context, Result, anyhow, bail};
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::types::{ConditionCheck, Put, TransactWriteItem};
-use shared::auth::{ApiKeyRecord, TenantRecord, generate_key, hash_key, is_well_formed_key};
+use aws_sdk_dynamodb::types::{TransactWriteItem, Update};
+use shared::auth::{ApiKeyRecord, TenantRecord, hash_key, is_well_formed_key};
 use shared::dynamo::{StoreError, Table, Tables, classify, s, transact};
 use shared::ids::{KeyId, TenantKey};
-
-/// Characters of a key kept for listings (`cairn_` plus four).
-const SHOWN_PREFIX_LEN: usize = 10;
 
 /// Creates a tenant and returns its id.
 ///
@@ -32,41 +29,20 @@ pub async fn create_tenant(client: &Client, tables: &Tables, name: &str, now: &s
     Ok(id)
 }
 
-/// Issues a new API key for an existing tenant. Returns the key's id and the key
+/// Issues a new API key for an existing tenant (through the keys area's own store, so
+/// the tenant's count of live keys stays right). Returns the key's id and the key
 /// itself, which is not stored anywhere: only its SHA-256 is.
 ///
 /// # Errors
 /// When the tenant does not exist, or DynamoDB cannot be written.
 pub async fn create_key(client: &Client, tables: &Tables, tenant: &str, now: &str) -> Result<(KeyId, String)> {
-    let tenant = TenantKey::parse(tenant).ok_or_else(|| anyhow!("unknown tenant {tenant}"))?;
-    let key = generate_key().map_err(|e| anyhow!("no randomness: {e}"))?;
-    let id = KeyId::generate();
-    let record = ApiKeyRecord {
-        key_hash: hash_key(&key),
-        key_id: id.to_string(),
-        tenant_id: tenant.to_string(),
-        key_prefix: key.chars().take(SHOWN_PREFIX_LEN).collect(),
-        created_at: now.to_owned(),
-        revoked_at: None,
-    };
-    let tenant_exists = ConditionCheck::builder()
-        .table_name(tables.name(Table::Tenants))
-        .key("tenant_id", s(tenant.as_str()))
-        .condition_expression("attribute_exists(tenant_id)")
-        .build()?;
-    let put = Put::builder()
-        .table_name(tables.name(Table::ApiKeys))
-        .set_item(Some(serde_dynamo::to_item(record)?))
-        .condition_expression("attribute_not_exists(key_hash)")
-        .build()?;
-    let items = vec![
-        TransactWriteItem::builder().condition_check(tenant_exists).build(),
-        TransactWriteItem::builder().put(put).build(),
-    ];
-    match transact(client, items).await {
-        Ok(()) => Ok((id, key)),
-        Err(StoreError::ConditionFailed { index: Some(0) }) => bail!("unknown tenant {tenant}"),
-        Err(other) => Err(other).context("writing the key"),
+    let id = TenantKey::parse(tenant).ok_or_else(|| anyhow!("unknown tenant {tenant}"))?;
+    let now = shared::time::parse(now).map_err(|e| anyhow!("{e}"))?;
+    let store = domain::keys::KeyStore::new(client.clone(), tables.clone());
+    match store.create(&shared::auth::trusted::tenant(&id), Some("Created by cairn-admin".to_owned()), now).await {
+        Ok((key, secret)) => Ok((key.id, secret)),
+        Err(domain::Error::NotFound { .. }) => bail!("unknown tenant {tenant}"),
+        Err(other) => Err(anyhow!("writing the key: {other}")),
     }
 }
 
@@ -86,16 +62,10 @@ pub async fn list_keys(client: &Client, tables: &Tables, tenant: &str) -> Result
     if found.item.is_none() {
         bail!("unknown tenant {tenant}");
     }
-    let out = client
-        .query()
-        .table_name(tables.name(Table::ApiKeys))
-        .index_name("by_tenant")
-        .key_condition_expression("tenant_id = :t")
-        .expression_attribute_values(":t", s(tenant.as_str()))
-        .send()
-        .await
-        .map_err(classify)?;
-    out.items.unwrap_or_default().into_iter().map(|item| Ok(serde_dynamo::from_item(item)?)).collect()
+    let store = domain::keys::KeyStore::new(client.clone(), tables.clone());
+    let mut records = store.records(&shared::auth::trusted::tenant(&tenant)).await.map_err(|e| anyhow!("{e}"))?;
+    records.reverse();
+    Ok(records)
 }
 
 /// What revoking did.
@@ -128,18 +98,38 @@ pub async fn revoke_key(client: &Client, tables: &Tables, key_id: &str, now: &st
         .into_iter()
         .find_map(|item| item.get("key_hash").and_then(|v| v.as_s().ok()).cloned())
         .ok_or_else(|| anyhow!("unknown key {key_id}"))?;
-    let result = client
-        .update_item()
+    let item = shared::dynamo::get_item(client, tables.name(Table::ApiKeys), &[("key_hash", &hash)])
+        .await?
+        .ok_or_else(|| anyhow!("unknown key {key_id}"))?;
+    let record: ApiKeyRecord = serde_dynamo::from_item(item)?;
+    if record.revoked_at.is_some() {
+        return Ok(Revoked::Already);
+    }
+    // The operator may revoke any key, the last one included; the tenant's count of live
+    // keys (when it has one yet) goes down in the same transaction.
+    let tenant = shared::dynamo::get_item(client, tables.name(Table::Tenants), &[("tenant_id", &record.tenant_id)])
+        .await?
+        .ok_or_else(|| anyhow!("the key's tenant {} is missing", record.tenant_id))?;
+    let revoke = Update::builder()
         .table_name(tables.name(Table::ApiKeys))
-        .key("key_hash", s(hash))
+        .key("key_hash", s(&hash))
         .update_expression("SET revoked_at = :now")
         .condition_expression("attribute_exists(key_hash) AND attribute_not_exists(revoked_at)")
         .expression_attribute_values(":now", s(now))
-        .send()
-        .await
-        .map_err(classify);
-    match result {
-        Ok(_) => Ok(Revoked::Now),
+        .build()?;
+    let mut items = vec![TransactWriteItem::builder().update(revoke).build()];
+    if tenant.contains_key("live_keys") {
+        let count = Update::builder()
+            .table_name(tables.name(Table::Tenants))
+            .key("tenant_id", s(&record.tenant_id))
+            .update_expression("SET live_keys = live_keys - :one")
+            .condition_expression("attribute_exists(live_keys)")
+            .expression_attribute_values(":one", shared::dynamo::n(1))
+            .build()?;
+        items.push(TransactWriteItem::builder().update(count).build());
+    }
+    match transact(client, items).await {
+        Ok(()) => Ok(Revoked::Now),
         Err(StoreError::ConditionFailed { .. }) => Ok(Revoked::Already),
         Err(other) => Err(other).context("revoking the key"),
     }

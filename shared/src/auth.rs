@@ -219,6 +219,9 @@ pub struct ApiKeyRecord {
     pub key_id: String,
     /// The tenant the key acts for.
     pub tenant_id: String,
+    /// What the tenant called it (keys made before names existed have none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
     /// The first characters of the key, to tell keys apart in listings.
     pub key_prefix: String,
     /// When it was issued.

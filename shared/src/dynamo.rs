@@ -277,6 +277,10 @@ pub enum Part {
     Active,
     /// An execution.
     Execution,
+    /// A tenant's own item (its count of live API keys).
+    Tenant,
+    /// An API key's item.
+    ApiKey,
     /// The pointer item of a client-chosen key (of an execution or a checkpoint).
     Key,
     /// An execution's payload part in `blobs`.

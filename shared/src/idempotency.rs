@@ -55,6 +55,26 @@ const MAX_STORED_BODY: usize = 6 * 1024 * 1024;
 /// The answer headers a replay repeats.
 const KEPT_HEADERS: [HeaderName; 3] = [header::CONTENT_TYPE, header::LOCATION, header::ETAG];
 
+/// A response extension naming a top-level field of the JSON answer that holds a
+/// secret (a new API key): the answer kept for replays has it as `null`, so a secret is
+/// never stored, and a replay says it was shown once.
+#[derive(Debug, Clone, Copy)]
+pub struct Secret(pub &'static str);
+
+/// `body` with the JSON field `field` set to null (unchanged when it is not a JSON
+/// object).
+fn without_secret(body: &[u8], field: &str) -> Vec<u8> {
+    match serde_json::from_slice::<serde_json::Value>(body) {
+        Ok(serde_json::Value::Object(mut map)) => {
+            if let Some(value) = map.get_mut(field) {
+                *value = serde_json::Value::Null;
+            }
+            serde_json::to_vec(&map).unwrap_or_default()
+        }
+        _ => body.to_vec(),
+    }
+}
+
 /// The request's `Idempotency-Key`, if it has one.
 ///
 /// # Errors
@@ -107,7 +127,12 @@ pub async fn layer(State(auth): State<AuthState>, request: Request, next: Next) 
     if body.len() > MAX_STORED_BODY {
         tracing::error!(bytes = body.len(), "an answer too large to keep for its Idempotency-Key");
         records.release(&claim).await;
-    } else if let Err(error) = records.complete(&claim, parts.status, &parts.headers, &body).await {
+    } else if let Err(error) = match parts.extensions.get::<Secret>() {
+        Some(Secret(field)) => {
+            records.complete(&claim, parts.status, &parts.headers, &without_secret(&body, field)).await
+        }
+        None => records.complete(&claim, parts.status, &parts.headers, &body).await,
+    } {
         // The work is done; the claim lapses and a retry would run again.
         tracing::warn!(error = %error, "the answer of an Idempotency-Key was not stored");
     }

@@ -175,7 +175,8 @@ impl Transport {
                 executions::app(client.clone(), tables.clone(), clock.clone()),
                 checkpoints::app(client.clone(), tables.clone(), clock.clone()),
                 failures::app(client.clone(), tables.clone(), clock.clone()),
-                billing::app(client.clone(), tables.clone(), clock),
+                billing::app(client.clone(), tables.clone(), clock.clone()),
+                keys::app(client.clone(), tables.clone(), clock),
             ]),
             None,
         )
@@ -252,7 +253,7 @@ impl Transport {
 const EMULATOR_500: &str = r#"{"type":"https://httpstatuses.com/500""#;
 
 /// The areas served in process, in the order of [`Transport::in_process`].
-const AREAS: [&str; 5] = ["workflows", "executions", "checkpoints", "failures", "billing"];
+const AREAS: [&str; 6] = ["workflows", "executions", "checkpoints", "failures", "billing", "keys"];
 
 /// The function that serves `path` (by its first segment after /api/v1) and its router.
 fn pick<'a>(routers: &'a [axum::Router], path: &str) -> (&'static str, &'a axum::Router) {

@@ -103,6 +103,14 @@ async fn drive_every_route(api: &Api, key: &str, tenant: &str) {
     api.post(key, &format!("/failures/{}/ignore", open[1]), &json!({})).await.expect(200);
     api.delete(key, &format!("/workflows/{wf}")).await.expect(204);
 
+    // Keys: the tenant's own.
+    let made = api.post(key, "/keys", &json!({"name": "ci"})).await;
+    let made_id = id(made.expect(201));
+    api.get(key, "/keys").await.expect(200);
+    api.delete(key, &format!("/keys/{made_id}")).await.expect(204);
+    let keyed = api.request(Method::POST, "/keys").key(key).header("idempotency-key", "keys-1");
+    keyed.json(&json!({"name": "again"})).send().await.expect(201);
+
     api.get(key, "/billing/balance").await.expect(200);
     api.get(key, "/billing/transactions?type=usage").await.expect(200);
     api.post(key, "/billing/topup", &json!({"amount_cents": 500})).await.expect(200);
@@ -171,7 +179,7 @@ async fn every_functions_policy_grants_every_dynamodb_call_its_code_makes() {
     let prefix = std::env::var("TABLE_PREFIX").expect("TABLE_PREFIX is set by make test");
     let noted = recorder.lock().expect("recorder").clone();
     let functions: BTreeSet<&str> = noted.iter().map(|(f, _)| f.as_str()).collect();
-    assert_eq!(functions.len(), 5, "the scenario reached every function: {functions:?}");
+    assert_eq!(functions.len(), 6, "the scenario reached every function: {functions:?}");
     let mut missing = Vec::new();
     for function in functions {
         let grants: BTreeSet<Grant> = template.grants(function).expect("grants").into_iter().collect();

@@ -22,12 +22,13 @@ fn as_set(routes: impl IntoIterator<Item = Route>) -> RouteSet {
 }
 
 fn function_routes() -> RouteSet {
-    let areas: [(&str, &[(&str, &str)]); 5] = [
+    let areas: [(&str, &[(&str, &str)]); 6] = [
         ("workflows", workflows::ROUTES),
         ("executions", executions::ROUTES),
         ("checkpoints", checkpoints::ROUTES),
         ("failures", failures::ROUTES),
         ("billing", billing::ROUTES),
+        ("keys", keys::ROUTES),
     ];
     areas
         .iter()

@@ -12,6 +12,7 @@ both_paths!(another_tenants_ids_are_404_on_every_route_and_change_nothing);
 
 /// The owner's resources.
 struct Owned {
+    key: String,
     workflow: String,
     running: String,
     checkpoint: String,
@@ -28,6 +29,8 @@ const NO_IDS: &[(&str, &str)] = &[
     ("POST", "/api/v1/workflows"),
     ("GET", "/api/v1/failures"),
     ("GET", "/api/v1/failures/stats"),
+    ("GET", "/api/v1/keys"),
+    ("POST", "/api/v1/keys"),
 ];
 
 fn id_of(reply: &api_tests::Reply) -> String {
@@ -45,7 +48,9 @@ async fn own(api: &Api, key: &str) -> Owned {
     let fail: Value = serde_json::from_str(FAIL).expect("json");
     api.post(key, &format!("/executions/{failed}/fail"), &fail).await.expect(200);
     let failure = api.get(key, "/failures").await.body["items"][0]["id"].as_str().expect("failure").to_owned();
-    Owned { workflow, running, checkpoint, failed, failure }
+    let second = api.post(key, "/keys", &json!({"name": "second"})).await;
+    let key_id = second.expect(201).body["id"].as_str().expect("key id").to_owned();
+    Owned { key: key_id, workflow, running, checkpoint, failed, failure }
 }
 
 /// Everything the owner can see.
@@ -62,6 +67,7 @@ async fn snapshot(api: &Api, key: &str, o: &Owned) -> Vec<Value> {
         "/failures/stats".to_owned(),
         "/billing/balance".to_owned(),
         "/billing/transactions".to_owned(),
+        "/keys".to_owned(),
     ] {
         let reply = api.get(key, &path).await;
         seen.push(json!({"path": path, "status": reply.status, "body": reply.body}));
@@ -77,7 +83,8 @@ fn requests(method: &str, path: &str, o: &Owned) -> Option<Vec<(String, Value)>>
         let url = path
             .replace("{workflow_id}", &o.workflow)
             .replace("{checkpoint_id}", &o.checkpoint)
-            .replace("{failure_id}", &o.failure);
+            .replace("{failure_id}", &o.failure)
+            .replace("{key_id}", &o.key);
         let body = match (method, path.rsplit('/').next().unwrap_or_default()) {
             ("PUT", _) => json!({"name": "renamed"}),
             (_, "fail") => fail,
@@ -145,9 +152,9 @@ async fn another_tenants_ids_are_404_on_every_route_and_change_nothing(api: Api,
     assert_eq!(snapshot(&api, &owner.key, &o).await, before, "the owner's data is unchanged");
 
     // The intruder's own lists show none of the owner's ids.
-    for path in ["/workflows", "/executions", "/failures", "/billing/transactions"] {
+    for path in ["/workflows", "/executions", "/failures", "/billing/transactions", "/keys"] {
         let text = api.get(&intruder.key, path).await.expect(200).body.to_string();
-        for id in [&o.workflow, &o.running, &o.failed, &o.failure, &o.checkpoint] {
+        for id in [&o.workflow, &o.running, &o.failed, &o.failure, &o.checkpoint, &o.key] {
             assert!(!text.contains(id.as_str()), "{path} leaks {id}");
         }
     }

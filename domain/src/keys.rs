@@ -1,0 +1,259 @@
+//! A tenant's API keys: list, create, revoke.
+//!
+//! Table `api-keys` (`key_hash`): one item per key, holding the SHA-256 of the secret,
+//! never the secret; GSIs `by_tenant` (`tenant_id`, `key_id`; all attributes) for the
+//! listing and `by_key_id` (keys only) to find a key by its public id. The tenant's
+//! item (table `tenants`) counts its live keys (`live_keys`), changed in the
+//! transaction that creates or revokes a key, so that the last live key cannot be
+//! revoked even by two revocations at once.
+
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::types::{Put, TransactWriteItem, Update};
+use chrono::{DateTime, Utc};
+use shared::TenantId;
+use shared::auth::{ApiKeyRecord, generate_key, hash_key};
+use shared::dynamo::{
+    Attempt, Part, StoreError, Table, Tables, Transaction, TransactionError, built, classify, n, retry_races, s,
+};
+use shared::ids::KeyId;
+
+use crate::Error;
+
+/// Characters of a key kept to recognise it in listings (`cairn_` plus four).
+pub const SHOWN_PREFIX_LEN: usize = 10;
+/// The longest key name.
+pub const NAME_MAX: usize = 100;
+
+/// An API key as its tenant sees it: never the secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Key {
+    /// Its public id.
+    pub id: KeyId,
+    /// What the tenant called it (keys made before names existed have none).
+    pub name: Option<String>,
+    /// The first characters of the secret, to recognise it.
+    pub prefix: String,
+    /// When it was issued.
+    pub created_at: DateTime<Utc>,
+    /// When it was revoked; a revoked key authenticates nothing.
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+impl Key {
+    fn from_record(record: &ApiKeyRecord) -> Result<Self, StoreError> {
+        let corrupt = |what: &str| StoreError::Corrupt(format!("api key {}: {what}", record.key_id));
+        let time = |t: &str| shared::time::parse(t).map_err(|_| corrupt("timestamp"));
+        Ok(Self {
+            id: KeyId::parse(&record.key_id).ok_or_else(|| corrupt("key_id"))?,
+            name: record.name.clone(),
+            prefix: record.key_prefix.clone(),
+            created_at: time(&record.created_at)?,
+            revoked_at: record.revoked_at.as_deref().map(time).transpose()?,
+        })
+    }
+}
+
+/// The keys of every tenant; each call is scoped to the tenant it is given.
+#[derive(Debug, Clone)]
+pub struct KeyStore {
+    client: Client,
+    tables: Tables,
+}
+
+impl KeyStore {
+    /// A store over `client` and the named tables.
+    #[must_use]
+    pub fn new(client: Client, tables: Tables) -> Self {
+        Self { client, tables }
+    }
+
+    /// The tenant's keys, newest first, revoked ones included. Read from the
+    /// `by_tenant` index: a key created in the last second may be missing from it on
+    /// DynamoDB (its indexes are eventually consistent).
+    ///
+    /// # Errors
+    /// The reads' [`StoreError`]s.
+    pub async fn list(&self, tenant: &TenantId) -> Result<Vec<Key>, Error> {
+        self.records(tenant).await?.iter().map(|r| Ok(Key::from_record(r)?)).collect()
+    }
+
+    /// The tenant's key items as stored (hashes, never secrets), newest first.
+    ///
+    /// # Errors
+    /// The reads' [`StoreError`]s.
+    pub async fn records(&self, tenant: &TenantId) -> Result<Vec<ApiKeyRecord>, Error> {
+        let mut records = Vec::new();
+        let mut start = None;
+        loop {
+            let out = self
+                .client
+                .query()
+                .table_name(self.tables.name(Table::ApiKeys))
+                .index_name("by_tenant")
+                .key_condition_expression("tenant_id = :t")
+                .expression_attribute_values(":t", s(tenant.as_str()))
+                .scan_index_forward(false)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(classify)?;
+            for item in out.items.unwrap_or_default() {
+                records.push(serde_dynamo::from_item(item).map_err(StoreError::from)?);
+            }
+            match out.last_evaluated_key {
+                Some(key) if !key.is_empty() => start = Some(key),
+                _ => return Ok(records),
+            }
+        }
+    }
+
+    /// Issues a key for the tenant, named `name`, counted as live in the same
+    /// transaction. Returns it with its secret, which is stored nowhere (only its
+    /// SHA-256 is): this is the one time anybody sees it.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] when the tenant does not exist, storage errors.
+    pub async fn create(
+        &self,
+        tenant: &TenantId,
+        name: Option<String>,
+        now: DateTime<Utc>,
+    ) -> Result<(Key, String), Error> {
+        let secret = generate_key().map_err(|e| StoreError::Other(format!("no randomness for a key: {e}").into()))?;
+        let record = ApiKeyRecord {
+            key_hash: hash_key(&secret),
+            key_id: KeyId::generate_at(now).to_string(),
+            tenant_id: tenant.as_str().to_owned(),
+            name,
+            key_prefix: secret.chars().take(SHOWN_PREFIX_LEN).collect(),
+            created_at: shared::time::format(now),
+            revoked_at: None,
+        };
+        let put = Put::builder()
+            .table_name(self.tables.name(Table::ApiKeys))
+            .set_item(Some(serde_dynamo::to_item(&record).map_err(StoreError::from)?))
+            .condition_expression("attribute_not_exists(key_hash)");
+        let count = Update::builder()
+            .table_name(self.tables.name(Table::Tenants))
+            .key("tenant_id", s(tenant.as_str()))
+            .update_expression("SET live_keys = if_not_exists(live_keys, :zero) + :one")
+            .condition_expression("attribute_exists(tenant_id)")
+            .expression_attribute_values(":zero", n(0))
+            .expression_attribute_values(":one", n(1));
+        let mut tx = Transaction::new();
+        tx.push(Part::Tenant, TransactWriteItem::builder().update(built(count.build())?).build());
+        tx.push(Part::ApiKey, TransactWriteItem::builder().put(built(put.build())?).build());
+        match tx.commit(&self.client).await {
+            Ok(()) => Ok((Key::from_record(&record)?, secret)),
+            Err(TransactionError::Condition(Part::Tenant)) => Err(Error::not_found("tenant", tenant.as_str())),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The tenant's key `id` as stored, if the tenant has it.
+    async fn record(&self, tenant: &TenantId, id: &KeyId) -> Result<Option<ApiKeyRecord>, Error> {
+        let out = self
+            .client
+            .query()
+            .table_name(self.tables.name(Table::ApiKeys))
+            .index_name("by_key_id")
+            .key_condition_expression("key_id = :k")
+            .expression_attribute_values(":k", s(id.as_str()))
+            .send()
+            .await
+            .map_err(classify)?;
+        let Some(hash) =
+            out.items.unwrap_or_default().into_iter().find_map(|item| item.get("key_hash")?.as_s().ok().cloned())
+        else {
+            return Ok(None);
+        };
+        let item =
+            shared::dynamo::get_item(&self.client, self.tables.name(Table::ApiKeys), &[("key_hash", &hash)]).await?;
+        let Some(item) = item else { return Ok(None) };
+        let record: ApiKeyRecord = serde_dynamo::from_item(item).map_err(StoreError::from)?;
+        Ok((record.tenant_id == tenant.as_str()).then_some(record))
+    }
+
+    /// Revokes the tenant's key `id`: from then on it authenticates nothing. Revoking a
+    /// revoked key changes nothing. The tenant's last live key cannot be revoked.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] (unknown, or another tenant's), [`Error::InvalidState`] for
+    /// the last live key, storage errors.
+    pub async fn revoke(&self, tenant: &TenantId, id: &KeyId, now: DateTime<Utc>) -> Result<Key, Error> {
+        let record = self.record(tenant, id).await?.ok_or_else(|| Error::not_found("key", id.as_str()))?;
+        let record = &record;
+        retry_races(|| async move {
+            let current = shared::dynamo::get_item(
+                &self.client,
+                self.tables.name(Table::ApiKeys),
+                &[("key_hash", &record.key_hash)],
+            )
+            .await?
+            .map(serde_dynamo::from_item::<_, ApiKeyRecord>)
+            .transpose()
+            .map_err(StoreError::from)?
+            .ok_or_else(|| Error::not_found("key", id.as_str()))?;
+            if current.revoked_at.is_some() {
+                return Ok(Attempt::Done(Key::from_record(&current)?));
+            }
+            self.count_live_keys_once(tenant).await?;
+            let revoked_at = shared::time::format(now);
+            let revoke = Update::builder()
+                .table_name(self.tables.name(Table::ApiKeys))
+                .key("key_hash", s(&current.key_hash))
+                .update_expression("SET revoked_at = :now")
+                .condition_expression("attribute_not_exists(revoked_at)")
+                .expression_attribute_values(":now", s(&revoked_at));
+            let count = Update::builder()
+                .table_name(self.tables.name(Table::Tenants))
+                .key("tenant_id", s(tenant.as_str()))
+                .update_expression("SET live_keys = live_keys - :one")
+                .condition_expression("live_keys > :one")
+                .expression_attribute_values(":one", n(1));
+            let mut tx = Transaction::new();
+            tx.push(Part::ApiKey, TransactWriteItem::builder().update(built(revoke.build())?).build());
+            tx.push(Part::Tenant, TransactWriteItem::builder().update(built(count.build())?).build());
+            match tx.commit(&self.client).await {
+                Ok(()) => {
+                    let mut revoked = current.clone();
+                    revoked.revoked_at = Some(revoked_at);
+                    Ok(Attempt::Done(Key::from_record(&revoked)?))
+                }
+                Err(TransactionError::Condition(Part::Tenant)) => Err(Error::InvalidState(format!(
+                    "key {id} is the tenant's last live key; create another before revoking it"
+                ))),
+                Err(e) => Ok(Attempt::raced_on(e, &[Part::ApiKey])?),
+            }
+        })
+        .await
+    }
+
+    /// Tenants whose keys were issued before keys were counted have no `live_keys`:
+    /// count them once (the index may lag a key made in the last second; the count
+    /// only guards the last key, and a later revocation reads it again).
+    async fn count_live_keys_once(&self, tenant: &TenantId) -> Result<(), Error> {
+        let item =
+            shared::dynamo::get_item(&self.client, self.tables.name(Table::Tenants), &[("tenant_id", tenant.as_str())])
+                .await?;
+        if item.is_some_and(|item| item.contains_key("live_keys")) {
+            return Ok(());
+        }
+        let live = self.list(tenant).await?.iter().filter(|k| k.revoked_at.is_none()).count();
+        let set = self
+            .client
+            .update_item()
+            .table_name(self.tables.name(Table::Tenants))
+            .key("tenant_id", s(tenant.as_str()))
+            .update_expression("SET live_keys = :live")
+            .condition_expression("attribute_exists(tenant_id) AND attribute_not_exists(live_keys)")
+            .expression_attribute_values(":live", n(live as u64))
+            .send()
+            .await
+            .map_err(classify);
+        match set {
+            Ok(_) | Err(StoreError::ConditionFailed { .. }) => Ok(()),
+            Err(other) => Err(other.into()),
+        }
+    }
+}

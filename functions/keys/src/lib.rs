@@ -1,0 +1,40 @@
+//! The keys area (`/api/v1/keys`): a tenant manages its own API keys (list, create,
+//! revoke), as the dashboard does. The operator's `cairn-admin` makes a tenant's first
+//! key; storage and rules live in `domain::keys`.
+
+pub mod api;
+
+use std::sync::Arc;
+
+use aws_sdk_dynamodb::Client;
+use axum::Router;
+use axum::routing::{delete, get};
+use domain::keys::KeyStore;
+use shared::auth::AuthState;
+use shared::dynamo::Tables;
+use shared::http::BASE_PATH;
+use shared::time::Clock;
+
+/// Every route of this function.
+pub const ROUTES: &[(&str, &str)] =
+    &[("GET", "/api/v1/keys"), ("POST", "/api/v1/keys"), ("DELETE", "/api/v1/keys/{key_id}")];
+
+/// What the handlers share, built once per cold start.
+#[derive(Debug, Clone)]
+pub struct AppState {
+    /// The tenants' keys.
+    pub keys: KeyStore,
+    /// Where "now" comes from.
+    pub clock: Arc<dyn Clock>,
+}
+
+/// The function's router, with the shared edge (auth, errors, logs) around it.
+pub fn app(client: Client, tables: Tables, clock: Arc<dyn Clock>) -> Router {
+    let auth = AuthState::new(client.clone(), tables.clone());
+    let state = AppState { keys: KeyStore::new(client, tables), clock };
+    let routes = Router::new()
+        .route(&format!("{BASE_PATH}/keys"), get(api::list).post(api::create))
+        .route(&format!("{BASE_PATH}/keys/{{key_id}}"), delete(api::revoke))
+        .with_state(state);
+    shared::http::api(routes, auth)
+}

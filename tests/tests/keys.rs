@@ -1,0 +1,105 @@
+//! The keys area: a tenant lists, creates and revokes its own API keys.
+
+use api_tests::{Api, Env, both_paths};
+use http::Method;
+use serde_json::{Value, json};
+
+both_paths!(
+    a_new_key_is_shown_once_listed_without_its_secret_and_works,
+    a_revoked_key_authenticates_nothing_and_the_last_live_key_stays,
+    bad_names_and_unknown_keys_change_nothing,
+    an_idempotent_retry_makes_one_key_and_never_stores_the_secret,
+);
+
+fn items(reply: &api_tests::Reply) -> Vec<Value> {
+    reply.body["items"].as_array().expect("items").clone()
+}
+
+async fn a_new_key_is_shown_once_listed_without_its_secret_and_works(api: Api, env: Env) {
+    let t = env.tenant().await;
+    let first = items(api.get(&t.key, "/keys").await.expect(200));
+    assert_eq!(first.len(), 1, "the key cairn-admin made");
+    assert_eq!(first[0]["revoked_at"], Value::Null);
+    assert!(t.key.starts_with(first[0]["prefix"].as_str().expect("prefix")));
+
+    let created = api.post(&t.key, "/keys", &json!({"name": "CI deploys"})).await;
+    created.expect(201);
+    let secret = created.body["key"].as_str().expect("secret").to_owned();
+    assert!(secret.starts_with("cairn_") && secret.len() == 49, "{secret}");
+    assert_eq!(created.body["name"], "CI deploys");
+    assert_eq!(created.body["prefix"], &secret[..10]);
+    assert_eq!(created.body["revoked_at"], Value::Null);
+    let id = created.body["id"].as_str().expect("id").to_owned();
+    assert!(id.starts_with("key_"));
+
+    let listed = api.get(&secret, "/keys").await;
+    assert_eq!(listed.expect(200).body["total"], 2);
+    let listed = items(&listed);
+    assert_eq!(listed[0]["id"], id.as_str(), "newest first");
+    assert!(!listed.iter().any(|k| k.to_string().contains(&secret)), "never the secret");
+    assert!(listed.iter().all(|k| k.get("key").is_none()));
+    // The new key acts for the same tenant.
+    let wf = api.post(&secret, "/workflows", &json!({"name": "w", "workflow_type": "custom"})).await;
+    let wf = wf.expect(201).body["id"].as_str().expect("id").to_owned();
+    api.get(&t.key, &format!("/workflows/{wf}")).await.expect(200);
+}
+
+async fn a_revoked_key_authenticates_nothing_and_the_last_live_key_stays(api: Api, env: Env) {
+    let t = env.tenant().await;
+    let created = api.post(&t.key, "/keys", &json!({"name": "temporary"})).await;
+    let secret = created.expect(201).body["key"].as_str().expect("secret").to_owned();
+    let id = created.body["id"].as_str().expect("id").to_owned();
+    api.get(&secret, "/keys").await.expect(200);
+    // A key may revoke itself; from then on it is refused everywhere.
+    api.delete(&secret, &format!("/keys/{id}")).await.expect(204);
+    api.get(&secret, "/keys").await.expect_problem(401, "unauthorized");
+    api.get(&secret, "/billing/balance").await.expect_problem(401, "unauthorized");
+    let listed = items(api.get(&t.key, "/keys").await.expect(200));
+    let revoked = listed.iter().find(|k| k["id"] == id.as_str()).expect("still listed");
+    assert!(revoked["revoked_at"].is_string());
+    // Revoking again changes nothing.
+    api.delete(&t.key, &format!("/keys/{id}")).await.expect(204);
+    // The last live key cannot be revoked: nobody locks themselves out.
+    let own = listed.iter().find(|k| k["revoked_at"].is_null()).expect("live")["id"].as_str().expect("id").to_owned();
+    let refused = api.delete(&t.key, &format!("/keys/{own}")).await;
+    refused.expect_problem(409, "invalid_state");
+    api.get(&t.key, "/keys").await.expect(200);
+}
+
+async fn bad_names_and_unknown_keys_change_nothing(api: Api, env: Env) {
+    let t = env.tenant().await;
+    for body in [
+        json!({}),
+        json!({"name": ""}),
+        json!({"name": "x".repeat(101)}),
+        json!({"name": 7}),
+        json!({"name": "a", "x": 1}),
+    ] {
+        api.post(&t.key, "/keys", &body).await.expect_problem(422, "validation_failed");
+    }
+    for id in ["key_0193a6f21c2b7d3e8f000123456789ab", "nope"] {
+        api.delete(&t.key, &format!("/keys/{id}")).await.expect_problem(404, "not_found");
+    }
+    // Another tenant's key is unknown here.
+    let other = env.tenant().await;
+    let theirs = items(api.get(&other.key, "/keys").await.expect(200))[0]["id"].as_str().expect("id").to_owned();
+    api.delete(&t.key, &format!("/keys/{theirs}")).await.expect_problem(404, "not_found");
+    assert_eq!(api.get(&t.key, "/keys").await.body["total"], 1);
+    api.get(&other.key, "/keys").await.expect(200);
+}
+
+async fn an_idempotent_retry_makes_one_key_and_never_stores_the_secret(api: Api, env: Env) {
+    let t = env.tenant().await;
+    let post = || {
+        api.request(Method::POST, "/keys").key(&t.key).header("idempotency-key", "make-one").json(&json!({"name": "k"}))
+    };
+    let first = post().send().await;
+    first.expect(201);
+    assert!(first.body["key"].is_string());
+    let again = post().send().await;
+    again.expect(201);
+    assert_eq!(again.header("idempotent-replayed"), Some("true"));
+    assert_eq!(again.body["id"], first.body["id"]);
+    assert_eq!(again.body["key"], Value::Null, "the secret was not kept");
+    assert_eq!(api.get(&t.key, "/keys").await.body["total"], 2);
+}
