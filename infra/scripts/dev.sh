@@ -50,8 +50,9 @@ cat >&2 <<BANNER
     curl -s http://127.0.0.1:$API_PORT/api/v1/workflows -H "X-API-Key: $key"
 
   The Python client and the cairn command line (pip install -e clients/python):
-    export CAIRN_API_URL=http://127.0.0.1:$API_PORT/api/v1 CAIRN_API_KEY=$key
+    export CAIRN_API_URL=http://127.0.0.1:$API_PORT/api/v1 CAIRN_API_KEY=$key CAIRN_COMPRESS_REQUESTS=0
     cairn executions list
+  (CAIRN_COMPRESS_REQUESTS=0: cargo lambda watch cannot take compressed bodies; API Gateway can.)
 
   Ctrl-C stops the API and DynamoDB Local; the data stays for the next run.
 

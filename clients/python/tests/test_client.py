@@ -31,6 +31,7 @@ def execution(id: str = "exec_1", status: str = "running", **fields: Any) -> dic
         "output": None,
         "error": None,
         "cancel_reason": None,
+        "key": None,
         "metadata": {},
         "attempt": 1,
         "current_checkpoint_id": None,
@@ -213,6 +214,18 @@ def test_large_bodies_are_gzipped_and_huge_states_refused_before_sending(client:
             client.checkpoints.create(execution_id="exec_1", state={"when": object()})
 
 
+def test_compression_can_be_turned_off_for_the_local_emulator(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CAIRN_COMPRESS_REQUESTS", "0")
+    plain = Cairn(api_key="cairn_test", base_url=BASE)
+    state = {"text": "a" * 200_000}
+    with respx.mock:
+        route = respx.post(f"{BASE}/checkpoints").respond(201, json=checkpoint_json())
+        plain.checkpoints.create(execution_id="exec_1", state=state)
+        request = route.calls.last.request
+        assert "Content-Encoding" not in request.headers
+        assert json.loads(request.content)["state"] == state
+
+
 def checkpoint_json(**fields: Any) -> dict[str, Any]:
     body = {
         "id": "cp_1",
@@ -220,6 +233,7 @@ def checkpoint_json(**fields: Any) -> dict[str, Any]:
         "workflow_id": "wf_1",
         "sequence": 1,
         "name": None,
+        "key": None,
         "parent_checkpoint_id": None,
         "attempt": 1,
         "metadata": {},
@@ -283,3 +297,161 @@ async def test_the_async_client_is_the_same_api() -> None:
     assert ids == ["exec_2", "exec_1"]
     assert cancelled.status == "cancelled"
     await c.close()
+
+
+# ---- keys, deletion, newest-first lists, metadata filters, writes (docs/langgraph-api.md) ----
+
+
+def test_an_execution_key_is_sent_and_an_existing_execution_comes_back(client: Cairn) -> None:
+    with respx.mock:
+        route = respx.post(f"{BASE}/executions").mock(
+            side_effect=[
+                httpx.Response(201, json=execution(key="thread-1")),
+                httpx.Response(200, json=execution(status="paused", key="thread-1")),
+                httpx.Response(201, json=execution("exec_2")),
+            ]
+        )
+        new = client.executions.create(workflow_id="wf_1", key="thread-1")
+        existing = client.executions.create(workflow_id="wf_1", key="thread-1", input={"ignored": True})
+        client.executions.create(workflow_id="wf_1")
+    assert (new.key, existing.key, existing.status) == ("thread-1", "thread-1", "paused")
+    bodies = [json.loads(call.request.content) for call in route.calls]
+    assert bodies[0] == {"workflow_id": "wf_1", "key": "thread-1"}
+    assert "key" not in bodies[2], "no key: none is sent"
+
+
+def test_executions_by_key(client: Cairn) -> None:
+    with respx.mock:
+        route = respx.get(f"{BASE}/executions").respond(
+            200, json={"items": [summary(1) | {"key": "t"}], "total": 1, "page": 1, "page_size": 100}
+        )
+        found = client.executions.list(workflow_id="wf_1", key="t").first_page()
+    assert [e.key for e in found.items] == ["t"]
+    params = route.calls.last.request.url.params
+    assert (params["workflow_id"], params["key"]) == ("wf_1", "t")
+
+
+def test_delete_sends_delete_again_while_the_api_answers_202(client: Cairn) -> None:
+    more = {"id": "exec_1", "deleted": True, "remaining": True}
+    with respx.mock:
+        route = respx.delete(f"{BASE}/executions/exec_1").mock(
+            side_effect=[httpx.Response(202, json=more), httpx.Response(202, json=more), httpx.Response(204)]
+        )
+        assert client.executions.delete("exec_1") is None
+    assert len(route.calls) == 3
+
+
+def test_delete_of_an_unknown_execution_is_not_found_and_a_lost_204_is_done(client: Cairn) -> None:
+    more = {"id": "exec_1", "deleted": True, "remaining": True}
+    with respx.mock:
+        respx.delete(f"{BASE}/executions/exec_9").mock(return_value=problem(404, "not_found"))
+        with pytest.raises(errors.NotFound):
+            client.executions.delete("exec_9")
+        respx.delete(f"{BASE}/executions/exec_1").mock(
+            side_effect=[httpx.Response(202, json=more), problem(404, "not_found")]
+        )
+        client.executions.delete("exec_1")  # the 204 of the second request was lost: done
+
+
+def test_delete_is_bounded(client: Cairn) -> None:
+    more = {"id": "exec_1", "deleted": True, "remaining": True}
+    with respx.mock:
+        route = respx.delete(f"{BASE}/executions/exec_1").respond(202, json=more)
+        with pytest.raises(errors.DeletionIncomplete, match="delete again"):
+            client.executions.delete("exec_1", max_requests=5)
+    assert len(route.calls) == 5
+
+
+async def test_the_async_delete_loops_too() -> None:
+    c = AsyncCairn("k", base_url=BASE)
+    more = {"id": "exec_1", "deleted": True, "remaining": True}
+    with respx.mock:
+        route = respx.delete(f"{BASE}/executions/exec_1").mock(
+            side_effect=[httpx.Response(202, json=more), httpx.Response(204)]
+        )
+        await c.executions.delete("exec_1")
+    assert len(route.calls) == 2
+    await c.close()
+
+
+def test_a_checkpoint_key_is_sent(client: Cairn) -> None:
+    with respx.mock:
+        route = respx.post(f"{BASE}/checkpoints").respond(200, json=checkpoint_json(key="lg-1"))
+        cp = client.checkpoints.create(execution_id="exec_1", state={"a": 1}, key="lg-1")
+    assert cp.key == "lg-1"
+    assert json.loads(route.calls.last.request.content)["key"] == "lg-1"
+
+
+def test_checkpoints_by_key_newest_first_with_metadata_filters(client: Cairn) -> None:
+    page = {"limit": 2, "offset": 0}
+    with respx.mock:
+        route = respx.get(f"{BASE}/checkpoints").mock(
+            side_effect=[
+                httpx.Response(
+                    200,
+                    json={"items": [checkpoint_json(id="cp_9"), checkpoint_json(id="cp_8")], "total": 3}
+                    | page,
+                ),
+                httpx.Response(200, json={"items": [checkpoint_json(id="cp_7")], "total": 3} | page),
+                httpx.Response(200, json={"items": [checkpoint_json(key="lg-1")], "total": 1} | page),
+            ]
+        )
+        ids = [
+            c.id
+            for c in client.checkpoints.list(
+                execution_id="exec_1",
+                order="desc",
+                metadata={"source": '"loop"', "step": "3"},
+                starting_after="cp_10",
+                limit=2,
+            )
+        ]
+        client.checkpoints.list(execution_id="exec_1", key="lg-1").first_page()
+    assert ids == ["cp_9", "cp_8", "cp_7"]
+    first, second, by_key = (call.request.url for call in route.calls)
+    assert first.params["order"] == "desc"
+    assert first.params["metadata[source]"] == '"loop"'
+    assert first.params["metadata[step]"] == "3"
+    assert b"metadata%5Bsource%5D=%22loop%22" in first.query, "deepObject, percent-encoded"
+    assert first.params["starting_after"] == "cp_10"
+    assert second.params["starting_after"] == "cp_8", "the cursor follows the list's order"
+    assert second.params["metadata[step]"] == "3", "the filters stay on every page"
+    assert (by_key.params["key"], "order" in by_key.params) == ("lg-1", False)
+
+
+def test_writes_are_stored_and_listed(client: Cairn) -> None:
+    write = {"task_id": "t1", "task_path": "a:b", "index": -3, "channel": "__interrupt__", "value": [1]}
+    with respx.mock:
+        put = respx.post(f"{BASE}/checkpoints/cp_1/writes").respond(
+            200, json={"checkpoint_id": "cp_1", "total": 2}
+        )
+        respx.get(f"{BASE}/checkpoints/cp_1/writes").respond(
+            200, json={"checkpoint_id": "cp_1", "items": [write], "total": 1}
+        )
+        stored = client.checkpoints.put_writes(
+            "cp_1",
+            task_id="t1",
+            task_path="a:b",
+            writes=[{"index": 0, "channel": "messages", "value": {"x": None}}, {"index": -3, "channel": "c"}],
+        )
+        listed = client.checkpoints.list_writes("cp_1")
+        with pytest.raises(errors.PayloadTooLarge, match="writes"):
+            client.checkpoints.put_writes(
+                "cp_1", task_id="t1", writes=[{"index": 0, "channel": "c", "value": "a" * (4 * 1024 * 1024)}]
+            )
+        with pytest.raises(TypeError, match="JSON"):
+            client.checkpoints.put_writes(
+                "cp_1", task_id="t1", writes=[{"index": 0, "channel": "c", "value": {1}}]
+            )
+    assert stored.total == 2
+    assert json.loads(put.calls.last.request.content) == {
+        "task_id": "t1",
+        "task_path": "a:b",
+        "writes": [
+            {"index": 0, "channel": "messages", "value": {"x": None}},
+            {"index": -3, "channel": "c", "value": None},
+        ],
+    }
+    assert len(put.calls) == 1, "nothing sent for writes refused before sending"
+    assert "Idempotency-Key" in put.calls.last.request.headers
+    assert (listed.total, listed.items[0].channel, listed.items[0].value) == (1, "__interrupt__", [1])

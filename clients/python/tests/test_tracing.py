@@ -78,6 +78,7 @@ class Api:
             "workflow_id": "wf_1",
             "sequence": len(self.checkpoints) + 1,
             "name": body.get("name"),
+            "key": body.get("key"),
             "parent_checkpoint_id": e["current_checkpoint_id"],
             "attempt": e["attempt"],
             "metadata": {},

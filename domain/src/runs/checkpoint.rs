@@ -292,6 +292,15 @@ pub struct ListWindow {
     pub metadata: BTreeMap<String, String>,
 }
 
+impl ListWindow {
+    /// Whether the sequence range holds nothing (after the first checkpoint, newest
+    /// first): answered without a query, whose key range would be reversed.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.from_sequence.max(1) > self.through_sequence.min(LAST_SEQUENCE)
+    }
+}
+
 /// Checkpoints of every tenant; each call is scoped to the tenant it is given.
 #[derive(Debug, Clone)]
 pub struct CheckpointStore {
@@ -639,6 +648,9 @@ impl CheckpointStore {
         skip: usize,
         take: usize,
     ) -> Result<Vec<Checkpoint>, StoreError> {
+        if window.is_empty() {
+            return Ok(Vec::new());
+        }
         let items = query_window(self.window_query(tenant, execution, hidden, window), "entry", skip, take).await?;
         items.into_iter().map(|item| serde_dynamo::from_item::<_, CheckpointRecord>(item)?.checkpoint()).collect()
     }
@@ -655,6 +667,9 @@ impl CheckpointStore {
         window: &ListWindow,
         cap: u64,
     ) -> Result<u64, StoreError> {
+        if window.is_empty() {
+            return Ok(0);
+        }
         shared::dynamo::count(self.window_query(tenant, execution, hidden, window), cap).await
     }
 

@@ -570,15 +570,15 @@ impl Runs {
     }
 
     /// Deletes checkpoint `id` with its state, key and writes, in one transaction with
-    /// its execution's count, conditioned on the execution being unchanged. The
-    /// execution's current checkpoint cannot be deleted (roll back first): everything
-    /// that follows from it would lose its footing. Later checkpoints keep their
+    /// its execution's count, conditioned on the execution being unchanged. When it is
+    /// the execution's current checkpoint, the current becomes the one before it (the
+    /// highest sequence below it still there), or none. Later checkpoints keep their
     /// `parent_checkpoint_id`, now naming a deleted checkpoint (a gap in the history, as
     /// after any deletion); sequences are never reused.
     ///
     /// # Errors
-    /// [`Error::NotFound`] (unknown, discarded, or of a deleted execution),
-    /// [`Error::InvalidState`] for the current checkpoint, storage errors.
+    /// [`Error::NotFound`] (unknown, discarded, or of a deleted execution), storage
+    /// errors.
     pub async fn delete_checkpoint(
         &self,
         tenant: &TenantId,
@@ -591,14 +591,19 @@ impl Runs {
             let execution =
                 self.executions.get(tenant, &stored.checkpoint.execution_id).await?.ok_or_else(not_found)?;
             let stored = self.checkpoint_of(tenant, &execution, id).await?;
+            let mut next = execution.clone();
             if execution.current_checkpoint_id.as_ref() == Some(id) {
-                return Err(Error::InvalidState(format!(
-                    "checkpoint {id} is the current checkpoint of execution {}; roll back to an earlier one first",
-                    execution.id
-                )));
+                let before = checkpoint::ListWindow {
+                    from_sequence: 1,
+                    through_sequence: stored.checkpoint.sequence.saturating_sub(1),
+                    descending: true,
+                    metadata: BTreeMap::new(),
+                };
+                let previous =
+                    self.checkpoints.list(tenant, &execution.id, &execution.discarded, &before, 0, 1).await?;
+                next.current_checkpoint_id = previous.into_iter().next().map(|c| c.id);
             }
             let stored = self.checkpoints.with_writes(tenant, vec![stored]).await?.remove(0);
-            let mut next = execution.clone();
             next.checkpoint_count = next.checkpoint_count.saturating_sub(1);
             next.version += 1;
             next.updated_at = clock.now();

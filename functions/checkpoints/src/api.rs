@@ -187,7 +187,9 @@ pub async fn list(
         if range.metadata.is_empty() {
             Ok(execution.checkpoint_count)
         } else {
-            runs.checkpoints.count(&tenant, &execution.id, &execution.discarded, &range, MAX_COUNTED).await
+            // The whole filtered list, as unfiltered totals count the whole list.
+            let whole = ListWindow { from_sequence: 1, through_sequence: LAST_SEQUENCE, ..range.clone() };
+            runs.checkpoints.count(&tenant, &execution.id, &execution.discarded, &whole, MAX_COUNTED).await
         }
     };
     let (items, total) = tokio::try_join!(items, total)?;

@@ -173,6 +173,18 @@ class AsyncWorkflows(_Async):
     list = _async_list(specs.workflows_list)
 
 
+#: The most DELETE requests ``executions.delete`` sends for one execution.
+DELETE_MAX_REQUESTS = 1000
+
+
+def _deletion_incomplete(execution_id: str, requests: int) -> errors.DeletionIncomplete:
+    return errors.DeletionIncomplete(
+        f"execution {execution_id} is deleted but its checkpoints were still being purged after "
+        f"{requests} requests; call delete again to finish",
+        status=202,
+    )
+
+
 class Executions(_Sync):
     """``/executions``"""
 
@@ -185,6 +197,23 @@ class Executions(_Sync):
     cancel = _sync(specs.executions_cancel)
     replay = _sync(specs.executions_replay)
     rollback = _sync(specs.executions_rollback)
+    _delete_once = _sync(specs.executions_delete)
+
+    def delete(self, execution_id: str, *, max_requests: int = DELETE_MAX_REQUESTS) -> None:
+        """Deletes an execution, in any status, with its checkpoints, their states and
+        their writes (``DELETE /executions/{id}``). The API purges a bounded amount per
+        request and answers 202 while more remains: the request is sent again until it
+        answers 204, at most ``max_requests`` times (then ``DeletionIncomplete``).
+        Failures recorded on the execution stay."""
+        for sent in range(max_requests):
+            try:
+                if self._delete_once(execution_id) is None:
+                    return
+            except errors.NotFound:
+                if sent == 0:
+                    raise
+                return  # a retried request whose 204 was lost
+        raise _deletion_incomplete(execution_id, max_requests)
 
 
 class AsyncExecutions(_Async):
@@ -199,6 +228,19 @@ class AsyncExecutions(_Async):
     cancel = _async(specs.executions_cancel)
     replay = _async(specs.executions_replay)
     rollback = _async(specs.executions_rollback)
+    _delete_once = _async(specs.executions_delete)
+
+    async def delete(self, execution_id: str, *, max_requests: int = DELETE_MAX_REQUESTS) -> None:
+        """:meth:`Executions.delete`, awaited."""
+        for sent in range(max_requests):
+            try:
+                if await self._delete_once(execution_id) is None:
+                    return
+            except errors.NotFound:
+                if sent == 0:
+                    raise
+                return
+        raise _deletion_incomplete(execution_id, max_requests)
 
 
 class Checkpoints(_Sync):
@@ -206,7 +248,10 @@ class Checkpoints(_Sync):
 
     create = _sync(specs.checkpoints_create)
     get = _sync(specs.checkpoints_get)
+    delete = _sync(specs.checkpoints_delete)
     list = _sync_list(specs.checkpoints_list)
+    put_writes = _sync(specs.checkpoints_put_writes)
+    list_writes = _sync(specs.checkpoints_list_writes)
 
 
 class AsyncCheckpoints(_Async):
@@ -214,7 +259,10 @@ class AsyncCheckpoints(_Async):
 
     create = _async(specs.checkpoints_create)
     get = _async(specs.checkpoints_get)
+    delete = _async(specs.checkpoints_delete)
     list = _async_list(specs.checkpoints_list)
+    put_writes = _async(specs.checkpoints_put_writes)
+    list_writes = _async(specs.checkpoints_list_writes)
 
 
 class Failures(_Sync):

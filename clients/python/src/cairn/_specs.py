@@ -3,10 +3,10 @@ both the sync and the async client (see ``resources.py``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel
 
@@ -166,10 +166,17 @@ def executions_create(
     workflow_id: str,
     input: Any = OMIT,
     metadata: dict[str, str] | None = OMIT,
+    key: str | None = None,
     idempotency_key: str | None = None,
 ) -> Spec[models.Execution]:
-    """Starts an execution and charges it (``POST /executions``)."""
-    body = _body(workflow_id=workflow_id, input=input, metadata=metadata)
+    """Starts an execution and charges it (``POST /executions``).
+
+    ``key`` (1 to 256 characters, no control characters) is unique within the workflow:
+    when an execution of ``workflow_id`` already has it, that execution is answered as
+    it is now, whatever its status, and nothing is charged or changed (the rest of the
+    call is ignored).
+    """
+    body = _body(workflow_id=workflow_id, input=input, metadata=metadata, key=_given(key))
     return Spec(
         call("POST", "/executions", body=body, idempotency_key=idempotency_key), model(models.Execution)
     )
@@ -187,16 +194,33 @@ def executions_list(
     workflow_id: str | None = None,
     created_after: datetime | None = None,
     created_before: datetime | None = None,
+    key: str | None = None,
     page_size: int = 100,
 ) -> ListSpec[models.ExecutionSummary]:
-    """The executions, newest first (``GET /executions``)."""
+    """The executions, newest first (``GET /executions``); with ``key`` (and
+    ``workflow_id``, which a key needs) the one execution of the workflow with that key,
+    if any."""
     params = {
         "status": status,
         "workflow_id": workflow_id,
         "created_after": created_after,
         "created_before": created_before,
+        "key": key,
     }
     return ListSpec("/executions", _clean(params), "page_size", page_size, models.ExecutionSummary)
+
+
+def _deleted(raw: Any) -> models.ExecutionDeleted | None:
+    if raw is None:
+        return None
+    answer: models.ExecutionDeleted = models.ExecutionDeleted.from_api(raw)
+    return answer
+
+
+def executions_delete(_: Any, execution_id: str) -> Spec[models.ExecutionDeleted | None]:
+    """One ``DELETE /executions/{id}``: ``None`` once everything is gone (204), else the
+    202 answer (the purge has more to do: send it again). ``executions.delete`` loops."""
+    return Spec(call("DELETE", f"/executions/{execution_id}"), _deleted)
 
 
 def _action(
@@ -274,15 +298,21 @@ def checkpoints_create(
     state: dict[str, Any],
     name: str | None = OMIT,
     metadata: dict[str, str] | None = OMIT,
+    key: str | None = None,
     idempotency_key: str | None = None,
 ) -> Spec[models.Checkpoint]:
     """Records a checkpoint of a running execution (the state is checked against the
-    4 MiB limit before it is sent, and sent gzip-compressed when large)."""
+    4 MiB limit before it is sent, and sent gzip-compressed when large).
+
+    ``key`` (1 to 256 characters, no control characters) is unique within the
+    execution: when a checkpoint of the execution already has it, that checkpoint is
+    answered and nothing changes (the states are not compared).
+    """
     state = jsonable(state, "a checkpoint state")
     if not isinstance(state, dict):
         raise TypeError("a checkpoint state must be a JSON object (a dict)")
     state_size_check(state)
-    body = _body(execution_id=execution_id, state=state, name=name, metadata=metadata)
+    body = _body(execution_id=execution_id, state=state, name=name, metadata=metadata, key=_given(key))
     return Spec(
         call("POST", "/checkpoints", body=body, idempotency_key=idempotency_key), model(models.Checkpoint)
     )
@@ -294,9 +324,67 @@ def checkpoints_get(_: Any, checkpoint_id: str, *, include_state: bool = False) 
     return Spec(call("GET", f"/checkpoints/{checkpoint_id}", params=params), model(models.Checkpoint))
 
 
-def checkpoints_list(_: Any, *, execution_id: str, limit: int = 200) -> ListSpec[models.Checkpoint]:
-    """An execution's checkpoints, by sequence (``GET /checkpoints``)."""
-    return ListSpec("/checkpoints", {"execution_id": execution_id}, "limit", limit, models.Checkpoint)
+def checkpoints_delete(_: Any, checkpoint_id: str) -> Spec[None]:
+    """Deletes a checkpoint with its state and writes (``DELETE /checkpoints/{id}``); never
+    the execution's current one (``InvalidState``: roll back first)."""
+    return Spec(call("DELETE", f"/checkpoints/{checkpoint_id}"), _nothing)
+
+
+def checkpoints_list(
+    _: Any,
+    *,
+    execution_id: str,
+    key: str | None = None,
+    order: Literal["asc", "desc"] | None = None,
+    metadata: Mapping[str, str] | None = None,
+    starting_after: str | None = None,
+    limit: int = 200,
+) -> ListSpec[models.Checkpoint]:
+    """An execution's checkpoints, by sequence (``GET /checkpoints``): oldest first, or
+    newest first with ``order="desc"``.
+
+    ``key`` gives the one checkpoint with that key, if any; ``metadata`` keeps the
+    checkpoints whose metadata has every given entry (exact string equality, sent as
+    ``metadata[NAME]=VALUE``); ``starting_after`` starts after that checkpoint in the
+    list's order (with ``desc``: the checkpoints older than it).
+    """
+    params: dict[str, Any] = {
+        "execution_id": execution_id,
+        "key": key,
+        "order": order,
+        "starting_after": starting_after,
+    }
+    for name, value in (metadata or {}).items():
+        params[f"metadata[{name}]"] = value
+    return ListSpec("/checkpoints", _clean(params), "limit", limit, models.Checkpoint)
+
+
+def checkpoints_put_writes(
+    _: Any,
+    checkpoint_id: str,
+    *,
+    task_id: str,
+    writes: Sequence[Mapping[str, Any]],
+    task_path: str = "",
+    idempotency_key: str | None = None,
+) -> Spec[models.WritesStored]:
+    """Stores writes on a checkpoint (``POST /checkpoints/{id}/writes``).
+
+    Each write is ``{"index": int, "channel": str, "value": <any JSON>}``, stored under
+    ``(task_id, index)``: a write already stored there is replaced, so sending the same
+    writes again stores them once. The checkpoint's execution must be running.
+    """
+    items = [{"index": w["index"], "channel": w["channel"], "value": w.get("value")} for w in writes]
+    items = jsonable(items, "the writes")
+    state_size_check(items, "the writes document")
+    body = {"task_id": task_id, "task_path": task_path, "writes": items}
+    c = call("POST", f"/checkpoints/{checkpoint_id}/writes", body=body, idempotency_key=idempotency_key)
+    return Spec(c, model(models.WritesStored))
+
+
+def checkpoints_list_writes(_: Any, checkpoint_id: str) -> Spec[models.CheckpointWrites]:
+    """The writes of a checkpoint, in the order they were first stored."""
+    return Spec(call("GET", f"/checkpoints/{checkpoint_id}/writes"), model(models.CheckpointWrites))
 
 
 # ---- failures ----
@@ -402,3 +490,8 @@ def billing_cancel_subscription(
 
 def _clean(params: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in params.items() if v is not None}
+
+
+def _given(value: Any) -> Any:
+    """``value``, or left out of the body when ``None``."""
+    return OMIT if value is None else value

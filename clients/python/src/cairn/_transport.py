@@ -24,7 +24,9 @@ import httpx
 from . import errors
 
 DEFAULT_BASE_URL = "http://127.0.0.1:3000/api/v1"
-#: Bodies larger than this are sent gzip-compressed (the API accepts ``Content-Encoding: gzip``).
+#: Bodies larger than this are sent gzip-compressed (the API accepts ``Content-Encoding: gzip``),
+#: unless ``CAIRN_COMPRESS_REQUESTS=0``: the local stack's ``cargo lambda watch`` answers
+#: every compressed request with a 500 of its own.
 GZIP_ABOVE = 64 * 1024
 #: The largest checkpoint state, as serialized JSON.
 STATE_MAX_BYTES = 4 * 1024 * 1024
@@ -40,6 +42,7 @@ class Settings:
     timeout: float = 30.0
     max_retries: int = 3
     max_elapsed: float = 60.0
+    compress: bool = True
 
     def __repr__(self) -> str:
         return f"Settings(base_url={self.base_url!r}, api_key='***', max_retries={self.max_retries})"
@@ -52,14 +55,16 @@ def settings(
     max_retries: int,
     max_elapsed: float,
 ) -> Settings:
-    """Arguments first, then ``CAIRN_API_KEY`` and ``CAIRN_API_URL``."""
+    """Arguments first, then ``CAIRN_API_KEY`` and ``CAIRN_API_URL`` (and
+    ``CAIRN_COMPRESS_REQUESTS=0`` to send large bodies uncompressed)."""
     key = api_key or os.environ.get("CAIRN_API_KEY")
     if not key:
         raise errors.Unauthorized(
             "no API key: pass api_key=... or set CAIRN_API_KEY (cairn login stores one for the CLI)"
         )
     url = (base_url or os.environ.get("CAIRN_API_URL") or DEFAULT_BASE_URL).rstrip("/")
-    return Settings(key, url, timeout, max_retries, max_elapsed)
+    compress = os.environ.get("CAIRN_COMPRESS_REQUESTS", "1").strip().lower() not in ("0", "false", "no")
+    return Settings(key, url, timeout, max_retries, max_elapsed, compress)
 
 
 @dataclass(frozen=True)
@@ -120,7 +125,7 @@ def encode(c: Call, s: Settings) -> tuple[str, dict[str, str], bytes | None, dic
     if c.has_body:
         content = json.dumps(c.body, separators=(",", ":"), ensure_ascii=False).encode()
         headers["Content-Type"] = "application/json"
-        if len(content) > GZIP_ABOVE:
+        if s.compress and len(content) > GZIP_ABOVE:
             content = gzip.compress(content, compresslevel=6)
             headers["Content-Encoding"] = "gzip"
     params = {k: query_value(v) for k, v in (c.params or {}).items()} or None
@@ -181,10 +186,11 @@ def connection_error(error: httpx.HTTPError) -> errors.APIConnectionError:
     return errors.APIConnectionError(f"the request {kind}: {type(error).__name__}")
 
 
-def state_size_check(state: Any) -> None:
-    """Refuses a checkpoint state over 4 MiB of JSON before anything is sent."""
+def state_size_check(state: Any, what: str = "the state") -> None:
+    """Refuses a checkpoint state (or a checkpoint's writes) over 4 MiB of JSON before
+    anything is sent."""
     size = len(json.dumps(state, separators=(",", ":"), ensure_ascii=False).encode())
     if size > STATE_MAX_BYTES:
         raise errors.PayloadTooLarge(
-            f"the state is {size} bytes of JSON; the limit is {STATE_MAX_BYTES} bytes (4 MiB)", status=None
+            f"{what} is {size} bytes of JSON; the limit is {STATE_MAX_BYTES} bytes (4 MiB)", status=None
         )

@@ -146,6 +146,13 @@ class APIConnectionError(CairnError):
     code = "connection_error"
 
 
+class DeletionIncomplete(CairnError):
+    """A deletion still had more to purge after the most requests allowed (each answered
+    202); sending DELETE again continues it."""
+
+    code = "deletion_incomplete"
+
+
 _BY_CODE: dict[str, type[CairnError]] = {
     cls.code: cls
     for cls in (

@@ -71,6 +71,7 @@ class ExecutionSummary(Model):
     status: ExecutionStatus
     error: ExecutionError | None
     cancel_reason: str | None
+    key: str | None
     metadata: dict[str, str]
     attempt: int
     current_checkpoint_id: str | None
@@ -88,6 +89,14 @@ class Execution(ExecutionSummary):
     discarded_checkpoints: int | None = None
 
 
+class ExecutionDeleted(Model):
+    """The answer to a ``DELETE /executions/{id}`` that has more to purge (202)."""
+
+    id: str
+    deleted: bool
+    remaining: bool
+
+
 class Checkpoint(Model):
     """A checkpoint; ``state`` only when asked for (``include_state=True``)."""
 
@@ -96,12 +105,38 @@ class Checkpoint(Model):
     workflow_id: str
     sequence: int
     name: str | None
+    key: str | None
     parent_checkpoint_id: str | None
     attempt: int
     metadata: dict[str, str]
     state_size_bytes: int
     created_at: datetime
     state: dict[str, Any] | None = None
+
+
+class CheckpointWrite(Model):
+    """A write attached to a checkpoint: ``(task_id, index)`` -> ``channel``, ``value``."""
+
+    task_id: str
+    task_path: str
+    index: int
+    channel: str
+    value: Any
+
+
+class CheckpointWrites(Model):
+    """The writes of a checkpoint, in the order they were first stored."""
+
+    checkpoint_id: str
+    items: list[CheckpointWrite]
+    total: int
+
+
+class WritesStored(Model):
+    """The answer to storing writes: ``total`` writes are now on the checkpoint."""
+
+    checkpoint_id: str
+    total: int
 
 
 class FailureSummary(Model):
