@@ -766,24 +766,29 @@ pub fn n(value: impl std::fmt::Display) -> AttributeValue {
     AttributeValue::N(value.to_string())
 }
 
-/// Counts the items of a query, at most `cap` (keys only are returned; capacity is still
+/// Counts the items of a query among the first `cap` it examines (all of them when it
+/// has no filter expression), at most `cap` (keys only are returned; capacity is still
 /// spent on the items' size, which is why untimed totals come from counters instead).
 ///
 /// # Errors
 /// The query's [`StoreError`].
 pub async fn count(query: QueryFluentBuilder, cap: u64) -> Result<u64, StoreError> {
     let mut total = 0_u64;
+    // Items examined: with a filter expression DynamoDB reads items that do not match,
+    // and those are what a request pays for, so they are what is bounded.
+    let mut examined = 0_u64;
     let mut start = None;
-    while total < cap {
+    while examined < cap {
         let out = query
             .clone()
             .select(aws_sdk_dynamodb::types::Select::Count)
-            .limit(i32::try_from(cap - total).unwrap_or(i32::MAX))
+            .limit(i32::try_from(cap - examined).unwrap_or(i32::MAX))
             .set_exclusive_start_key(start)
             .send()
             .await
             .map_err(classify)?;
         total += u64::try_from(out.count).unwrap_or(0);
+        examined += u64::try_from(out.scanned_count).unwrap_or(0).max(1);
         match out.last_evaluated_key {
             Some(key) if !key.is_empty() => start = Some(key),
             _ => break,

@@ -476,3 +476,32 @@ async fn a_3_mib_write_sent_gzipped_is_stored_and_read_back() {
     let stored = list_writes(&api, &t.key, &c).await;
     assert_eq!(stored["items"][0]["value"].as_str().map(str::len), Some(3 * 1024 * 1024));
 }
+
+/// A metadata filter examines at most 1,000 checkpoints a request: a match beyond them
+/// is reached by following `next_starting_after`, through a page that holds nothing.
+/// In process only (a thousand writes; the HTTP path adds nothing).
+#[tokio::test]
+async fn a_filtered_list_examines_a_bounded_number_and_says_where_to_go_on() {
+    let env = api_tests::env().await;
+    let api = Api::new(api_tests::Transport::in_process(&env));
+    let t = env.tenant().await;
+    let e = start(&api, &t.key).await;
+    let rare = id(&checkpoint(&api, &t.key, &e, json!({"metadata": {"source": "rare"}})).await);
+    let examined = domain::runs::checkpoint::MAX_EXAMINED;
+    for _ in 0..examined + 4 {
+        checkpoint(&api, &t.key, &e, json!({"metadata": {"source": "common"}})).await;
+    }
+    let first = api.get(&t.key, &format!("/checkpoints?execution_id={e}&order=desc&metadata[source]=rare")).await;
+    first.expect(200);
+    assert_eq!(first.body["items"], json!([]), "the newest 1,000 hold no match");
+    assert_eq!(first.body["total"], 1);
+    let cursor = first.body["next_starting_after"].as_str().expect("where to go on").to_owned();
+    let second = api
+        .get(&t.key, &format!("/checkpoints?execution_id={e}&order=desc&metadata[source]=rare&starting_after={cursor}"))
+        .await;
+    assert_eq!(second.expect(200).body["items"][0]["id"], rare.as_str());
+    assert_eq!(second.body["next_starting_after"], Value::Null, "the end");
+    // Unfiltered pages say where the next one starts when they are full.
+    let page = api.get(&t.key, &format!("/checkpoints?execution_id={e}&limit=2")).await;
+    assert_eq!(page.body["next_starting_after"], page.body["items"][1]["id"]);
+}

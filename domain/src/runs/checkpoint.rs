@@ -22,7 +22,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use shared::TenantId;
 use shared::dynamo::Part;
-use shared::dynamo::{StoreError, Table, Tables, Transaction, batch_get, built, get_item, n, query_window, s};
+use shared::dynamo::{
+    StoreError, Table, Tables, Transaction, batch_get, built, classify, get_item, n, query_window, s,
+};
 use shared::ids::{CheckpointId, ExecutionId, WorkflowId};
 
 use crate::blobs::{BlobStore, PART_MAX};
@@ -635,7 +637,7 @@ impl CheckpointStore {
     }
 
     /// A window of an execution's checkpoints in sequence order (or its reverse), no
-    /// state read.
+    /// state read. With a metadata filter at most [`MAX_EXAMINED`] are examined.
     ///
     /// # Errors
     /// The query's [`StoreError`].
@@ -647,12 +649,58 @@ impl CheckpointStore {
         window: &ListWindow,
         skip: usize,
         take: usize,
-    ) -> Result<Vec<Checkpoint>, StoreError> {
+    ) -> Result<Page, StoreError> {
         if window.is_empty() {
-            return Ok(Vec::new());
+            return Ok(Page::default());
         }
-        let items = query_window(self.window_query(tenant, execution, hidden, window), "entry", skip, take).await?;
-        items.into_iter().map(|item| serde_dynamo::from_item::<_, CheckpointRecord>(item)?.checkpoint()).collect()
+        let query = self.window_query(tenant, execution, hidden, window);
+        if window.metadata.is_empty() {
+            let items = query_window(query, "entry", skip, take).await?;
+            let items = items
+                .into_iter()
+                .map(|item| serde_dynamo::from_item::<_, CheckpointRecord>(item)?.checkpoint())
+                .collect::<Result<Vec<_>, _>>()?;
+            return Ok(Page { items, stopped_at: None });
+        }
+        // A metadata filter is evaluated by DynamoDB on what the key range reads: the
+        // request examines at most MAX_EXAMINED checkpoints and says where it stopped.
+        let (mut skip, mut examined, mut start) = (skip, 0_usize, None);
+        let mut items = Vec::new();
+        loop {
+            let out = query
+                .clone()
+                .set_exclusive_start_key(start.take())
+                .limit(i32::try_from(MAX_EXAMINED - examined).unwrap_or(i32::MAX))
+                .send()
+                .await
+                .map_err(classify)?;
+            examined += usize::try_from(out.scanned_count).unwrap_or(0).max(1);
+            for item in out.items.unwrap_or_default() {
+                if items.len() == take {
+                    return Ok(Page { items, stopped_at: None });
+                }
+                if skip > 0 {
+                    skip -= 1;
+                    continue;
+                }
+                items.push(serde_dynamo::from_item::<_, CheckpointRecord>(item)?.checkpoint()?);
+            }
+            if items.len() == take {
+                return Ok(Page { items, stopped_at: None });
+            }
+            let Some(last) = out.last_evaluated_key.filter(|key| !key.is_empty()) else {
+                return Ok(Page { items, stopped_at: None });
+            };
+            if examined >= MAX_EXAMINED {
+                let entry = last.get("entry").and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
+                let item = get_item(&self.client, self.table(), &[("tenant_id", tenant.as_str()), ("entry", &entry)])
+                    .await?
+                    .ok_or_else(|| StoreError::Corrupt(format!("checkpoint entry {entry} went while listing")))?;
+                let record: CheckpointRecord = serde_dynamo::from_item(item)?;
+                return Ok(Page { items, stopped_at: Some(record.checkpoint()?.id) });
+            }
+            start = Some(last);
+        }
     }
 
     /// How many checkpoints the window holds, at most `cap` (a metadata-filtered total).
@@ -704,6 +752,20 @@ impl CheckpointStore {
 
 /// The highest sequence an entry can hold.
 pub const LAST_SEQUENCE: u64 = 9_999_999_999;
+
+/// Checkpoints one metadata-filtered list request examines at most: the filter is
+/// evaluated on what the key range reads, so this bounds the request's cost.
+pub const MAX_EXAMINED: usize = 1000;
+
+/// A window of checkpoints.
+#[derive(Debug, Clone, Default)]
+pub struct Page {
+    /// What the window shows.
+    pub items: Vec<Checkpoint>,
+    /// For a filtered list that examined [`MAX_EXAMINED`] checkpoints before filling the
+    /// window: the last one examined, where the next request continues.
+    pub stopped_at: Option<CheckpointId>,
+}
 
 #[cfg(test)]
 mod tests {

@@ -601,7 +601,7 @@ impl Runs {
                 };
                 let previous =
                     self.checkpoints.list(tenant, &execution.id, &execution.discarded, &before, 0, 1).await?;
-                next.current_checkpoint_id = previous.into_iter().next().map(|c| c.id);
+                next.current_checkpoint_id = previous.items.into_iter().next().map(|c| c.id);
             }
             let stored = self.checkpoints.with_writes(tenant, vec![stored]).await?.remove(0);
             next.checkpoint_count = next.checkpoint_count.saturating_sub(1);

@@ -143,7 +143,7 @@ pub async fn list(
     State(state): State<AppState>,
     tenant: TenantId,
     mut query: Query,
-) -> Result<Json<OffsetBody<CheckpointBody>>, ApiError> {
+) -> Result<Json<CheckpointList>, ApiError> {
     let execution = query.required_string("execution_id");
     let window = OffsetRequest::read(&mut query);
     let after = shared::pagination::starting_after(&mut query);
@@ -179,7 +179,7 @@ pub async fn list(
             .map(CheckpointBody::from)
             .collect();
         let total = items.len() as u64;
-        return Ok(Json(window.respond(items, total)));
+        return Ok(Json(CheckpointList { page: window.respond(items, total), next_starting_after: None }));
     }
     let runs = &state.runs;
     let items = runs.checkpoints.list(&tenant, &execution.id, &execution.discarded, &range, skip, take);
@@ -192,8 +192,27 @@ pub async fn list(
             runs.checkpoints.count(&tenant, &execution.id, &execution.discarded, &whole, MAX_COUNTED).await
         }
     };
-    let (items, total) = tokio::try_join!(items, total)?;
-    Ok(Json(window.respond(items.into_iter().map(CheckpointBody::from).collect(), total)))
+    let (page, total) = tokio::try_join!(items, total)?;
+    let full = page.items.len() == take;
+    let next = page.stopped_at.map(|id| id.to_string()).or_else(|| {
+        // A full page may have more after it: its last item is where the next one starts.
+        full.then(|| page.items.last().map(|c| c.id.to_string())).flatten()
+    });
+    Ok(Json(CheckpointList {
+        page: window.respond(page.items.into_iter().map(CheckpointBody::from).collect(), total),
+        next_starting_after: next,
+    }))
+}
+
+/// The answer of `GET /checkpoints`: a window, and where the next one starts.
+#[derive(Debug, Serialize)]
+pub struct CheckpointList {
+    #[serde(flatten)]
+    page: OffsetBody<CheckpointBody>,
+    /// Pass as `starting_after` (with the same filters) for what follows; null at the
+    /// end. With a metadata filter a request examines at most 1,000 checkpoints, so a
+    /// page may hold fewer than `limit` items (even none) and still have this set.
+    next_starting_after: Option<String>,
 }
 
 /// A checkpoint of `execution` that a client may see, by the id it sent, or 404.

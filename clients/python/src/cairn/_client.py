@@ -63,9 +63,9 @@ class Pager(Generic[M]):
         while True:
             page = self._page(after)
             yield page
-            if len(page.items) < self._spec.size or not page.items:
+            after = page.after(self._spec.size)
+            if after is None:
                 return
-            after = str(getattr(page.items[-1], "id"))  # noqa: B009 (every listed model has an id)
 
     def __iter__(self) -> Iterator[M]:
         for page in self.pages():
@@ -90,9 +90,9 @@ class AsyncPager(Generic[M]):
         while True:
             page = await self._page(after)
             yield page
-            if len(page.items) < self._spec.size or not page.items:
+            after = page.after(self._spec.size)
+            if after is None:
                 return
-            after = str(getattr(page.items[-1], "id"))  # noqa: B009 (every listed model has an id)
 
     async def __aiter__(self) -> AsyncIterator[M]:
         async for page in self.pages():

@@ -781,9 +781,9 @@ class CairnSaver(BaseCheckpointSaver[int]):
         while found is None:
             page: models.Page[models.WorkflowSummary] = yield _Page(spec, after)
             found = next((w.id for w in page.items if w.name == self.workflow), None)
-            if len(page.items) < spec.size or not page.items:
+            after = page.after(spec.size)
+            if after is None:
                 break
-            after = page.items[-1].id
         if found is None:
             created: models.Workflow = yield specs.workflows_create(
                 None, name=self.workflow, workflow_type="langgraph"
@@ -1056,9 +1056,9 @@ class CairnSaver(BaseCheckpointSaver[int]):
                 yield from self._list_thread(execution.key, thread, ns, None, filter, before, left)
                 if left[0] == 0:
                     return
-            if len(page.items) < spec.size or not page.items:
+            after = page.after(spec.size)
+            if after is None:
                 return
-            after = page.items[-1].id
 
     def _list_thread(
         self,
@@ -1116,9 +1116,9 @@ class CairnSaver(BaseCheckpointSaver[int]):
                 while True:
                     page: models.Page[models.Checkpoint] = yield _Page(extra, after)
                     partial.extend(page.items)
-                    if len(page.items) < extra.size or not page.items:
+                    after = page.after(extra.size)
+                    if after is None:
                         break
-                    after = page.items[-1].id
             seen: set[str] = set()
             after = None
             while True:
@@ -1128,7 +1128,8 @@ class CairnSaver(BaseCheckpointSaver[int]):
                     while partial and partial[0].sequence > checkpoint.sequence:
                         batch.append(partial.popleft())
                     batch.append(checkpoint)
-                last = len(page.items) < spec.size or not page.items
+                following = page.after(spec.size)
+                last = following is None
                 if last:
                     batch.extend(partial)
                 for checkpoint in batch:
@@ -1150,7 +1151,7 @@ class CairnSaver(BaseCheckpointSaver[int]):
                             return False
                 if last:
                     return False
-                after = page.items[-1].id
+                after = following
         except errors.NotFound:
             self._forget(thread_id)  # the execution went
             return not produced
@@ -1176,9 +1177,9 @@ class CairnSaver(BaseCheckpointSaver[int]):
             for checkpoint in page.items:
                 if checkpoint.key is not None:
                     yield from self._copy_one(target, checkpoint)
-            if len(page.items) < spec.size or not page.items:
+            after = page.after(spec.size)
+            if after is None:
                 return None
-            after = page.items[-1].id
 
     def _copy_one(self, target: str, checkpoint: models.Checkpoint) -> _Flow[None]:
         try:
@@ -1231,9 +1232,9 @@ class CairnSaver(BaseCheckpointSaver[int]):
         while True:
             page: models.Page[models.Checkpoint] = yield _Page(spec, after)
             found.extend(page.items)
-            if len(page.items) < spec.size or not page.items:
+            after = page.after(spec.size)
+            if after is None:
                 return found
-            after = page.items[-1].id
 
     def _delete_checkpoints(self, execution_id: str, doomed: Sequence[models.Checkpoint]) -> _Flow[None]:
         """Deletes these checkpoints with their writes, newest first (so that the
@@ -1294,9 +1295,9 @@ class CairnSaver(BaseCheckpointSaver[int]):
                     if tup is not None and tup.metadata.get("run_id") in wanted:
                         doomed[checkpoint.id] = checkpoint
                 yield from self._delete_checkpoints(execution.id, builtins.list(doomed.values()))
-            if len(page.items) < spec.size or not page.items:
+            after = page.after(spec.size)
+            if after is None:
                 return None
-            after = page.items[-1].id
 
     def _complete_flow(self, config: RunnableConfig, output: Any) -> _Flow[models.Execution]:
         thread_id = _thread_of(config)

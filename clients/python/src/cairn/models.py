@@ -255,3 +255,15 @@ class Page(Model, Generic[T]):
 
     items: list[T]
     total: int
+    #: Checkpoint lists say where the next page starts (``None`` at the end): a
+    #: metadata-filtered page may hold fewer items than asked, even none, and not be last.
+    next_starting_after: str | None = None
+
+    def after(self, size: int) -> str | None:
+        """Where the page after this one starts, for a list of pages of ``size``; ``None``
+        when this one is the last."""
+        if "next_starting_after" in self.model_fields_set:
+            return self.next_starting_after
+        if len(self.items) < size or not self.items:
+            return None
+        return str(getattr(self.items[-1], "id"))  # noqa: B009 (every listed model has an id)
