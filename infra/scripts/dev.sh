@@ -41,6 +41,7 @@ key=$("$admin" demo --key-file "$LOCAL/demo-key")
 cat >&2 <<BANNER
 
   Cairn is starting on http://127.0.0.1:$API_PORT/api/v1
+  The dashboard: http://127.0.0.1:$API_PORT/ (sign in with the key below)
 
   Demo API key (with 1000 credits; tenant id and key are in .local/demo-key):
 

@@ -9,6 +9,7 @@ LOCALSTRIPE_VERSION=1.15.10     # PyPI package localstripe (a stateful Stripe fa
 CFN_LINT_VERSION=1.51.0         # PyPI package cfn-lint (checks template.yaml)
 SCHEMATHESIS_VERSION=4.32.5     # PyPI package schemathesis (fuzzes the API from infra/openapi.yaml)
 SAM_CLI_VERSION=1.170.0         # PyPI package aws-sam-cli (sam validate, sam build)
+CHROMIUM_VERSION=156.0.8078.79-1~deb12u1   # Debian package chromium (bookworm-security), for the dashboard's browser tests
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 
@@ -56,6 +57,32 @@ client_venv() {
   [ -x "$venv/bin/pip" ] || python3 -m venv "$venv"
   "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$dir/requirements-dev.txt" >&2
   "$venv/bin/pip" install --quiet --disable-pip-version-check --no-build-isolation --no-deps -e "$dir" >&2
+  echo "$want" >"$venv/.installed"
+}
+
+# Debian's Chromium for the dashboard's browser tests (nothing downloads a browser):
+# installed with apt when /usr/bin/chromium is missing, at the pinned version when the
+# archive still has it (security updates replace it; then the archive's current one).
+ensure_chromium() {
+  if [ -x /usr/bin/chromium ]; then return 0; fi
+  log "installing Debian's chromium ($CHROMIUM_VERSION) for the dashboard's browser tests"
+  local sudo=""
+  [ "$(id -u)" = 0 ] || sudo="sudo"
+  $sudo apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "chromium=$CHROMIUM_VERSION" >&2 ||
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends chromium >&2
+}
+
+# Playwright for Python (pinned, tests/browser/requirements.txt) in a venv of its own;
+# it drives /usr/bin/chromium and never downloads a browser.
+browser_venv() {
+  local venv="$LOCAL/browser-venv" want
+  want=$(sha256sum <"$ROOT/tests/browser/requirements.txt" | cut -c1-64)
+  if [ -x "$venv/bin/pytest" ] && [ "$(cat "$venv/.installed" 2>/dev/null)" = "$want" ]; then return 0; fi
+  log "installing Playwright for Python (tests/browser/requirements.txt) into .local/browser-venv"
+  [ -x "$venv/bin/pip" ] || python3 -m venv "$venv"
+  PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 "$venv/bin/pip" install --quiet --disable-pip-version-check \
+    -r "$ROOT/tests/browser/requirements.txt" >&2
   echo "$want" >"$venv/.installed"
 }
 
@@ -118,19 +145,23 @@ export_local_aws() {
 }
 
 # Sends one unauthenticated request to each area under base URL $1 until each answers
-# 401 (its function instance is up); at most 180 seconds in all.
+# 401 (its function instance is up), or 200 for an area given as a whole URL (a public
+# page); at most 180 seconds in all.
 warm_up() {
   python3 - "$@" <<'PY'
 import sys, time, urllib.request, urllib.error
 base, areas = sys.argv[1], sys.argv[2:]
 deadline = time.time() + 180
 for area in areas:
+    public = area.startswith("http")
     while True:
         try:
-            urllib.request.urlopen(f"{base}/{area}", timeout=60)
+            urllib.request.urlopen(area if public else f"{base}/{area}", timeout=60)
+            if public:
+                break
             sys.exit(f"{area}: answered without a key")
         except urllib.error.HTTPError as e:
-            if e.code == 401:
+            if e.code == 401 and not public:
                 break
         except OSError:
             pass

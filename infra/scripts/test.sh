@@ -82,7 +82,8 @@ export CAIRN_API_URL="http://127.0.0.1:$api_port/api/v1"
 # Start every function's instance now: cargo lambda watch starts one with `cargo run`,
 # which would wait for cargo's locks while `cargo test` below holds them.
 log "starting the function instances"
-warm_up "$CAIRN_API_URL" workflows executions checkpoints failures billing/balance keys || { tail -n 30 "$run_dir/watch.log" >&2; exit 1; }
+warm_up "$CAIRN_API_URL" workflows executions checkpoints failures billing/balance keys \
+  "http://127.0.0.1:$api_port/dashboard" || { tail -n 30 "$run_dir/watch.log" >&2; exit 1; }
 export CAIRN_WATCH_LOG="$run_dir/watch.log"
 
 log "cargo test"
@@ -109,6 +110,24 @@ if [ $# -eq 0 ] || [ "${CAIRN_CLIENT:-}" = 1 ]; then
   fi
   tail -n 1 "$run_dir/python.log" >&2
   [ -f "$report" ] && cat "$report" >&2
+fi
+
+# The dashboard in a real browser (Debian's Chromium driven by Playwright) against the
+# same stack; a screenshot of every page it visits is kept in target/dashboard-screenshots.
+if [ $# -eq 0 ] || [ "${CAIRN_BROWSER:-}" = 1 ]; then
+  ensure_chromium
+  browser_venv
+  log "the dashboard in headless Chromium ($(/usr/bin/chromium --version 2>/dev/null | head -n 1))"
+  rm -rf "$target_dir/dashboard-screenshots"
+  if ! (cd tests/browser && CAIRN_TEST_ADMIN="$target_dir/debug/cairn-admin" \
+      CAIRN_DASHBOARD_URL="http://127.0.0.1:$api_port/dashboard" CAIRN_SCREENSHOTS="$target_dir/dashboard-screenshots" CAIRN_BROWSER_REQUIRED=1 \
+      "$LOCAL/browser-venv/bin/pytest" -q -p no:cacheprovider) >"$run_dir/browser.log" 2>&1; then
+    tail -n 80 "$run_dir/browser.log" >&2
+    KEEP_TEST_LOGS=1
+    exit 1
+  fi
+  tail -n 1 "$run_dir/browser.log" >&2
+  echo "screenshots: $target_dir/dashboard-screenshots" >&2
 fi
 
 # schemathesis against the running stack, as two tenants that must not see each other's
@@ -145,6 +164,7 @@ fi
 log "checking the run's logs for API keys and Stripe secrets"
 logs=("$run_dir/watch.log" "$run_dir/test.log" "$run_dir/localstripe.log")
 [ -f "$run_dir/python.log" ] && logs+=("$run_dir/python.log")
+[ -f "$run_dir/browser.log" ] && logs+=("$run_dir/browser.log")
 leaks=$(grep -E -o -h 'cairn_[0-9A-Za-z]{43}' "${logs[@]}" | sort -u | head -n 5 || true)
 for secret in "$STRIPE_WEBHOOK_SECRET" "$STRIPE_SECRET_KEY"; do
   if grep -F -q -- "$secret" "${logs[@]}"; then leaks+=$'\n'"a Stripe secret (${secret:0:8}...)"; fi

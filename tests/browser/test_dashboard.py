@@ -1,0 +1,296 @@
+"""The tenant dashboard in a real browser (Debian's Chromium through Playwright).
+
+A fresh tenant is made with cairn-admin and given data through the API (httpx); then the
+dashboard is driven as a person would: sign in, executions, an execution's checkpoints
+and state, replay, failures, workflows, billing, API keys, sign out. Every page visited is
+saved as a full-page screenshot (1280x900, and the executions list and an execution page
+again at 390x844). The page's console must show no JS error and no CSP violation.
+
+Run (with the stack serving /dashboard/ and /api/v1):
+
+    CAIRN_DASHBOARD_URL=http://127.0.0.1:3000/dashboard \
+    CAIRN_API_URL=http://127.0.0.1:3000/api/v1 \
+    CAIRN_TEST_ADMIN=target/debug/cairn-admin \
+    pytest tests/browser -m browser
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+from urllib.parse import urljoin
+
+import pytest
+from conftest import DESKTOP, PHONE, Api, Console, Seeded, Tenant
+from playwright.sync_api import Locator, Page, expect
+
+pytestmark = pytest.mark.browser
+
+SECRET = re.compile(r"^cairn_[0-9A-Za-z]{43}$")
+
+
+def tid(page: Page | Locator, testid: str, **data: object) -> Locator:
+    """The element(s) with data-testid=testid and data-<name>=value for each keyword."""
+    selector = f'[data-testid="{testid}"]' + "".join(f'[data-{k.replace("_", "-")}="{v}"]' for k, v in data.items())
+    return page.locator(selector)
+
+
+def at(dashboard_url: str, route: str) -> str:
+    """The dashboard's URL with a hash route (works for .../dashboard and .../dashboard/)."""
+    return dashboard_url.split("#", 1)[0] + "#" + route
+
+
+def csp_violations(page: Page) -> list[str]:
+    return page.evaluate("window.__cspViolations || []")
+
+
+def no_horizontal_overflow(page: Page) -> None:
+    """At phone width the page itself never scrolls sideways (tables scroll in their box)."""
+    widths = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+    assert widths[0] <= widths[1], f"the page is {widths[0]} px wide at {widths[1]} px"
+
+
+def sign_in(page: Page, dashboard_url: str, key: str) -> None:
+    page.goto(dashboard_url)
+    expect(page).to_have_url(re.compile(r"#/signin$"))
+    tid(page, "signin-key").fill(key)
+    tid(page, "signin-submit").click()
+    expect(page).to_have_url(re.compile(r"#/executions$"))
+    expect(tid(page, "signout")).to_be_visible()
+
+
+def test_signin_page_loads_clean(
+    page: Page, dashboard_url: str, console: Console, screenshot: Callable[[Page, str], Path]
+) -> None:
+    response = page.goto(dashboard_url)
+    assert response is not None and response.ok, response
+    csp = response.headers.get("content-security-policy", "")
+    for directive in ("default-src 'none'", "script-src 'self'", "style-src 'self'", "connect-src 'self'"):
+        assert directive in csp, f"index.html is served without {directive!r}: {csp!r}"
+    for asset, kind in (("app.js", "javascript"), ("app.css", "css")):
+        answer = page.request.get(urljoin(dashboard_url, f"/dashboard/{asset}"))
+        assert answer.status == 200, f"{asset}: {answer.status}"
+        assert kind in answer.headers.get("content-type", ""), f"{asset}: {answer.headers.get('content-type')}"
+
+    expect(page).to_have_url(re.compile(r"#/signin$"))
+    expect(tid(page, "signin-key")).to_be_visible()
+    expect(tid(page, "signin-key")).to_be_focused()
+    expect(tid(page, "signout")).to_be_hidden()
+    expect(tid(page, "error")).to_be_hidden()
+    screenshot(page, "signin")
+
+    # A key that is not one: the API's 401 is shown, and nothing is kept.
+    tid(page, "signin-key").fill("cairn_" + "x" * 43)
+    tid(page, "signin-submit").click()
+    expect(tid(page, "error")).to_be_visible()
+    expect(tid(page, "error")).to_contain_text("not accepted")
+    expect(page).to_have_url(re.compile(r"#/signin$"))
+    assert page.evaluate("sessionStorage.length") == 0
+    console.expect_failure("/billing/balance", 401)
+
+    # A signed-out visit to a page goes to sign-in.
+    page.goto(at(dashboard_url, "/keys"))
+    expect(page).to_have_url(re.compile(r"#/signin$"))
+
+    assert csp_violations(page) == []
+    console.assert_clean()
+
+
+def test_dashboard_walkthrough(
+    page: Page,
+    dashboard_url: str,
+    api: Api,
+    tenant: Tenant,
+    seeded: Seeded,
+    console: Console,
+    screenshot: Callable[[Page, str], Path],
+) -> None:
+    # ---- sign in: the executions list, the home page
+    sign_in(page, dashboard_url, tenant.key)
+    assert page.evaluate("Object.keys(sessionStorage)") == ["cairn.apiKey"]
+    assert page.evaluate("localStorage.length") == 0
+    assert page.context.cookies() == []
+    expect(tid(page, "nav-executions")).to_have_attribute("aria-current", "page")
+    expect(tid(page, "executions-table")).to_be_visible()
+    paused_row = tid(page, "execution-row", id=seeded.paused_id)
+    expect(paused_row).to_be_visible()
+    expect(tid(paused_row, "execution-status")).to_have_text("paused")
+    expect(tid(tid(page, "execution-row", id=seeded.failed_id), "execution-status")).to_have_text("failed")
+    screenshot(page, "executions")
+
+    # filters live in the hash
+    tid(page, "execution-filter-status").select_option("failed")
+    tid(page, "execution-filter-submit").click()
+    expect(page).to_have_url(re.compile(r"#/executions\?status=failed$"))
+    expect(tid(page, "execution-row", id=seeded.failed_id)).to_be_visible()
+    expect(tid(page, "execution-row", id=seeded.paused_id)).to_have_count(0)
+    page.goto(at(dashboard_url, "/executions"))
+
+    # ---- one execution: fields, checkpoints, state
+    tid(page, "execution-row", id=seeded.paused_id).get_by_role("link", name=seeded.paused_id).click()
+    expect(page).to_have_url(re.compile(rf"#/executions/{seeded.paused_id}$"))
+    expect(tid(page, "execution-status")).to_have_text("paused")
+    expect(tid(page, "execution-attempt")).to_have_text("1")
+    expect(tid(page, "checkpoint-row")).to_have_count(2)
+    first, second = seeded.checkpoint_ids
+    expect(tid(page, "checkpoint-row", id=first)).to_have_attribute("data-sequence", "1")
+    expect(tid(page, "checkpoint-row", id=second)).to_have_attribute("data-sequence", "2")
+    expect(tid(page, "checkpoint-row", id=second)).to_have_attribute("data-current", "true")
+    expect(tid(page, "execution-input")).to_contain_text('"ticket": 4711')
+
+    tid(tid(page, "checkpoint-row", sequence=1), "view-state").click()
+    expect(tid(page, "state-view")).to_be_visible()
+    expect(tid(page, "state-view")).to_contain_text('"step": 1')
+    expect(tid(page, "state-view")).to_have_attribute("data-checkpoint-id", first)
+    screenshot(page, "execution")
+
+    # replay from the first checkpoint: Escape cancels, OK replays
+    replay = tid(tid(page, "checkpoint-row", sequence=1), "replay-here")
+    replay.click()
+    expect(tid(page, "confirm-ok")).to_be_visible()
+    expect(tid(page, "confirm-cancel")).to_be_focused()
+    page.keyboard.press("Escape")
+    expect(tid(page, "confirm-ok")).to_be_hidden()
+    expect(tid(page, "execution-status")).to_have_text("paused")
+
+    replay.click()
+    tid(page, "confirm-ok").click()
+    expect(tid(page, "execution-status")).to_have_text("running")
+    expect(tid(page, "execution-attempt")).to_have_text("2")
+    expect(tid(page, "notice")).to_contain_text("attempt 2")
+    execution = api.call("GET", f"/executions/{seeded.paused_id}")
+    assert (execution["status"], execution["attempt"]) == ("running", 2)
+
+    # a replay of a running execution is refused: the API's detail is shown
+    tid(tid(page, "checkpoint-row", sequence=1), "replay-here").click()
+    tid(page, "confirm-ok").click()
+    expect(tid(page, "error")).to_be_visible()
+    expect(tid(page, "error")).not_to_be_empty()
+    console.expect_failure(f"/executions/{seeded.paused_id}/replay", 409)
+
+    # ---- failures: stats, list, one failure, resolve
+    tid(page, "nav-failures").click()
+    expect(page).to_have_url(re.compile(r"#/failures$"))
+    expect(tid(page, "stats-open")).to_have_text("1")
+    expect(tid(page, "stats-rate")).to_contain_text("%")
+    failure_row = tid(page, "failure-row", id=seeded.failure_id)
+    expect(tid(failure_row, "failure-status")).to_have_text("open")
+    screenshot(page, "failures")
+    failure_row.get_by_role("link", name=seeded.failure_id).click()
+    expect(page).to_have_url(re.compile(rf"#/failures/{seeded.failure_id}$"))
+    expect(tid(page, "failure-traceback")).to_have_text("Traceback: boom")
+    expect(page.get_by_text("boom", exact=False).first).to_be_visible()
+    screenshot(page, "failure")
+    tid(page, "failure-resolve").click()
+    expect(tid(page, "failure-status")).to_have_text("resolved")
+    expect(tid(page, "failure-resolve")).to_be_disabled()
+    assert api.call("GET", f"/failures/{seeded.failure_id}")["status"] == "resolved"
+
+    # ---- API keys: create (secret once), copy, revoke; the last key cannot go
+    tid(page, "nav-keys").click()
+    expect(page).to_have_url(re.compile(r"#/keys$"))
+    expect(tid(page, "key-row").first).to_be_visible()
+    screenshot(page, "keys")
+    tid(page, "key-create-name").fill("browser test key")
+    tid(page, "key-create-submit").click()
+    secret_box = tid(page, "key-secret")
+    expect(secret_box).to_be_visible()
+    secret = secret_box.inner_text().strip()
+    assert SECRET.match(secret), "the secret shown is not a Cairn key"
+    key_id = secret_box.get_attribute("data-key-id")
+    assert key_id
+    assert api.status_with_key(secret) == 200
+    tid(page, "key-copy").click()
+    expect(tid(page, "key-copy")).to_have_text(re.compile(r"^(Copied|Selected)"))
+    screenshot(page, "keys-created")
+
+    new_row = tid(page, "key-row", id=key_id)
+    expect(new_row).to_have_attribute("data-live", "true")
+    tid(new_row, "key-revoke").click()
+    expect(tid(page, "confirm-ok")).to_be_visible()
+    tid(page, "confirm-ok").click()
+    expect(new_row).to_have_attribute("data-live", "false")
+    assert api.status_with_key(secret) == 401
+
+    live = tid(page, "key-row", live="true")
+    expect(live).to_have_count(1)
+    tid(live, "key-revoke").click()
+    tid(page, "confirm-ok").click()
+    expect(tid(page, "error")).to_be_visible()
+    expect(tid(page, "error")).not_to_be_empty()
+    console.expect_failure("/keys/", 409)
+    expect(tid(page, "signout")).to_be_visible()  # still signed in
+    assert api.status_with_key(tenant.key) == 200
+
+    # ---- workflows: list, create, publish
+    tid(page, "nav-workflows").click()
+    expect(page).to_have_url(re.compile(r"#/workflows$"))
+    expect(tid(page, "workflow-row", id=seeded.workflow_id)).to_be_visible()
+    screenshot(page, "workflows")
+    tid(page, "workflow-create-name").fill("Made in the browser")
+    tid(page, "workflow-create-type").select_option("langgraph")
+    tid(page, "workflow-create-definition").fill('{"nodes": ["plan", "act"]}')
+    tid(page, "workflow-create-submit").click()
+    expect(page).to_have_url(re.compile(r"#/workflows/wf_"))
+    expect(page.get_by_role("heading", level=1)).to_have_text("Made in the browser")
+    expect(tid(page, "workflow-status").first).to_have_text("draft")
+    tid(page, "workflow-publish").click()
+    expect(tid(page, "workflow-status").first).to_have_text("published")
+    screenshot(page, "workflow")
+
+    # ---- billing: balance, transactions, subscription, top-up
+    console.expect_failure("/billing/subscriptions/status", 404)  # never subscribed
+    tid(page, "nav-billing").click()
+    expect(page).to_have_url(re.compile(r"#/billing$"))
+    credits = api.call("GET", "/billing/balance")["credits_balance"]
+    expect(tid(page, "balance")).to_have_text(f"{credits:,}")
+    expect(tid(page, "transaction-row").first).to_be_visible()
+    expect(tid(page, "plan-pro")).to_be_visible()
+    tid(page, "topup-amount").fill("5")
+    console.expect_failure("/billing/topup")  # 503 where the stack has no Stripe key
+    tid(page, "topup-submit").click()
+    answered = page.locator('[data-testid="topup-result"]:visible, [data-testid="error"]:visible')
+    expect(answered.first).to_be_visible()
+    screenshot(page, "billing")
+
+    # ---- the phone width
+    page.set_viewport_size(PHONE)
+    page.goto(at(dashboard_url, "/executions"))
+    expect(tid(page, "execution-row", id=seeded.paused_id)).to_be_visible()
+    expect(tid(page, "nav-keys")).to_be_visible()
+    no_horizontal_overflow(page)
+    screenshot(page, "executions-390")
+    page.goto(at(dashboard_url, f"/executions/{seeded.paused_id}"))
+    expect(tid(page, "checkpoint-row")).to_have_count(2)
+    no_horizontal_overflow(page)
+    screenshot(page, "execution-390")
+    page.set_viewport_size(DESKTOP)
+
+    # ---- sign out
+    tid(page, "signout").click()
+    expect(page).to_have_url(re.compile(r"#/signin$"))
+    expect(tid(page, "signin-key")).to_be_visible()
+    assert page.evaluate("sessionStorage.length") == 0
+    page.goto(at(dashboard_url, "/executions"))
+    expect(page).to_have_url(re.compile(r"#/signin$"))
+
+    assert csp_violations(page) == []
+    console.assert_clean()
+
+
+def test_revoked_key_goes_back_to_signin(
+    page: Page, dashboard_url: str, api: Api, seeded: Seeded, console: Console
+) -> None:
+    """Any 401 ends the session: a key revoked elsewhere sends the page to sign-in."""
+    made = api.call("POST", "/keys", json={"name": "revoked elsewhere"}, expect=(201,))
+    sign_in(page, dashboard_url, made["key"])
+    api.call("DELETE", f"/keys/{made['id']}", expect=(204,))
+    console.expect_failure("/api/v1/", 401)
+    tid(page, "nav-failures").click()
+    expect(page).to_have_url(re.compile(r"#/signin$"))
+    expect(tid(page, "error")).to_be_visible()
+    expect(tid(page, "error")).to_contain_text("Sign in again")
+    assert page.evaluate("sessionStorage.length") == 0
+    assert csp_violations(page) == []
+    console.assert_clean()

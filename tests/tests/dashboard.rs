@@ -1,0 +1,88 @@
+//! The dashboard function: the page and its assets, `/` sending browsers there, and the
+//! security headers on every answer. In process and through `cargo lambda watch` (the
+//! page's behaviour in a real browser is tests/browser).
+
+use axum::body::Body;
+use http::{Method, Request, StatusCode, header};
+use tower::ServiceExt;
+
+struct Answer {
+    status: StatusCode,
+    headers: http::HeaderMap,
+    body: String,
+}
+
+async fn in_process(method: Method, path: &str) -> Answer {
+    let app = dashboard::app(&dashboard::Config { stripe_publishable_key: None });
+    let request = Request::builder().method(method).uri(path).body(Body::empty()).expect("request");
+    let response = app.oneshot(request).await.expect("answer");
+    let (parts, body) = response.into_parts();
+    let body = axum::body::to_bytes(body, usize::MAX).await.expect("body");
+    Answer { status: parts.status, headers: parts.headers, body: String::from_utf8_lossy(&body).into_owned() }
+}
+
+async fn over_http(method: Method, path: &str) -> Answer {
+    let url = std::env::var("CAIRN_API_URL").expect("CAIRN_API_URL is set by make test");
+    let origin = url.strip_suffix("/api/v1").unwrap_or(&url).to_owned();
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(std::time::Duration::from_secs(60))
+        .build()
+        .expect("client");
+    let response = client.request(method, format!("{origin}{path}")).send().await.expect("the local API answers");
+    let (status, headers) = (response.status(), response.headers().clone());
+    Answer { status, headers, body: response.text().await.expect("body") }
+}
+
+async fn serves_the_page_its_assets_and_the_redirect<F, Fut>(get: F)
+where
+    F: Fn(Method, &'static str) -> Fut,
+    Fut: std::future::Future<Output = Answer>,
+{
+    let page = get(Method::GET, "/dashboard").await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(page.headers[header::CONTENT_TYPE].to_str().expect("type").starts_with("text/html"));
+    assert!(page.body.contains("/dashboard/app.js") && page.body.contains("/dashboard/app.css"), "{}", page.body);
+    assert!(!page.body.contains("<script>") && !page.body.contains(" style="), "no inline script or style");
+    for answer in [&page, &get(Method::GET, "/dashboard/app.js").await, &get(Method::GET, "/dashboard/nope").await] {
+        let csp = answer.headers[header::CONTENT_SECURITY_POLICY].to_str().expect("csp");
+        assert_eq!(csp, dashboard::CONTENT_SECURITY_POLICY);
+        assert!(csp.contains("script-src 'self'") && csp.contains("frame-ancestors 'none'"));
+        assert_eq!(answer.headers[header::X_CONTENT_TYPE_OPTIONS], "nosniff");
+    }
+    let script = get(Method::GET, "/dashboard/app.js").await;
+    assert_eq!(script.status, StatusCode::OK);
+    assert!(script.headers[header::CONTENT_TYPE].to_str().expect("type").starts_with("text/javascript"));
+    let style = get(Method::GET, "/dashboard/app.css").await;
+    assert!(style.headers[header::CONTENT_TYPE].to_str().expect("type").starts_with("text/css"));
+    let config = get(Method::GET, "/dashboard/config.json").await;
+    assert_eq!(config.body, r#"{"stripe_publishable_key":null}"#);
+    let root = get(Method::GET, "/").await;
+    assert!(root.status.is_redirection(), "{}", root.status);
+    assert_eq!(root.headers[header::LOCATION], "/dashboard");
+    assert_eq!(get(Method::GET, "/dashboard/secrets.txt").await.status, StatusCode::NOT_FOUND);
+    assert_eq!(get(Method::POST, "/dashboard").await.status, StatusCode::METHOD_NOT_ALLOWED);
+}
+
+#[tokio::test]
+async fn in_process_the_page_its_assets_and_the_redirect() {
+    serves_the_page_its_assets_and_the_redirect(in_process).await;
+}
+
+#[tokio::test]
+async fn over_http_the_page_its_assets_and_the_redirect() {
+    serves_the_page_its_assets_and_the_redirect(over_http).await;
+}
+
+#[test]
+fn a_publishable_key_reaches_the_page_and_nothing_else_does() {
+    let config = dashboard::Config { stripe_publishable_key: Some("pk_test_123".to_owned()) };
+    let runtime = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
+    let body = runtime.block_on(async {
+        let app = dashboard::app(&config);
+        let request = Request::builder().uri("/dashboard/config.json").body(Body::empty()).expect("request");
+        let response = app.oneshot(request).await.expect("answer");
+        axum::body::to_bytes(response.into_body(), usize::MAX).await.expect("body")
+    });
+    assert_eq!(&body[..], br#"{"stripe_publishable_key":"pk_test_123"}"#);
+}
