@@ -261,7 +261,22 @@ pub fn presented_key(headers: &HeaderMap) -> Option<&str> {
 /// [`ApiError::Unavailable`] when the key cannot be looked up.
 pub async fn authenticate(client: &Client, tables: &Tables, headers: &HeaderMap) -> Result<TenantId, ApiError> {
     let key = presented_key(headers).filter(|k| is_well_formed_key(k)).ok_or(ApiError::Unauthorized)?;
-    let item = get_item(client, tables.name(Table::ApiKeys), &[("key_hash", &hash_key(key))]).await?;
+    tenant_of(client, tables, &hash_key(key)).await
+}
+
+/// The hash of the request's API key, when it presents a well-formed one.
+#[must_use]
+pub fn presented_hash(headers: &HeaderMap) -> Option<String> {
+    presented_key(headers).filter(|k| is_well_formed_key(k)).map(hash_key)
+}
+
+/// The tenant of the live key whose hash is `hash` (one consistent read).
+///
+/// # Errors
+/// [`ApiError::Unauthorized`] for an unknown or revoked key; [`ApiError::Unavailable`]
+/// when the key cannot be looked up.
+pub async fn tenant_of(client: &Client, tables: &Tables, hash: &str) -> Result<TenantId, ApiError> {
+    let item = get_item(client, tables.name(Table::ApiKeys), &[("key_hash", hash)]).await?;
     let Some(item) = item else { return Err(ApiError::Unauthorized) };
     let record: ApiKeyRecord = serde_dynamo::from_item(item).map_err(crate::dynamo::StoreError::from)?;
     if record.revoked_at.is_some() {
@@ -286,6 +301,9 @@ pub struct AuthState {
     /// calling API Gateway's own endpoint; other requests are answered 404 before any
     /// DynamoDB call.
     pub origin_secret: Option<String>,
+    /// Tenants of keys this instance has seen live (by key hash): a warm instance starts
+    /// a read's own work at once and checks the key in parallel ([`crate::http`]).
+    pub known: KnownKeys,
 }
 
 impl AuthState {
@@ -294,7 +312,47 @@ impl AuthState {
     #[must_use]
     pub fn new(client: Client, tables: Tables) -> Self {
         let origin_secret = std::env::var("ORIGIN_VERIFY_SECRET").ok().filter(|s| !s.is_empty());
-        Self { client, tables, rate_limit: crate::rate_limit::per_minute_from_env(), origin_secret }
+        Self {
+            client,
+            tables,
+            rate_limit: crate::rate_limit::per_minute_from_env(),
+            origin_secret,
+            known: KnownKeys::default(),
+        }
+    }
+}
+
+/// Key hash -> tenant, of keys an instance has seen live. Never a reason to accept a key
+/// by itself: every request still reads the key's item (in parallel with a read's own
+/// work, before a write's), so a revoked key is refused on its very next request.
+#[derive(Debug, Clone, Default)]
+pub struct KnownKeys(std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, TenantId>>>);
+
+impl KnownKeys {
+    /// Keys one instance remembers at most (then it starts over).
+    const MAX: usize = 10_000;
+
+    /// The tenant last seen for this key hash.
+    #[must_use]
+    pub fn get(&self, hash: &str) -> Option<TenantId> {
+        self.0.lock().ok()?.get(hash).cloned()
+    }
+
+    /// Remembers that `hash` was a live key of `tenant`.
+    pub fn remember(&self, hash: &str, tenant: &TenantId) {
+        if let Ok(mut known) = self.0.lock() {
+            if known.len() >= Self::MAX {
+                known.clear();
+            }
+            known.insert(hash.to_owned(), tenant.clone());
+        }
+    }
+
+    /// Forgets `hash` (refused).
+    pub fn forget(&self, hash: &str) {
+        if let Ok(mut known) = self.0.lock() {
+            known.remove(hash);
+        }
     }
 }
 

@@ -13,7 +13,7 @@ use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::compression::CompressionLayer;
 
 use crate::TenantId;
-use crate::auth::{AuthState, authenticate};
+use crate::auth::AuthState;
 use crate::error::ApiError;
 
 /// The version prefix of every path.
@@ -83,28 +83,61 @@ fn panic_response(_panic: Box<dyn std::any::Any + Send + 'static>) -> Response {
 }
 
 async fn require_api_key(State(auth): State<AuthState>, mut request: Request, next: Next) -> Response {
-    let tenant = match authenticate(&auth.client, &auth.tables, request.headers()).await {
-        Ok(tenant) => tenant,
-        Err(error) => return error.into_response(),
+    let Some(hash) = crate::auth::presented_hash(request.headers()) else {
+        return ApiError::Unauthorized.into_response();
     };
-    let standing = if auth.rate_limit == 0 {
-        None
-    } else {
-        let now = chrono::Utc::now().timestamp();
-        match crate::rate_limit::count(&auth.client, &auth.tables, &tenant, auth.rate_limit, now).await {
-            Ok(standing) => Some(standing),
-            Err(error) => {
-                // The limit protects the service; a failure to count does not refuse work.
-                tracing::warn!(error = %error, "rate limit not counted");
-                None
+    // A read on a warm instance that has seen this key starts its own work at once; the
+    // key's item is read in parallel and the answer is given only when both are back
+    // (a refused key gets 401, the work's answer is dropped: a read changes nothing).
+    // Anything else reads the key first, so no write ever runs for a refused key.
+    let read = matches!(*request.method(), http::Method::GET | http::Method::HEAD);
+    let known = if read { auth.known.get(&hash) } else { None };
+    let check_later = known.is_some();
+    let tenant = match known {
+        Some(tenant) => tenant,
+        None => match crate::auth::tenant_of(&auth.client, &auth.tables, &hash).await {
+            Ok(tenant) => {
+                auth.known.remember(&hash, &tenant);
+                tenant
             }
+            Err(error) => {
+                auth.known.forget(&hash);
+                return error.into_response();
+            }
+        },
+    };
+    request.extensions_mut().insert(tenant.clone());
+    let expected = tenant.clone();
+    let verify = async {
+        if !check_later {
+            return Ok(());
+        }
+        match crate::auth::tenant_of(&auth.client, &auth.tables, &hash).await {
+            Ok(live) if live == expected => Ok(()),
+            Ok(_) => Err(ApiError::Unauthorized),
+            Err(error) => Err(error),
         }
     };
-    let mut response = match standing {
-        Some(standing) if standing.exceeded => ApiError::RateLimited { retry_after: standing.reset }.into_response(),
-        _ => {
-            request.extensions_mut().insert(tenant.clone());
-            next.run(request).await
+    let (mut response, standing) = if read {
+        // The rate-limit count runs beside the read too: a tenant may overshoot its limit
+        // by the reads already in flight (README, "Rate limit").
+        let (response, standing, verified) = tokio::join!(next.run(request), count(&auth, &tenant), verify);
+        if let Err(error) = verified {
+            auth.known.forget(&hash);
+            return error.into_response();
+        }
+        match standing {
+            Some(standing) if standing.exceeded => {
+                (ApiError::RateLimited { retry_after: standing.reset }.into_response(), Some(standing))
+            }
+            _ => (response, standing),
+        }
+    } else {
+        match count(&auth, &tenant).await {
+            Some(standing) if standing.exceeded => {
+                (ApiError::RateLimited { retry_after: standing.reset }.into_response(), Some(standing))
+            }
+            standing => (next.run(request).await, standing),
         }
     };
     if let Some(standing) = standing {
@@ -114,9 +147,22 @@ async fn require_api_key(State(auth): State<AuthState>, mut request: Request, ne
     response
 }
 
-/// Sets the request id for the request's task, adds `X-Request-Id`, writes the access
-/// log line (request id, tenant, method, route, status, latency, DynamoDB capacity) and
-/// publishes the request's metrics.
+/// Counts the request in the tenant's rate-limit window (`None`: not limited, or the
+/// count failed, which is logged and lets the request through).
+async fn count(auth: &AuthState, tenant: &TenantId) -> Option<crate::rate_limit::Standing> {
+    if auth.rate_limit == 0 {
+        return None;
+    }
+    let now = chrono::Utc::now().timestamp();
+    match crate::rate_limit::count(&auth.client, &auth.tables, tenant, auth.rate_limit, now).await {
+        Ok(standing) => Some(standing),
+        Err(error) => {
+            tracing::warn!(error = %error, "rate limit not counted");
+            None
+        }
+    }
+}
+
 async fn request_context(request: Request, next: Next) -> Response {
     let started = Instant::now();
     let request_id = request
@@ -190,6 +236,7 @@ mod tests {
             tables: Tables::new("t-"),
             rate_limit: 0,
             origin_secret: Some("s3cret".to_owned()),
+            known: crate::auth::KnownKeys::default(),
         };
         let public = Router::new().route("/hook", axum::routing::get(|| async { "served" }));
         let app = api_with_public(Router::new(), public, auth);

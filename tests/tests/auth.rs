@@ -6,7 +6,10 @@ use api_tests::{Api, Env, both_paths};
 use http::Method;
 use serde_json::json;
 
-both_paths!(every_route_refuses_missing_unknown_revoked_and_basic_credentials);
+both_paths!(
+    every_route_refuses_missing_unknown_revoked_and_basic_credentials,
+    a_key_revoked_while_an_instance_is_warm_is_refused_on_its_very_next_read_and_write,
+);
 
 async fn every_route_refuses_missing_unknown_revoked_and_basic_credentials(api: Api, env: Env) {
     let t = env.tenant().await;
@@ -46,4 +49,24 @@ async fn every_route_refuses_missing_unknown_revoked_and_basic_credentials(api: 
             assert_eq!(reply.header("www-authenticate"), Some("Bearer"), "{method} {path}");
         }
     }
+}
+
+/// A warm instance starts a read's work before the key's item is back (it has seen the
+/// key live): a key revoked meanwhile is still refused on its very next request, read or
+/// write, and the write changes nothing.
+async fn a_key_revoked_while_an_instance_is_warm_is_refused_on_its_very_next_read_and_write(api: Api, env: Env) {
+    let t = env.tenant().await;
+    let now = || shared::time::format(chrono::Utc::now());
+    let (key_id, key) = infra::admin::create_key(&env.client, &env.tables, &t.id, &now()).await.expect("key");
+    for _ in 0..3 {
+        api.get(&key, "/workflows").await.expect(200);
+    }
+    infra::admin::revoke_key(&env.client, &env.tables, key_id.as_str(), &now()).await.expect("revoked");
+    api.get(&key, "/workflows").await.expect_problem(401, "unauthorized");
+    api.get(&key, "/billing/balance").await.expect_problem(401, "unauthorized");
+    let write = api.post(&key, "/workflows", &json!({"name": "after revocation", "workflow_type": "custom"})).await;
+    write.expect_problem(401, "unauthorized");
+    assert_eq!(api.get(&t.key, "/workflows").await.body["total"], 0, "nothing was written");
+    // The tenant's other key goes on working.
+    api.get(&t.key, "/workflows").await.expect(200);
 }

@@ -25,7 +25,13 @@ fn header(response: &http::Response<axum::body::Body>, name: &str) -> Option<u64
 #[tokio::test]
 async fn a_tenant_over_its_limit_gets_429_with_retry_after_and_others_do_not() {
     let env = api_tests::env().await;
-    let auth = AuthState { client: env.client.clone(), tables: env.tables.clone(), rate_limit: 3, origin_secret: None };
+    let auth = AuthState {
+        client: env.client.clone(),
+        tables: env.tables.clone(),
+        rate_limit: 3,
+        origin_secret: None,
+        known: shared::auth::KnownKeys::default(),
+    };
     let app = api(Router::new().route("/api/v1/ping", get(|| async { "pong" })), auth);
     let (a, b) = (env.tenant().await, env.tenant().await);
     for _ in 0..3 {
