@@ -231,13 +231,17 @@ impl Transport {
                     let status = response.status().as_u16();
                     let headers = response.headers().clone();
                     let raw = response.bytes().await.expect("body").to_vec();
-                    // cargo lambda watch now and then answers a GET with a 500 of its own
-                    // (this body; a function's errors are problem+json with a `code`)
-                    // without the function having failed. A GET is safe to send again.
+                    // cargo lambda watch now and then answers a request with a 500 of its
+                    // own (this body; a function's errors are problem+json with a `code`)
+                    // without the function having failed. A GET is safe to send again, and
+                    // so is a POST with an Idempotency-Key (the API answers a repeat with
+                    // the first answer, or runs it if the first never ran).
                     let emulator_failed = status == 500 && raw.starts_with(EMULATOR_500.as_bytes());
-                    if emulator_failed && parts.method == Method::GET && attempt < 2 {
+                    let safe = parts.method == Method::GET
+                        || (parts.method == Method::POST && parts.headers.contains_key("idempotency-key"));
+                    if emulator_failed && safe && attempt < 2 {
                         attempt += 1;
-                        eprintln!("the local gateway answered its own 500 to GET {url}; trying again");
+                        eprintln!("the local gateway answered its own 500 to {} {url}; trying again", parts.method);
                         continue;
                     }
                     break (status, headers, raw);
