@@ -103,7 +103,7 @@ if [ $# -eq 0 ] || [ "${CAIRN_CLIENT:-}" = 1 ]; then
   rm -f "$report"
   if ! (cd clients/python && CAIRN_TEST_ADMIN="$target_dir/debug/cairn-admin" CAIRN_COMPRESS_REQUESTS=0 \
       CAIRN_CONFORMANCE_REPORT="$report" \
-      "$LOCAL/client-venv/bin/pytest" -q -m live -p no:cacheprovider) >"$run_dir/python.log" 2>&1; then
+      "$LOCAL/client-venv/bin/pytest" -q -m live -p no:cacheprovider --tb=short) >"$run_dir/python.log" 2>&1; then
     tail -n 80 "$run_dir/python.log" >&2
     KEEP_TEST_LOGS=1
     exit 1
