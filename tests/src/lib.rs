@@ -217,7 +217,14 @@ impl Transport {
                 (parts.status.as_u16(), parts.headers, raw)
             }
             Self::Http { origin, client } => {
-                let (parts, body) = request.into_parts();
+                let (mut parts, body) = request.into_parts();
+                // Every POST through the local gateway carries an Idempotency-Key (a fresh
+                // one unless the test chose its own), so that the harness may send it again
+                // when the gateway answers with a 500 of its own (below).
+                if parts.method == Method::POST && !parts.headers.contains_key("idempotency-key") {
+                    let key = format!("harness-{}", shared::ids::TransactionId::generate());
+                    parts.headers.insert("idempotency-key", http::HeaderValue::from_str(&key).expect("ascii"));
+                }
                 let url = format!("{origin}{}", parts.uri);
                 let mut attempt = 0;
                 loop {
