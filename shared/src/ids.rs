@@ -218,9 +218,30 @@ pub fn created_between(
     after: Option<DateTime<Utc>>,
     before: Option<DateTime<Utc>>,
 ) -> Option<(String, String)> {
+    created_millis(after, before).map(|(lo, hi)| id_range(prefix, lo, hi))
+}
+
+/// The milliseconds (`lo`, `hi`, inclusive) an id created strictly after `after` and
+/// strictly before `before` can carry, or `None` when there are none (see
+/// [`created_between`]).
+#[must_use]
+pub fn created_millis(after: Option<DateTime<Utc>>, before: Option<DateTime<Utc>>) -> Option<(u64, u64)> {
     let lo = after.map_or(0, |t| t.timestamp_millis().saturating_add(1).max(0));
     let hi = before.map_or(MAX_ID_MS, |t| t.timestamp_millis().saturating_sub(1).min(MAX_ID_MS));
-    (lo <= hi).then(|| (format!("{prefix}_{lo:012x}"), format!("{prefix}_{hi:012x}{}", "f".repeat(20))))
+    (lo <= hi).then(|| (lo.unsigned_abs(), hi.unsigned_abs()))
+}
+
+/// The key range of the ids with `prefix` made in milliseconds `lo` to `hi` (inclusive).
+#[must_use]
+pub fn id_range(prefix: &str, lo: u64, hi: u64) -> (String, String) {
+    (format!("{prefix}_{lo:012x}"), format!("{prefix}_{hi:012x}{}", "f".repeat(20)))
+}
+
+/// The millisecond an id was made in (its first 12 hex digits), whatever its prefix;
+/// 0 for text that is not an id.
+#[must_use]
+pub fn millis_of(id: &str) -> u64 {
+    id.split_once('_').and_then(|(_, hex)| hex.get(..12)).and_then(|ms| u64::from_str_radix(ms, 16).ok()).unwrap_or(0)
 }
 
 /// The `{id}` segment of a request's path, as the client sent it (decoded). A segment

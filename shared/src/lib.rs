@@ -21,6 +21,7 @@ pub mod pagination;
 pub mod query;
 pub mod rate_limit;
 pub mod request_id;
+pub mod spans;
 pub mod time;
 
 pub use auth::TenantId;

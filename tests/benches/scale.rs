@@ -2,7 +2,8 @@
 //! `GET /failures/stats`, `GET /billing/balance`, `GET /executions/{id}`, page 1 of
 //! every list, every list after a cursor (`starting_after`) and the time-filtered lists,
 //! for a tenant with about 100 and with 100,000 items in each list (written in bulk by
-//! copying items the API made, with new keys). Goal: ratio <= 1.1; the deepest page
+//! copying items the API made, with new keys, and setting the span counters of the
+//! copies as the API's writes would). Goal: ratio <= 1.1; the deepest page
 //! allowed is measured at 100,000 items.
 //!
 //! Run with `make bench`.
@@ -85,6 +86,31 @@ async fn grow(bench: &Bench, copies: &[Copies], context: &str, from: u64, to: u6
     }
 }
 
+/// Sets the span counters of the copies (all made in millisecond 0, the time their ids
+/// carry) to `count`, as the API's writes would have: executions under their family and
+/// their workflow's, by status; failures under theirs.
+async fn count_copies(bench: &Bench, execution: &Item, count: u64) {
+    let text = |item: &Item, name: &str| item.get(name).and_then(|v| v.as_s().ok()).cloned().expect(name);
+    let (status, workflow) = (text(execution, "status"), text(execution, "workflow_id"));
+    let mut names = Vec::new();
+    for family in ["executions".to_owned(), format!("executions|workflow={workflow}")] {
+        names.extend(shared::spans::names(&family, 0, &[shared::spans::ALL, &status]));
+    }
+    names.extend(shared::spans::names("failures", 0, &[shared::spans::ALL]));
+    let mut items: HashMap<String, Item> = HashMap::new();
+    for name in names {
+        let (item, attribute) = name.split_once('@').expect("item@attribute");
+        let entry = items.entry(item.to_owned()).or_insert_with(|| {
+            [("tenant_id".to_owned(), s(bench.tenant.as_str())), ("name".to_owned(), s(item))].into_iter().collect()
+        });
+        entry.insert(attribute.to_owned(), AttributeValue::N(count.to_string()));
+    }
+    for item in items.into_values() {
+        let put = bench.client.put_item().table_name(bench.tables.name(Table::Counters)).set_item(Some(item));
+        put.send().await.expect("counter");
+    }
+}
+
 #[tokio::main]
 async fn main() {
     let bench = setup("scale", 1_000_000).await;
@@ -151,7 +177,8 @@ async fn main() {
     let first_transaction = transactions["items"][0]["id"].as_str().expect("transaction").to_owned();
     // Cursors point at the 50th copy (copies are older than the items the API made, so
     // 49 copies follow it with 100 items and with 100,000 alike).
-    let requests: [(&str, String); 15] = [
+    let workflow_id = copies[1].template.get("workflow_id").and_then(|v| v.as_s().ok()).cloned().expect("workflow");
+    let requests: [(&str, String); 17] = [
         ("failures", "/api/v1/failures/stats".into()),
         ("billing", "/api/v1/billing/balance".into()),
         ("executions", format!("/api/v1/executions/{e}")),
@@ -167,6 +194,11 @@ async fn main() {
         ("billing", format!("/api/v1/billing/transactions?starting_after={first_transaction}")),
         ("executions", "/api/v1/executions?created_before=2100-01-01T00:00:00.000Z".into()),
         ("failures", "/api/v1/failures?created_before=2100-01-01T00:00:00.000Z".into()),
+        (
+            "executions",
+            format!("/api/v1/executions?workflow_id={workflow_id}&created_after=1969-12-31T23:59:59.999Z&created_before=2100-01-01T00:00:00.000Z"),
+        ),
+        ("executions", "/api/v1/executions?created_after=1969-12-31T12:00:00.000Z&created_before=2100-01-01T00:00:00.000Z&status=running".into()),
     ];
     let measure = || async {
         let mut capacity = Vec::new();
@@ -181,10 +213,12 @@ async fn main() {
     for c in &copies {
         grow(&bench, std::slice::from_ref(c), &context(c), 0, 100).await;
     }
+    count_copies(&bench, &copies[1].template, 100).await;
     let small = measure().await;
     for c in &copies {
         grow(&bench, std::slice::from_ref(c), &context(c), 100, 100_000).await;
     }
+    count_copies(&bench, &copies[1].template, 100_000).await;
     let large = measure().await;
     println!(
         "DynamoDB capacity per request against DynamoDB Local, a tenant with ~100 and with 100,000 items per list"
@@ -195,6 +229,7 @@ async fn main() {
             .replace(&e, "{id}")
             .replace(&first_checkpoint, "{cp}")
             .replace(&first_transaction, "{txn}")
+            .replace(&workflow_id, "{wf}")
             .replace(&format!("0{:031x}", 50), "{50th}");
         println!("{shown:<70} {:>10.1} {:>12.1} {:>7.2}", small[i], large[i], large[i] / small[i]);
     }

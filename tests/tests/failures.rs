@@ -269,3 +269,122 @@ async fn the_failure_rate_counts_exactly_the_last_30_days() {
     let stats = api.get(&t.key, "/failures/stats").await;
     assert_eq!(stats.body["failure_rate_last_30_days"], 0.0, "a day later, the failure 29 days back is 30 days back");
 }
+
+/// One execution as the time-filter test made it: when, of which workflow, in what
+/// status, and whether it has a failure (made at the same instant).
+struct Made {
+    ms: i64,
+    workflow: usize,
+    status: &'static str,
+    failed: bool,
+}
+
+/// Which of the made executions a list's filter keeps.
+type Keep = fn(&Made) -> bool;
+
+/// Every window's `total` equals the count of the items made strictly inside it, for
+/// windows whose ends fall on, just before and just after minute, hour and day
+/// boundaries (whole spans come from the span counters, partial minutes from the items).
+async fn assert_time_totals(api: &Api, key: &str, workflows: &[String], made: &[Made]) {
+    let at = |ms: i64| shared::time::format(chrono::DateTime::from_timestamp_millis(ms).expect("time"));
+    let mut bounds: Vec<i64> = made.iter().flat_map(|m| [m.ms - 1, m.ms, m.ms + 1]).collect();
+    bounds.sort_unstable();
+    bounds.dedup();
+    let mut windows: Vec<(Option<i64>, Option<i64>)> = bounds.iter().map(|b| (Some(*b), None)).collect();
+    windows.extend(bounds.iter().map(|b| (None, Some(*b))));
+    for (i, lo) in bounds.iter().enumerate() {
+        for hi in bounds.iter().skip(i + 1).step_by(9) {
+            windows.push((Some(*lo), Some(*hi)));
+        }
+    }
+    let inside =
+        |m: &Made, (lo, hi): (Option<i64>, Option<i64>)| lo.is_none_or(|lo| m.ms > lo) && hi.is_none_or(|hi| m.ms < hi);
+    for window in windows {
+        let mut query = String::new();
+        if let Some(lo) = window.0 {
+            query.push_str(&format!("&created_after={}", at(lo)));
+        }
+        if let Some(hi) = window.1 {
+            query.push_str(&format!("&created_before={}", at(hi)));
+        }
+        let cases: [(String, Keep); 4] = [
+            (String::new(), |_| true),
+            ("&status=failed".into(), |m| m.status == "failed"),
+            (format!("&workflow_id={}", workflows[1]), |m| m.workflow == 1),
+            (format!("&workflow_id={}&status=completed", workflows[0]), |m| m.workflow == 0 && m.status == "completed"),
+        ];
+        for (filter, keep) in &cases {
+            let expected = made.iter().filter(|m| keep(m) && inside(m, window)).count();
+            let list = api.get(key, &format!("/executions?page_size=1{query}{filter}")).await;
+            assert_eq!(list.expect(200).body["total"], expected, "executions {query}{filter}");
+        }
+        let expected = made.iter().filter(|m| m.failed && inside(m, window)).count();
+        let list = api.get(key, &format!("/failures?limit=1{query}")).await;
+        assert_eq!(list.expect(200).body["total"], expected, "failures {query}");
+        let list = api.get(key, &format!("/failures?limit=1&status=open{query}")).await;
+        assert_eq!(list.expect(200).body["total"], expected, "open failures {query}");
+    }
+}
+
+/// In process only: the clock places executions and failures on both sides of minute,
+/// hour and day boundaries, then statuses change and an execution is deleted; every
+/// time-filtered total stays exact.
+#[tokio::test]
+async fn time_filtered_totals_are_exact_across_minutes_hours_and_days() {
+    let env = api_tests::env().await;
+    let day = shared::time::parse("2026-11-20T00:00:00Z").expect("time").timestamp_millis();
+    let clock = ManualClock::new(chrono::DateTime::from_timestamp_millis(day).expect("time"));
+    let api = Api::new(Transport::in_process_with_clock(&env, Arc::new(clock.clone())));
+    let t = env.tenant().await;
+    let mut workflows = Vec::new();
+    for name in ["a", "b"] {
+        let wf = api.post(&t.key, "/workflows", &json!({"name": name, "workflow_type": "custom"})).await;
+        workflows.push(wf.expect(201).body["id"].as_str().expect("id").to_owned());
+    }
+    let (minute, hour, days) = (60_000, 3_600_000, 86_400_000);
+    let offsets = [
+        -1,
+        0,
+        30_000,
+        minute - 1,
+        minute,
+        hour - 1,
+        hour,
+        13 * hour + 37 * minute + 12_345,
+        days,
+        days + hour + minute + 1,
+        9 * days + 5 * hour,
+    ];
+    let fail = json!({"error_type": "AGENT_ERROR", "message": "m"});
+    let mut made = Vec::new();
+    let mut ids = Vec::new();
+    let mut now = day;
+    for (i, offset) in offsets.iter().enumerate() {
+        clock.advance(TimeDelta::milliseconds(day + offset - now));
+        now = day + offset;
+        let workflow = i % 2;
+        let e = api.post(&t.key, "/executions", &json!({"workflow_id": workflows[workflow]})).await;
+        let e = e.expect(201).body["id"].as_str().expect("id").to_owned();
+        let (status, failed) = match i % 3 {
+            0 => ("running", false),
+            1 => {
+                api.post(&t.key, &format!("/executions/{e}/fail"), &fail).await.expect(200);
+                ("failed", true)
+            }
+            _ => {
+                api.post(&t.key, &format!("/executions/{e}/complete"), &json!({})).await.expect(200);
+                ("completed", false)
+            }
+        };
+        made.push(Made { ms: now, workflow, status, failed });
+        ids.push(e);
+    }
+    assert_time_totals(&api, &t.key, &workflows, &made).await;
+
+    // Statuses move between attributes of the same span counters; a deletion leaves them.
+    api.post(&t.key, &format!("/executions/{}/complete", ids[0]), &json!({})).await.expect(200);
+    made[0].status = "completed";
+    api.delete(&t.key, &format!("/executions/{}", ids[8])).await.expect(204);
+    made.remove(8);
+    assert_time_totals(&api, &t.key, &workflows, &made).await;
+}

@@ -309,8 +309,21 @@ impl Execution {
     pub fn counters(&self) -> Vec<String> {
         let s = Some(self.status);
         let w = Some(&self.workflow_id);
-        vec![counter_name(None, None), counter_name(s, None), counter_name(None, w), counter_name(s, w)]
+        let mut names =
+            vec![counter_name(None, None), counter_name(s, None), counter_name(None, w), counter_name(s, w)];
+        let ms = shared::ids::millis_of(self.id.as_str());
+        for family in [span_family(None), span_family(w)] {
+            names.extend(shared::spans::names(&family, ms, &[shared::spans::ALL, self.status.wire()]));
+        }
+        names
     }
+}
+
+/// The family of time-span counters behind the time-filtered `total` of an execution
+/// list, with or without a workflow filter (the status is the attribute).
+#[must_use]
+pub fn span_family(workflow: Option<&WorkflowId>) -> String {
+    workflow.map_or_else(|| "executions".to_owned(), |w| format!("executions|workflow={w}"))
 }
 
 /// The counter behind the `total` of an execution list with these filters.

@@ -25,11 +25,11 @@ use shared::dynamo::{
     Item, Part, StoreError, Table, Tables, Transaction, batch_get, built, classify, get_item, n, newest_first_in,
     query_window_from, resume_after, s,
 };
-use shared::ids::{CheckpointId, CommandId, ExecutionId, FailureId, WorkflowId, created_between};
+use shared::ids::{CheckpointId, CommandId, ExecutionId, FailureId, WorkflowId, created_millis, id_range};
 
 use crate::blobs::BlobStore;
 use crate::runs::failure::{CommandStatus, Failure, FailureStatus, RecoveryCommand};
-use crate::runs::model::{Discarded, Execution, ExecutionError, ExecutionStatus, counter_name};
+use crate::runs::model::{Discarded, Execution, ExecutionError, ExecutionStatus, counter_name, span_family};
 
 /// Input or output compressed up to this size sits in the execution item.
 pub const INLINE_VALUE_MAX: usize = 96 * 1024;
@@ -453,9 +453,10 @@ impl ExecutionStore {
                 (Some("by_workflow_status"), "tenant_workflow_status", format!("{t}#{w}#{}", st.wire()))
             }
         };
-        let Some(range) = created_between(ExecutionId::PREFIX, filter.created_after, filter.created_before) else {
+        let Some(window) = created_millis(filter.created_after, filter.created_before) else {
             return Ok((Vec::new(), 0));
         };
+        let range = id_range(ExecutionId::PREFIX, window.0, window.1);
         let Some(start) = start_after(tenant, (key, &value), &range, after.map(ExecutionId::as_str)) else {
             return Ok((Vec::new(), 0));
         };
@@ -463,7 +464,9 @@ impl ExecutionStore {
         let timed = filter.created_after.is_some() || filter.created_before.is_some();
         let total = async {
             if timed {
-                shared::dynamo::count(query.clone(), MAX_COUNTED).await
+                let family = span_family(filter.workflow_id.as_ref());
+                let attribute = filter.status.map_or(shared::spans::ALL, ExecutionStatus::wire);
+                self.timed_total(tenant, &query, ExecutionId::PREFIX, (&family, attribute), window).await
             } else {
                 counters::read(
                     &self.client,
@@ -712,16 +715,20 @@ impl ExecutionStore {
             Some(st) => (Some("by_status"), "tenant_status", format!("{t}#{}", st.wire())),
         };
         let table = self.tables.name(Table::Failures);
-        let Some(range) = created_between(FailureId::PREFIX, created_after, created_before) else {
+        let Some(window) = created_millis(created_after, created_before) else {
             return Ok((Vec::new(), 0));
         };
+        let range = id_range(FailureId::PREFIX, window.0, window.1);
         let Some(start) = start_after(tenant, (key, &value), &range, after.map(FailureId::as_str)) else {
             return Ok((Vec::new(), 0));
         };
         let query = newest_first_in(&self.client, table, index, (key, value), range);
         let total = async {
-            if created_after.is_some() || created_before.is_some() {
+            if status.is_some() && (created_after.is_some() || created_before.is_some()) {
                 shared::dynamo::count(query.clone(), MAX_COUNTED).await
+            } else if created_after.is_some() || created_before.is_some() {
+                let family = (crate::runs::failure::SPAN_FAMILY, shared::spans::ALL);
+                self.timed_total(tenant, &query, FailureId::PREFIX, family, window).await
             } else {
                 counters::read(&self.client, &self.tables, tenant, &crate::runs::failure::counter_name(status)).await
             }
@@ -735,8 +742,33 @@ impl ExecutionStore {
     }
 }
 
-/// The most items a time-filtered `total` counts: beyond it, `total` is this number
-/// (documented), so a request's cost stays bounded whatever the tenant's data.
+impl ExecutionStore {
+    /// The `total` of a time-filtered list whose window is milliseconds `window` and
+    /// whose items `query` finds (newest first, ids of `prefix` between `:lo` and `:hi`):
+    /// whole minutes, hours and days from the span counters of `family`, the partial
+    /// minutes at its ends counted from the items (up to [`MAX_COUNTED`] each).
+    async fn timed_total(
+        &self,
+        tenant: &TenantId,
+        query: &aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder,
+        prefix: &str,
+        family: (&str, &str),
+        window: (u64, u64),
+    ) -> Result<u64, StoreError> {
+        let edge = |from, to| {
+            let (lo, hi) = id_range(prefix, from, to);
+            let edge =
+                query.clone().expression_attribute_values(":lo", s(lo)).expression_attribute_values(":hi", s(hi));
+            shared::dynamo::count(edge, MAX_COUNTED)
+        };
+        shared::spans::total(&self.client, &self.tables, tenant, family, window, edge).await
+    }
+}
+
+/// The most items a count of items examines: the partial minutes at the ends of a
+/// time-filtered window, and a time-filtered failure list with a status filter (beyond
+/// it, `total` is this number, documented), so a request's cost stays bounded
+/// whatever the tenant's data.
 pub const MAX_COUNTED: u64 = 10_000;
 
 /// Where a newest-first list of ids in `range` starts after the id `after`: from the
