@@ -178,10 +178,14 @@ export_local_stripe() {
   export STRIPE_API_BASE="http://127.0.0.1:$1" STRIPE_SECRET_KEY="sk_test_cairn_local"
   export STRIPE_PRICE_DEVELOPER=price_cairn_developer STRIPE_PRICE_PRO=price_cairn_pro \
     STRIPE_PRICE_ENTERPRISE=price_cairn_enterprise
+  # The dashboard's card entry: localstripe's Stripe.js stand-in (run_localstripe.py).
+  export STRIPE_PUBLISHABLE_KEY="pk_test_cairn_local" \
+    STRIPE_JS_URL="http://127.0.0.1:$1/_config/cairn_test/js/v3/"
   STRIPE_ENV_ARGS=()
   local name
   for name in STRIPE_WEBHOOK_SECRET STRIPE_API_BASE STRIPE_SECRET_KEY \
-    STRIPE_PRICE_DEVELOPER STRIPE_PRICE_PRO STRIPE_PRICE_ENTERPRISE; do
+    STRIPE_PRICE_DEVELOPER STRIPE_PRICE_PRO STRIPE_PRICE_ENTERPRISE \
+    STRIPE_PUBLISHABLE_KEY STRIPE_JS_URL; do
     STRIPE_ENV_ARGS+=(--env-var "$name=${!name}")
   done
 }

@@ -4,7 +4,8 @@ interface by default) and with its state in a file of ours instead of
 /tmp/localstripe.pickle.
 
 localstripe lacks Checkout Sessions, Billing Portal sessions, the
-`customer.subscription.updated` and `invoice.paid` events. The TEST-ONLY ADDITIONS below
+`customer.subscription.updated` and `invoice.paid` events, and its Stripe.js stand-in
+cannot pay with a card typed into its card Element. The TEST-ONLY ADDITIONS below
 add minimal versions of them. They exist only here, in the local stand-in; Cairn's
 functions call Stripe's real API paths and never these helpers.
 
@@ -24,8 +25,8 @@ from aiohttp import web
 import localstripe.resources as resources
 from localstripe import server
 from localstripe.errors import UserError
-from localstripe.resources import (Customer, Event, Invoice, PaymentMethod, Plan,
-                                   Subscription, random_id, store)
+from localstripe.resources import (Customer, Event, Invoice, PaymentIntent, PaymentMethod,
+                                   Plan, Subscription, random_id, store)
 from localstripe.webhooks import schedule_webhook
 
 DEFAULT_STATE = "/tmp/localstripe.pickle"
@@ -183,7 +184,82 @@ def send_subscription_updated():
     Subscription._api_update = classmethod(_api_update)
 
 
+# localstripe's stand-in for Stripe.js confirms a card payment only for a payment intent
+# already waiting for 3-D Secure (`requires_action`); Stripe.js itself sends the card from
+# its card Element and confirms. This override does the same through confirm_card below,
+# then falls back to localstripe's 3-D Secure dialog when the card asks for it. Served
+# after localstripe's own script, at /_config/cairn_test/js/v3/ (the local stack's
+# STRIPE_JS_URL).
+STRIPE_JS_OVERRIDE = r"""
+// TEST-ONLY ADDITION (Cairn, infra/scripts/run_localstripe.py): confirmCardPayment with
+// a card Element sends the card and confirms, as Stripe.js does.
+(() => {
+  const localStripe = Stripe;
+  Stripe = (apiKey) => {
+    const stripe = localStripe(apiKey);
+    const authenticate = stripe.confirmCardPayment;
+    stripe.confirmCardPayment = async (clientSecret, data) => {
+      const element = data && data.payment_method && data.payment_method.card;
+      const card = element && element.value && element.value.card;
+      if (!card || !card.number) {
+        return {error: {type: 'validation_error', message: 'Your card number is incomplete.'}};
+      }
+      const pi = clientSecret.match(/^(pi_\w+)_secret_/)[1];
+      const response = await fetch(
+        `${LOCALSTRIPE_BASE_API}/_config/cairn_test/payment_intents/${pi}/confirm_card`,
+        {method: 'POST', body: JSON.stringify({client_secret: clientSecret, card})});
+      const body = await response.json().catch(() => ({}));
+      if (response.status !== 200 || body.error) {
+        return {error: (body.error && body.error.message) ? body.error : {message: 'Your card was declined.'}};
+      }
+      if (body.status === 'requires_action') return authenticate(clientSecret, data);
+      if (body.status !== 'succeeded') {
+        return {error: body.last_payment_error || {message: `The payment is ${body.status}.`}};
+      }
+      return {paymentIntent: body};
+    };
+    return stripe;
+  };
+})();
+"""
+
+
+async def stripe_js(request):
+    """GET /_config/cairn_test/js/v3/: localstripe's Stripe.js stand-in plus the override."""
+    path = os.path.join(os.path.dirname(os.path.realpath(server.__file__)), "localstripe-v3.js")
+    with open(path) as f:
+        script = f.read()
+    return web.Response(text=script + STRIPE_JS_OVERRIDE, content_type="application/javascript")
+
+
+async def confirm_card(request):
+    """POST /_config/cairn_test/payment_intents/{id}/confirm_card {client_secret, card}:
+    what Stripe.js does for confirmCardPayment with a card Element: makes a card payment
+    method of the card typed (localstripe's test numbers: 4242... pays, 4000000000000341
+    is declined, 4000002500003155 asks for 3-D Secure) and confirms the intent; the
+    signed payment_intent.succeeded webhook follows as for any payment."""
+    intent = PaymentIntent._api_retrieve(request.match_info["id"])
+    data = await request.json()
+    if not isinstance(data, dict) or data.get("client_secret") != intent.client_secret:
+        raise UserError(401, "Unauthorized")
+    card = data.get("card")
+    if not isinstance(card, dict):
+        raise UserError(400, "Bad request")
+    if intent.status not in ("requires_payment_method", "requires_confirmation"):
+        raise UserError(400, f"This PaymentIntent's status is {intent.status}")
+    method = PaymentMethod(type="card", card={k: card.get(k) for k in ("number", "exp_month", "exp_year", "cvc")})
+    intent.payment_method = method.id
+    if intent.latest_charge is not None and intent.latest_charge.status == "failed":
+        # A new attempt after a declined card: Stripe makes a new charge; localstripe's
+        # status would otherwise stay requires_payment_method.
+        intent.latest_charge = None
+    intent._confirm(on_failure_now=intent._report_failure)
+    return server.json_response(intent._export())
+
+
 def add_test_only_routes(app):
+    app.router.add_get("/_config/cairn_test/js/v3/", stripe_js)
+    app.router.add_post("/_config/cairn_test/payment_intents/{id}/confirm_card", confirm_card)
     app.router.add_post("/v1/checkout/sessions", create_checkout_session)
     app.router.add_get("/v1/checkout/sessions/{id}", retrieve_checkout_session)
     app.router.add_post("/v1/checkout/sessions/{id}/expire", expire_checkout_session)

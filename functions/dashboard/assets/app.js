@@ -354,12 +354,39 @@ async function loadConfig() {
     const data = response.ok ? await response.json() : {};
     dashboardConfig = {
       stripe_publishable_key: typeof data?.stripe_publishable_key === 'string' && data.stripe_publishable_key ? data.stripe_publishable_key : null,
+      stripe_js_url: safeHttpUrl(data?.stripe_js_url),
     };
   } catch {
-    dashboardConfig = { stripe_publishable_key: null };
+    dashboardConfig = { stripe_publishable_key: null, stripe_js_url: null };
   }
   return dashboardConfig;
 }
+
+let stripeLoading = null;
+
+/** Loads Stripe.js once, from the address config.json names (the page's CSP admits that
+ * origin only when card payments are configured). */
+function loadStripe(url) {
+  if (typeof window.Stripe === 'function') return Promise.resolve(window.Stripe);
+  if (!stripeLoading) {
+    stripeLoading = new Promise((resolve, reject) => {
+      const script = document.createElement('script');
+      script.src = url;
+      script.addEventListener('load', () => (typeof window.Stripe === 'function'
+        ? resolve(window.Stripe)
+        : reject(new Error('Stripe.js loaded but did not start.'))));
+      script.addEventListener('error', () => {
+        stripeLoading = null;
+        script.remove();
+        reject(new Error('Stripe.js could not be loaded, so the card cannot be entered here. Check the connection and try again.'));
+      });
+      document.head.append(script);
+    });
+  }
+  return stripeLoading;
+}
+
+const sleep = (ms) => new Promise((resolve) => { setTimeout(resolve, ms); });
 
 let workflowNameCache = { at: 0, names: new Map() };
 
@@ -1335,6 +1362,43 @@ function returnUrl() {
   return `${window.location.origin}${window.location.pathname}#/billing`;
 }
 
+/** The card form of a top-up: Stripe.js's card Element and a Pay button; on success it
+ * says so and calls `paid`. Errors are Stripe's own messages (a declined card, an
+ * incomplete number), shown beside the form, which stays usable. */
+async function cardForm(config, clientSecret, amount, paid) {
+  const StripeJs = await loadStripe(config.stripe_js_url);
+  const stripe = StripeJs(config.stripe_publishable_key);
+  const card = stripe.elements().create('card');
+  const mountPoint = h('div', { class: 'card-element', id: 'card-element', testid: 'card-element' });
+  const cardError = h('p', { class: 'field-error', testid: 'card-error', role: 'alert', hidden: true });
+  const pay = h('button', { type: 'submit', class: 'button button-primary', testid: 'card-pay' }, `Pay ${amount}`);
+  const form = h('form', { class: 'form card-form', novalidate: true, 'aria-label': 'Card payment' },
+    h('p', { class: 'field-label' }, 'Card'), mountPoint, cardError, h('div', { class: 'actions' }, pay));
+  card.mount(mountPoint);
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    cardError.hidden = true;
+    const done = setBusy(pay, 'Paying…');
+    let outcome;
+    try {
+      outcome = await stripe.confirmCardPayment(clientSecret, { payment_method: { card } });
+    } catch (error) {
+      outcome = { error: { message: error?.message || 'The payment could not be sent to Stripe.' } };
+    }
+    if (outcome?.error || outcome?.paymentIntent?.status !== 'succeeded') {
+      cardError.textContent = outcome?.error?.message || 'The payment did not go through.';
+      cardError.hidden = false;
+      done();
+      return;
+    }
+    card.destroy?.();
+    form.replaceWith(h('p', { class: 'notice', testid: 'card-paid', role: 'status' },
+      h('strong', {}, `Paid ${amount}.`), ' The credits are added as soon as Stripe confirms the payment (usually within seconds).'));
+    paid();
+  });
+  return form;
+}
+
 async function pageBilling(ctx) {
   const p = ctx.route.params;
   const page = positiveInt(p.get('page'), 1);
@@ -1370,20 +1434,33 @@ async function pageBilling(ctx) {
       const lines = [
         h('p', {}, h('strong', {}, `A payment of ${amount} was created`), ` (${fmtNumber(result.credits ?? cents)} credits), Stripe payment `, code(String(result.payment_intent_id ?? '')), '.'),
       ];
-      if (config.stripe_publishable_key) {
-        lines.push(h('p', {}, 'Card entry through Stripe.js is not part of this version of the dashboard. Complete the payment with Stripe.js on your side; the credits arrive once Stripe reports it paid.'));
-      } else {
-        lines.push(h('p', {}, 'Card entry needs Stripe.js with a Stripe publishable key configured for this dashboard, and none is configured, so the card cannot be entered here. The credits arrive once Stripe reports the payment as paid.'));
-      }
       topupResult.replaceChildren(...lines);
       topupResult.hidden = false;
       amountInput.value = '';
+      if (config.stripe_publishable_key && config.stripe_js_url && result.client_secret) {
+        const before = Number((await api('GET', '/billing/balance')).credits_balance);
+        const form = await cardForm(config, result.client_secret, amount, () => awaitCredits(before));
+        topupResult.append(form);
+        form.querySelector('input')?.focus();
+      } else {
+        topupResult.append(h('p', {}, 'Card entry needs Stripe.js with a Stripe publishable key configured for this dashboard, and none is configured, so the card cannot be entered here. The credits arrive once Stripe reports the payment as paid.'));
+      }
     } catch (error) {
       report(error);
     } finally {
       if (topupButton.isConnected) done();
     }
   });
+
+  /** After a payment: Stripe's webhook adds the credits within seconds; show them. */
+  const awaitCredits = async (before) => {
+    for (let i = 0; i < 20 && !ctx.stale(); i += 1) {
+      await sleep(500);
+      const b = await api('GET', '/billing/balance').catch(() => null);
+      if (b && Number(b.credits_balance) > before) break;
+    }
+    if (!ctx.stale()) await Promise.all([loadBalance(), loadTransactions()]);
+  };
 
   ctx.mount(
     pageHeader('Billing'),

@@ -5,7 +5,8 @@
 //! calls the public API like any client; this function reads no data.
 //!
 //! Every answer carries a strict Content-Security-Policy: scripts, styles and API calls
-//! from this origin only, no inline script or style, no framing.
+//! from this origin only, no inline script or style, no framing; with card payments
+//! configured, Stripe.js's origins are added, as Stripe documents.
 
 use axum::Router;
 use axum::extract::Path;
@@ -16,35 +17,93 @@ use axum::routing::get;
 /// Every route of this function (all public: the page itself holds no data).
 pub const ROUTES: &[(&str, &str)] = &[("GET", "/"), ("GET", "/dashboard"), ("GET", "/dashboard/{asset}")];
 
-/// The dashboard's Content-Security-Policy.
+/// The dashboard's Content-Security-Policy without card payments: scripts, styles and
+/// API calls from this origin only, no framing.
 pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
-     img-src 'self' data:; connect-src 'self'; font-src 'self'; base-uri 'none'; form-action 'self'; \
-     frame-ancestors 'none'";
+     img-src 'self' data:; connect-src 'self'; font-src 'self'; frame-src 'none'; base-uri 'none'; \
+     form-action 'self'; frame-ancestors 'none'";
+
+/// Where Stripe.js is served from in production.
+pub const STRIPE_JS: &str = "https://js.stripe.com/v3/";
 
 const INDEX: &str = include_str!("../assets/index.html");
 const SCRIPT: &str = include_str!("../assets/app.js");
 const STYLE: &str = include_str!("../assets/app.css");
 
 /// What the page needs to know of the deployment: the Stripe publishable key for card
-/// payments (`STRIPE_PUBLISHABLE_KEY`), if one is configured.
-#[derive(Debug, Clone, Default)]
+/// payments (`STRIPE_PUBLISHABLE_KEY`), if one is configured, and where Stripe.js comes
+/// from (`STRIPE_JS_URL`, default [`STRIPE_JS`]; the local stack points it at
+/// localstripe's stand-in).
+#[derive(Debug, Clone)]
 pub struct Config {
     /// Stripe's publishable key (`pk_…`), public by design.
     pub stripe_publishable_key: Option<String>,
+    /// The address of Stripe.js.
+    pub stripe_js_url: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self { stripe_publishable_key: None, stripe_js_url: STRIPE_JS.to_owned() }
+    }
 }
 
 impl Config {
-    /// From the environment.
+    /// From the environment. A `STRIPE_JS_URL` that is not a plain http(s) address is
+    /// ignored (it goes into the Content-Security-Policy).
     #[must_use]
     pub fn from_env() -> Self {
         let key = std::env::var("STRIPE_PUBLISHABLE_KEY").ok().filter(|k| k.starts_with("pk_"));
-        Self { stripe_publishable_key: key }
+        let js = std::env::var("STRIPE_JS_URL").ok().filter(|url| origin(url).is_some());
+        Self { stripe_publishable_key: key, stripe_js_url: js.unwrap_or_else(|| STRIPE_JS.to_owned()) }
     }
+
+    /// The Content-Security-Policy of every answer: [`CONTENT_SECURITY_POLICY`], and
+    /// with card payments configured, Stripe.js's own needs (Stripe's documented list:
+    /// its script, its frames, its API), or for a stand-in, its one origin.
+    #[must_use]
+    pub fn content_security_policy(&self) -> String {
+        let Some(stripe) = self.stripe_publishable_key.as_ref().and(origin(&self.stripe_js_url)) else {
+            return CONTENT_SECURITY_POLICY.to_owned();
+        };
+        let (script, frame, connect, img) = if stripe == "https://js.stripe.com" {
+            (
+                stripe,
+                "https://js.stripe.com https://hooks.stripe.com",
+                "https://api.stripe.com",
+                " https://*.stripe.com",
+            )
+        } else {
+            (stripe, stripe, stripe, "")
+        };
+        format!(
+            "default-src 'none'; script-src 'self' {script}; style-src 'self'; img-src 'self' data:{img}; \
+             connect-src 'self' {connect}; font-src 'self'; frame-src {frame}; base-uri 'none'; \
+             form-action 'self'; frame-ancestors 'none'"
+        )
+    }
+}
+
+/// The origin (`scheme://host[:port]`) of an http(s) address, if it is a plain one: no
+/// user info, no characters that would change a Content-Security-Policy.
+fn origin(url: &str) -> Option<&str> {
+    let rest = url.strip_prefix("https://").or_else(|| url.strip_prefix("http://"))?;
+    let host_len = rest.find('/').unwrap_or(rest.len());
+    let host = &rest[..host_len];
+    let plain = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':');
+    let path_plain = rest[host_len..].chars().all(|c| c.is_ascii_graphic() && !matches!(c, ';' | ',' | '\'' | '"'));
+    (!host.is_empty() && host.chars().all(plain) && path_plain).then(|| &url[..url.len() - rest.len() + host_len])
 }
 
 /// The function's router.
 pub fn app(config: &Config) -> Router {
-    let config_json = serde_json::json!({ "stripe_publishable_key": &config.stripe_publishable_key }).to_string();
+    let config_json = serde_json::json!({
+        "stripe_publishable_key": &config.stripe_publishable_key,
+        "stripe_js_url": &config.stripe_js_url,
+    })
+    .to_string();
+    let policy = HeaderValue::from_str(&config.content_security_policy())
+        .unwrap_or_else(|_| HeaderValue::from_static(CONTENT_SECURITY_POLICY));
     Router::new()
         .route("/", get(|| async { Redirect::to("/dashboard") }))
         .route("/dashboard", get(|| async { page("text/html; charset=utf-8", INDEX, "no-cache") }))
@@ -63,7 +122,7 @@ pub fn app(config: &Config) -> Router {
             }),
         )
         .fallback(|| async { (StatusCode::NOT_FOUND, "not found").into_response() })
-        .layer(axum::middleware::map_response(secure))
+        .layer(axum::middleware::map_response(move |response| secure(response, policy.clone())))
 }
 
 fn page(content_type: &'static str, body: &str, cache: &'static str) -> Response {
@@ -71,11 +130,56 @@ fn page(content_type: &'static str, body: &str, cache: &'static str) -> Response
 }
 
 /// The security headers of every answer.
-async fn secure(mut response: Response) -> Response {
+async fn secure(mut response: Response, policy: HeaderValue) -> Response {
     let headers = response.headers_mut();
-    headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CONTENT_SECURITY_POLICY));
+    headers.insert(header::CONTENT_SECURITY_POLICY, policy);
     headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
     headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with(key: Option<&str>, js: &str) -> Config {
+        Config { stripe_publishable_key: key.map(str::to_owned), stripe_js_url: js.to_owned() }
+    }
+
+    #[test]
+    fn the_policy_admits_stripe_only_when_card_payments_are_configured() {
+        assert_eq!(with(None, STRIPE_JS).content_security_policy(), CONTENT_SECURITY_POLICY);
+        let real = with(Some("pk_live_x"), STRIPE_JS).content_security_policy();
+        for part in [
+            "script-src 'self' https://js.stripe.com;",
+            "frame-src https://js.stripe.com https://hooks.stripe.com;",
+            "connect-src 'self' https://api.stripe.com;",
+            "frame-ancestors 'none'",
+        ] {
+            assert!(real.contains(part), "{part} in {real}");
+        }
+        let local =
+            with(Some("pk_test_x"), "http://127.0.0.1:8420/_config/cairn_test/js/v3/").content_security_policy();
+        assert!(local.contains("script-src 'self' http://127.0.0.1:8420;"), "{local}");
+        assert!(local.contains("connect-src 'self' http://127.0.0.1:8420;"), "{local}");
+        assert!(!local.contains("stripe.com"), "{local}");
+    }
+
+    #[test]
+    fn only_plain_http_addresses_have_an_origin() {
+        assert_eq!(origin("https://js.stripe.com/v3/"), Some("https://js.stripe.com"));
+        assert_eq!(origin("http://localhost:8420"), Some("http://localhost:8420"));
+        for bad in [
+            "javascript:alert(1)",
+            "https://",
+            "https://a b/",
+            "https://x.test; script-src *",
+            "https://user@x.test/",
+            "https://x.test/'unsafe-inline'",
+            "ftp://x.test/",
+        ] {
+            assert_eq!(origin(bad), None, "{bad}");
+        }
+    }
 }
