@@ -261,7 +261,7 @@ impl Transport {
 }
 
 /// The start of the body of the 500 that `cargo lambda watch` itself sends.
-const EMULATOR_500: &str = r#"{"type":"https://httpstatuses.com/500""#;
+pub const EMULATOR_500: &str = r#"{"type":"https://httpstatuses.com/500""#;
 
 /// The areas served in process, in the order of [`Transport::in_process`].
 const AREAS: [&str; 6] = ["workflows", "executions", "checkpoints", "failures", "billing", "keys"];
