@@ -36,7 +36,24 @@ pub async fn setup(name: &str, credits: i64) -> Bench {
 /// Calls `app` with the key and an optional JSON body; the answer must be a success.
 /// Returns its JSON (`Null` when empty).
 pub async fn call(app: &axum::Router, key: &str, method: Method, uri: &str, body: Option<&Value>) -> Value {
+    call_with(app, key, (method, uri), body, &[]).await
+}
+
+/// [`call`] with extra request headers.
+///
+/// # Panics
+/// Like [`call`].
+pub async fn call_with(
+    app: &axum::Router,
+    key: &str,
+    (method, uri): (Method, &str),
+    body: Option<&Value>,
+    headers: &[(&str, &str)],
+) -> Value {
     let mut request = Request::builder().method(method).uri(uri).header("x-api-key", key);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
     let bytes = body.map(|b| serde_json::to_vec(b).expect("json")).unwrap_or_default();
     if body.is_some() {
         request = request.header("content-type", "application/json");
