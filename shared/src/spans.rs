@@ -13,7 +13,6 @@
 //! - its partial minutes at each end (at most two minutes' worth of items; the rate
 //!   limit bounds how many a tenant can make in a minute): counted from the items.
 
-use std::collections::HashMap;
 use std::future::Future;
 
 use aws_sdk_dynamodb::Client;
@@ -161,8 +160,7 @@ async fn sum_run(
             .await
             .map_err(classify)?;
         for found in out.items.unwrap_or_default() {
-            let value: HashMap<_, _> = found;
-            let number = value.get(&attribute).and_then(|v| v.as_n().ok()).map_or("0", String::as_str);
+            let number = found.get(&attribute).and_then(|v| v.as_n().ok()).map_or("0", String::as_str);
             total += number.parse::<i64>().map_err(|_| StoreError::Corrupt(format!("span counter {number}")))?;
         }
         match out.last_evaluated_key {

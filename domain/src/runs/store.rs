@@ -723,10 +723,11 @@ impl ExecutionStore {
             return Ok((Vec::new(), 0));
         };
         let query = newest_first_in(&self.client, table, index, (key, value), range);
+        let timed = created_after.is_some() || created_before.is_some();
         let total = async {
-            if status.is_some() && (created_after.is_some() || created_before.is_some()) {
+            if timed && status.is_some() {
                 shared::dynamo::count(query.clone(), MAX_COUNTED).await
-            } else if created_after.is_some() || created_before.is_some() {
+            } else if timed {
                 let family = (crate::runs::failure::SPAN_FAMILY, shared::spans::ALL);
                 self.timed_total(tenant, &query, FailureId::PREFIX, family, window).await
             } else {
@@ -740,9 +741,7 @@ impl ExecutionStore {
             .collect::<Result<Vec<_>, _>>()?;
         Ok((failures, total))
     }
-}
 
-impl ExecutionStore {
     /// The `total` of a time-filtered list whose window is milliseconds `window` and
     /// whose items `query` finds (newest first, ids of `prefix` between `:lo` and `:hi`):
     /// whole minutes, hours and days from the span counters of `family`, the partial
