@@ -182,6 +182,9 @@ pub enum StoreError {
     /// A stored item does not have the shape the code expects.
     #[error("corrupt record: {0}")]
     Corrupt(String),
+    /// The request's gate refused the write ([`crate::gate`]): nothing was written.
+    #[error("write refused: {0:?}")]
+    Refused(crate::gate::Refusal),
 }
 
 impl From<serde_dynamo::Error> for StoreError {
@@ -231,10 +234,22 @@ where
 /// [`StoreError::ConditionFailed`] with the index of the first failed condition;
 /// [`StoreError::Conflict`] for a conflict; [`StoreError::Unavailable`] when throttling
 /// cancelled it; [`StoreError::Other`] for a validation error or any other reason.
-pub async fn transact(client: &Client, items: Vec<TransactWriteItem>) -> Result<(), StoreError> {
+pub async fn transact(client: &Client, mut items: Vec<TransactWriteItem>) -> Result<(), StoreError> {
+    let gate = crate::gate::current();
+    let mut guard_index = None;
+    if let Some(gate) = &gate
+        && let Some(check) = gate.admit(&items).await?.check
+    {
+        guard_index = Some(items.len());
+        items.push(check);
+    }
     let result = client.transact_write_items().set_transact_items(Some(items)).send().await;
+    let settle = |committed: bool, key_failed: bool| gate.as_ref().and_then(|gate| gate.settle(committed, key_failed));
     match result {
-        Ok(_) => Ok(()),
+        Ok(_) => {
+            settle(true, false);
+            Ok(())
+        }
         Err(SdkError::ServiceError(service))
             if matches!(service.err(), TransactWriteItemsError::TransactionCanceledException(_)) =>
         {
@@ -242,7 +257,14 @@ pub async fn transact(client: &Client, items: Vec<TransactWriteItem>) -> Result<
                 return Err(StoreError::Other("unreachable cancellation shape".into()));
             };
             let reasons = canceled.cancellation_reasons();
-            if let Some(index) = reasons.iter().position(|r| r.code() == Some("ConditionalCheckFailed")) {
+            let failed = |r: &aws_sdk_dynamodb::types::CancellationReason| r.code() == Some("ConditionalCheckFailed");
+            // A refused key wins over any other condition: its request learns nothing else.
+            if let Some(refused) =
+                guard_index.filter(|i| reasons.get(*i).is_some_and(failed)).and_then(|_| settle(false, true))
+            {
+                return Err(refused);
+            }
+            if let Some(index) = reasons.iter().position(failed) {
                 return Err(StoreError::ConditionFailed { index: Some(index) });
             }
             if reasons.iter().any(|r| r.code() == Some("TransactionConflict")) {
@@ -372,7 +394,7 @@ fn value_size(value: &AttributeValue) -> usize {
 
 /// The size an operation of a transaction adds to its aggregate: a put's whole item;
 /// for an update, delete or condition check, its key and the values it names.
-fn operation_size(operation: &TransactWriteItem) -> usize {
+pub(crate) fn operation_size(operation: &TransactWriteItem) -> usize {
     let values = |v: Option<&HashMap<String, AttributeValue>>| v.map_or(0, item_size);
     if let Some(put) = operation.put() {
         return item_size(put.item());

@@ -86,12 +86,11 @@ async fn require_api_key(State(auth): State<AuthState>, mut request: Request, ne
     let Some(hash) = crate::auth::presented_hash(request.headers()) else {
         return ApiError::Unauthorized.into_response();
     };
-    // A read on a warm instance that has seen this key starts its own work at once; the
-    // key's item is read in parallel and the answer is given only when both are back
-    // (a refused key gets 401, the work's answer is dropped: a read changes nothing).
-    // Anything else reads the key first, so no write ever runs for a refused key.
-    let read = matches!(*request.method(), http::Method::GET | http::Method::HEAD);
-    let known = if read { auth.known.get(&hash) } else { None };
+    // On a warm instance that has seen this key live, the request's own work starts at
+    // once, read or write: the key's item is read beside it, and a write's transaction
+    // carries a condition on the key's item ([`crate::gate`]), so a revoked key writes
+    // nothing and is refused on its very next request. Otherwise the key is read first.
+    let known = auth.known.get(&hash);
     let check_later = known.is_some();
     let tenant = match known {
         Some(tenant) => tenant,
@@ -107,60 +106,49 @@ async fn require_api_key(State(auth): State<AuthState>, mut request: Request, ne
         },
     };
     request.extensions_mut().insert(tenant.clone());
-    let expected = tenant.clone();
+    let gate = crate::gate::Gate::new(auth.clone(), tenant.clone(), hash.clone(), !check_later);
     let verify = async {
         if !check_later {
             return Ok(());
         }
         match crate::auth::tenant_of(&auth.client, &auth.tables, &hash).await {
-            Ok(live) if live == expected => Ok(()),
+            Ok(live) if live == tenant => Ok(()),
             Ok(_) => Err(ApiError::Unauthorized),
             Err(error) => Err(error),
         }
     };
-    let (mut response, standing) = if read {
-        // The rate-limit count runs beside the read too: a tenant may overshoot its limit
-        // by the reads already in flight (README, "Rate limit").
-        let (response, standing, verified) = tokio::join!(next.run(request), count(&auth, &tenant), verify);
-        if let Err(error) = verified {
+    // The rate-limit count runs beside the work too; a write waits for it before it
+    // commits, a read may overshoot the limit by the reads already in flight (README,
+    // "Rate limit").
+    let (response, (standing, verified)) = tokio::join!(crate::gate::scope(gate.clone(), next.run(request)), async {
+        tokio::join!(gate.standing(), verify)
+    });
+    let mut response = match gate.outcome() {
+        // Committed with the key's condition holding: the write's answer stands.
+        crate::gate::Outcome::Written => response,
+        crate::gate::Outcome::Refused(crate::gate::Refusal::KeyRevoked) => {
             auth.known.forget(&hash);
-            return error.into_response();
+            return ApiError::Unauthorized.into_response();
         }
-        match standing {
-            Some(standing) if standing.exceeded => {
-                (ApiError::RateLimited { retry_after: standing.reset }.into_response(), Some(standing))
+        crate::gate::Outcome::Refused(crate::gate::Refusal::RateLimited { retry_after }) => {
+            ApiError::RateLimited { retry_after }.into_response()
+        }
+        crate::gate::Outcome::Open => match (verified, standing) {
+            (Err(error), _) => {
+                auth.known.forget(&hash);
+                return error.into_response();
             }
-            _ => (response, standing),
-        }
-    } else {
-        match count(&auth, &tenant).await {
-            Some(standing) if standing.exceeded => {
-                (ApiError::RateLimited { retry_after: standing.reset }.into_response(), Some(standing))
+            (Ok(()), Some(standing)) if standing.exceeded => {
+                ApiError::RateLimited { retry_after: standing.reset }.into_response()
             }
-            standing => (next.run(request).await, standing),
-        }
+            (Ok(()), _) => response,
+        },
     };
     if let Some(standing) = standing {
         standing.write_headers(response.headers_mut());
     }
     response.extensions_mut().insert(tenant);
     response
-}
-
-/// Counts the request in the tenant's rate-limit window (`None`: not limited, or the
-/// count failed, which is logged and lets the request through).
-async fn count(auth: &AuthState, tenant: &TenantId) -> Option<crate::rate_limit::Standing> {
-    if auth.rate_limit == 0 {
-        return None;
-    }
-    let now = chrono::Utc::now().timestamp();
-    match crate::rate_limit::count(&auth.client, &auth.tables, tenant, auth.rate_limit, now).await {
-        Ok(standing) => Some(standing),
-        Err(error) => {
-            tracing::warn!(error = %error, "rate limit not counted");
-            None
-        }
-    }
 }
 
 async fn request_context(request: Request, next: Next) -> Response {

@@ -12,6 +12,7 @@ pub mod config;
 pub mod counters;
 pub mod dynamo;
 pub mod error;
+pub mod gate;
 pub mod http;
 pub mod idempotency;
 pub mod ids;

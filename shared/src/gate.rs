@@ -1,0 +1,290 @@
+//! What a request's first write must pass, checked inside the write itself so that a
+//! warm request has nothing in front of its own DynamoDB calls ([`crate::http`]).
+//!
+//! The edge runs each authenticated request inside a [`Gate`]. Its first write
+//! transaction ([`crate::dynamo::transact`], which every store commits through):
+//!
+//! - waits for the request's rate-limit count (started by the edge beside the handler,
+//!   so it overlaps the handler's own reads); over the limit, nothing is written and the
+//!   request is answered 429;
+//! - when the key was taken from the instance's memory rather than read for this
+//!   request, carries a `ConditionCheck` on the key's item (it exists, is not revoked and
+//!   is the tenant's), so a key revoked at any moment before the commit writes nothing
+//!   and the request is answered 401. A transaction with no room for it (100 operations,
+//!   or within a key's size of 4 MB) reads the key first instead.
+//!
+//! Once a write has committed through the gate, the request's key is proven live and
+//! later writes of the same request go as they are. Writes outside a gate (the admin
+//! command line) are not touched.
+
+use std::sync::{Arc, Mutex};
+
+use aws_sdk_dynamodb::types::{ConditionCheck, TransactWriteItem};
+use tokio::sync::OnceCell;
+
+use crate::TenantId;
+use crate::auth::AuthState;
+use crate::dynamo::{StoreError, Table, s};
+use crate::rate_limit::Standing;
+
+tokio::task_local! {
+    static GATE: Arc<Gate>;
+}
+
+/// Why the gate refused a write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// The request's key was revoked (or is gone) before its write.
+    KeyRevoked,
+    /// The tenant is over its rate limit: try again after this many seconds.
+    RateLimited {
+        /// Seconds until the window resets.
+        retry_after: u64,
+    },
+}
+
+/// Where a request's writes stand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Nothing was written through the gate.
+    Open,
+    /// A write committed through the gate: the key was live and the tenant within its
+    /// limit when it did.
+    Written,
+    /// A write was refused, and nothing was written through the gate.
+    Refused(Refusal),
+}
+
+#[derive(Debug)]
+struct State {
+    /// Whether the key is already known live for this request (read for it, or proven
+    /// by a committed write).
+    key_checked: bool,
+    outcome: Outcome,
+}
+
+/// One request's gate.
+#[derive(Debug)]
+pub struct Gate {
+    auth: AuthState,
+    tenant: TenantId,
+    key_hash: String,
+    standing: OnceCell<Option<Standing>>,
+    state: Mutex<State>,
+}
+
+/// What [`Gate::admit`] adds to a transaction.
+#[derive(Debug)]
+pub struct Admission {
+    /// The key's `ConditionCheck`, to append as the transaction's last operation.
+    pub check: Option<TransactWriteItem>,
+}
+
+impl Gate {
+    /// The gate of a request of `tenant` with the key whose hash is `key_hash`;
+    /// `key_checked` when the key's item was read for this request already.
+    #[must_use]
+    pub fn new(auth: AuthState, tenant: TenantId, key_hash: String, key_checked: bool) -> Arc<Self> {
+        Arc::new(Self {
+            auth,
+            tenant,
+            key_hash,
+            standing: OnceCell::new(),
+            state: Mutex::new(State { key_checked, outcome: Outcome::Open }),
+        })
+    }
+
+    /// The request's rate-limit standing: counted once, by whichever asks first (the
+    /// edge asks at once, beside the handler). `None`: not limited, or the count failed
+    /// (logged; the request goes through).
+    pub async fn standing(&self) -> Option<Standing> {
+        *self
+            .standing
+            .get_or_init(|| async {
+                if self.auth.rate_limit == 0 {
+                    return None;
+                }
+                let now = chrono::Utc::now().timestamp();
+                let counted = crate::rate_limit::count(
+                    &self.auth.client,
+                    &self.auth.tables,
+                    &self.tenant,
+                    self.auth.rate_limit,
+                    now,
+                )
+                .await;
+                match counted {
+                    Ok(standing) => Some(standing),
+                    Err(error) => {
+                        tracing::warn!(error = %error, "rate limit not counted");
+                        None
+                    }
+                }
+            })
+            .await
+    }
+
+    /// Where the request's writes stand.
+    #[must_use]
+    pub fn outcome(&self) -> Outcome {
+        self.state.lock().map_or(Outcome::Open, |state| state.outcome)
+    }
+
+    fn refuse(&self, refusal: Refusal) -> StoreError {
+        if let Ok(mut state) = self.state.lock() {
+            state.outcome = Outcome::Refused(refusal);
+        }
+        StoreError::Refused(refusal)
+    }
+
+    /// Lets a transaction of `operations` operations and `bytes` bytes through, or
+    /// refuses it: waits for the rate-limit count, and gives the key's condition to add
+    /// when the key is not yet proven live (reading the key now when the transaction
+    /// has no room for it).
+    ///
+    /// # Errors
+    /// [`StoreError::Refused`]; the key read's [`StoreError`].
+    pub async fn admit(&self, items: &[TransactWriteItem]) -> Result<Admission, StoreError> {
+        if let Outcome::Refused(refusal) = self.outcome() {
+            return Err(StoreError::Refused(refusal));
+        }
+        if let Some(standing) = self.standing().await
+            && standing.exceeded
+            && self.outcome() == Outcome::Open
+        {
+            return Err(self.refuse(Refusal::RateLimited { retry_after: standing.reset }));
+        }
+        if self.state.lock().map_or(true, |state| state.key_checked) {
+            return Ok(Admission { check: None });
+        }
+        let check = self.key_condition()?;
+        // A transaction that writes the key's own item (revoking the key it is sent with)
+        // cannot also check it: DynamoDB takes one operation per item.
+        if has_room_for(items, &check) && !items.iter().any(|item| self.is_key_item(item)) {
+            return Ok(Admission { check: Some(check) });
+        }
+        match crate::auth::tenant_of(&self.auth.client, &self.auth.tables, &self.key_hash).await {
+            Ok(live) if live == self.tenant => {
+                if let Ok(mut state) = self.state.lock() {
+                    state.key_checked = true;
+                }
+                Ok(Admission { check: None })
+            }
+            Ok(_) | Err(crate::ApiError::Unauthorized) => Err(self.refuse(Refusal::KeyRevoked)),
+            Err(_) => Err(StoreError::Unavailable("the API key could not be read".into())),
+        }
+    }
+
+    /// Records a transaction's end: committed (the key is proven live from now on), or
+    /// cancelled because the key's condition (when it carried it) did not hold.
+    pub fn settle(&self, committed: bool, key_failed: bool) -> Option<StoreError> {
+        if key_failed {
+            return Some(self.refuse(Refusal::KeyRevoked));
+        }
+        if committed && let Ok(mut state) = self.state.lock() {
+            state.key_checked = true;
+            state.outcome = Outcome::Written;
+        }
+        None
+    }
+
+    /// Whether `operation` is on the request's key's item.
+    fn is_key_item(&self, operation: &TransactWriteItem) -> bool {
+        let table = self.auth.tables.name(Table::ApiKeys);
+        let on = |name: &str, key: &crate::dynamo::Item| {
+            name == table && key.get("key_hash").and_then(|v| v.as_s().ok()) == Some(&self.key_hash)
+        };
+        operation.put().is_some_and(|o| on(o.table_name(), o.item()))
+            || operation.update().is_some_and(|o| on(o.table_name(), o.key()))
+            || operation.delete().is_some_and(|o| on(o.table_name(), o.key()))
+            || operation.condition_check().is_some_and(|o| on(o.table_name(), o.key()))
+    }
+
+    /// The condition that the request's key exists, is live and is the tenant's.
+    fn key_condition(&self) -> Result<TransactWriteItem, StoreError> {
+        let check = ConditionCheck::builder()
+            .table_name(self.auth.tables.name(Table::ApiKeys))
+            .key("key_hash", s(&self.key_hash))
+            .condition_expression("tenant_id = :tenant AND attribute_not_exists(revoked_at)")
+            .expression_attribute_values(":tenant", s(self.tenant.as_str()))
+            .build();
+        Ok(TransactWriteItem::builder().condition_check(crate::dynamo::built(check)?).build())
+    }
+}
+
+/// Whether a transaction of `items` stays within DynamoDB's limits with `check` added.
+fn has_room_for(items: &[TransactWriteItem], check: &TransactWriteItem) -> bool {
+    fits(items.len(), items.iter().map(crate::dynamo::operation_size).sum(), check)
+}
+
+/// Whether `operations` operations of `bytes` bytes stay within DynamoDB's limits with
+/// `check` added.
+fn fits(operations: usize, bytes: usize, check: &TransactWriteItem) -> bool {
+    operations < crate::dynamo::MAX_TRANSACTION_ITEMS
+        && bytes + crate::dynamo::operation_size(check) <= crate::dynamo::MAX_TRANSACTION_BYTES
+}
+
+/// The gate of the request being served, if it is served through one.
+#[must_use]
+pub fn current() -> Option<Arc<Gate>> {
+    GATE.try_with(Arc::clone).ok()
+}
+
+/// Runs `future` (a request's handler) behind `gate`.
+pub async fn scope<F: std::future::Future>(gate: Arc<Gate>, future: F) -> F::Output {
+    GATE.scope(gate, future).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dynamo::{MAX_TRANSACTION_BYTES, MAX_TRANSACTION_ITEMS, Tables};
+
+    fn gate() -> Arc<Gate> {
+        let config = aws_sdk_dynamodb::Config::builder()
+            .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
+            .region(aws_sdk_dynamodb::config::Region::new("us-east-1"))
+            .build();
+        let auth = AuthState {
+            client: aws_sdk_dynamodb::Client::from_conf(config),
+            tables: Tables::new("t-"),
+            rate_limit: 0,
+            origin_secret: None,
+            known: crate::auth::KnownKeys::default(),
+        };
+        let tenant = crate::auth::trusted::tenant(
+            &crate::ids::TenantKey::parse("ten_0193a6f21c2b7d3e8f000123456789ab").expect("id"),
+        );
+        Gate::new(auth, tenant, "ab".repeat(32), false)
+    }
+
+    /// The key's condition is added only while the transaction stays within 100
+    /// operations and 4 MB with it: computed from its real size, not assumed.
+    #[test]
+    fn the_key_condition_is_added_only_within_the_transaction_limits() {
+        let check = gate().key_condition().expect("built");
+        // The check's key, as DynamoDB counts a condition check: `key_hash` and 64 hex.
+        let extra = MAX_TRANSACTION_BYTES
+            - (0..MAX_TRANSACTION_BYTES).rev().find(|bytes| fits(1, *bytes, &check)).expect("some room");
+        assert_eq!(extra, "key_hash".len() + 64);
+        assert!(fits(MAX_TRANSACTION_ITEMS - 1, MAX_TRANSACTION_BYTES - extra, &check));
+        assert!(!fits(MAX_TRANSACTION_ITEMS, 0, &check), "101 operations");
+        assert!(!fits(1, MAX_TRANSACTION_BYTES - extra + 1, &check), "over 4 MB");
+    }
+
+    #[tokio::test]
+    async fn a_refusal_sticks_and_a_commit_proves_the_key() {
+        let refused = gate();
+        assert!(matches!(refused.settle(false, true), Some(StoreError::Refused(Refusal::KeyRevoked))));
+        assert_eq!(refused.outcome(), Outcome::Refused(Refusal::KeyRevoked));
+        assert!(matches!(refused.admit(&[]).await, Err(StoreError::Refused(Refusal::KeyRevoked))));
+
+        let open = gate();
+        let on_key = open.key_condition().expect("built");
+        assert!(open.admit(&[]).await.expect("admitted").check.is_some(), "the key is not yet proven");
+        assert!(open.is_key_item(&on_key), "a transaction on the key's own item is told apart");
+        assert!(open.settle(true, false).is_none());
+        assert_eq!(open.outcome(), Outcome::Written);
+        assert!(open.admit(&[]).await.expect("admitted").check.is_none(), "proven by the commit");
+    }
+}

@@ -1,0 +1,163 @@
+//! The write gate of the shared edge ([`shared::gate`]), against DynamoDB Local: a warm
+//! instance starts a request's work before its key is read again, so what must never go
+//! wrong is tested at the exact moment it could: a key revoked after the instance
+//! remembered it, while the request is already running, before its transaction; and a
+//! tenant over its rate limit, whose write must not happen.
+
+use std::sync::Arc;
+
+use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
+use axum::Router;
+use axum::extract::State;
+use axum::routing::post;
+use http::{Method, Request, StatusCode};
+use shared::auth::AuthState;
+use shared::dynamo::{Table, s};
+use shared::http::api;
+use tower::ServiceExt;
+
+/// What the test route does: optionally revoke the caller's key first (as if another
+/// request revoked it at that moment), then commit `operations` puts in one transaction.
+#[derive(Clone)]
+struct Route {
+    env: api_tests::Env,
+    revoke_first: Option<String>,
+    operations: usize,
+    marker: String,
+}
+
+fn marker_put(env: &api_tests::Env, tenant: &str, marker: &str, index: usize) -> TransactWriteItem {
+    let put = Put::builder()
+        .table_name(env.tables.name(Table::Idempotency))
+        .item("tenant_id", s(tenant))
+        .item("idempotency_key", s(format!("{marker}-{index}")))
+        .build()
+        .expect("put");
+    TransactWriteItem::builder().put(put).build()
+}
+
+async fn write(State(route): State<Arc<Route>>, tenant: shared::TenantId) -> Result<StatusCode, shared::ApiError> {
+    if let Some(key_id) = route.revoke_first.clone() {
+        // Another request's doing: on a task of its own, outside this request's gate.
+        let env = route.env.clone();
+        let revoke = async move {
+            let now = shared::time::format(chrono::Utc::now());
+            infra::admin::revoke_key(&env.client, &env.tables, &key_id, &now).await.expect("revoked");
+        };
+        tokio::spawn(revoke).await.expect("revoked");
+    }
+    let items = (0..route.operations).map(|i| marker_put(&route.env, tenant.as_str(), &route.marker, i)).collect();
+    shared::dynamo::transact(&route.env.client, items).await?;
+    Ok(StatusCode::CREATED)
+}
+
+fn app(env: &api_tests::Env, auth: &AuthState, route: Route) -> Router {
+    let routes =
+        Router::new().route("/api/v1/write", post(write)).with_state(Arc::new(Route { env: env.clone(), ..route }));
+    api(routes, auth.clone())
+}
+
+async fn call(app: &Router, key: &str) -> http::Response<axum::body::Body> {
+    let request = Request::builder().method(Method::POST).uri("/api/v1/write").header("x-api-key", key);
+    app.clone().oneshot(request.body(axum::body::Body::empty()).expect("request")).await.expect("infallible")
+}
+
+async fn written(env: &api_tests::Env, tenant: &str, marker: &str) -> usize {
+    let out = env
+        .client
+        .query()
+        .table_name(env.tables.name(Table::Idempotency))
+        .key_condition_expression("tenant_id = :t AND begins_with(idempotency_key, :m)")
+        .expression_attribute_values(":t", s(tenant))
+        .expression_attribute_values(":m", s(marker))
+        .consistent_read(true)
+        .send()
+        .await
+        .expect("query");
+    out.items().len()
+}
+
+fn auth(env: &api_tests::Env, rate_limit: u32) -> AuthState {
+    AuthState {
+        client: env.client.clone(),
+        tables: env.tables.clone(),
+        rate_limit,
+        origin_secret: None,
+        known: shared::auth::KnownKeys::default(),
+    }
+}
+
+/// The instance remembers the key from an earlier request; the key is revoked while the
+/// next request runs, after it started and before its transaction. The transaction
+/// carries the key's condition (or, with no room left in it, reads the key first): 401,
+/// and nothing of it is written. Both with room in the transaction and at 100
+/// operations, where the condition cannot be added.
+#[tokio::test]
+async fn a_key_revoked_between_the_cache_fill_and_the_transaction_writes_nothing() {
+    let env = api_tests::env().await;
+    let auth = auth(&env, 0);
+    for operations in [3, shared::dynamo::MAX_TRANSACTION_ITEMS] {
+        let t = env.tenant().await;
+        let now = shared::time::format(chrono::Utc::now());
+        let (key_id, key) = infra::admin::create_key(&env.client, &env.tables, &t.id, &now).await.expect("key");
+        let marker = |name: &str| format!("gate-{name}-{}", uuid::Uuid::now_v7());
+        let warm = marker("warm");
+        let route = |revoke_first, marker: &str| Route {
+            env: env.clone(),
+            revoke_first,
+            operations,
+            marker: marker.to_owned(),
+        };
+
+        // The first request fills the instance's memory of the key and writes.
+        assert_eq!(call(&app(&env, &auth, route(None, &warm)), &key).await.status(), 201);
+        assert_eq!(written(&env, &t.id, &warm).await, operations, "a live key writes");
+        assert!(auth.known.get(&shared::auth::hash_key(&key)).is_some(), "the instance remembers the key");
+
+        let raced = marker("raced");
+        let response = call(&app(&env, &auth, route(Some(key_id.as_str().to_owned()), &raced)), &key).await;
+        assert_eq!(response.status(), 401, "{operations} operations");
+        assert_eq!(written(&env, &t.id, &raced).await, 0, "{operations} operations: nothing written");
+        assert!(auth.known.get(&shared::auth::hash_key(&key)).is_none(), "the instance forgot the key");
+
+        // The tenant's other key goes on writing.
+        let other = marker("other");
+        assert_eq!(call(&app(&env, &auth, route(None, &other)), &t.key).await.status(), 201);
+        assert_eq!(written(&env, &t.id, &other).await, operations);
+    }
+}
+
+/// Beyond its limit a tenant's write is refused with 429 and `Retry-After`, and does
+/// not happen, although the count ran beside the request's work.
+#[tokio::test]
+async fn a_write_over_the_rate_limit_gets_429_and_writes_nothing() {
+    let env = api_tests::env().await;
+    let auth = auth(&env, 2);
+    let t = env.tenant().await;
+    let mut statuses = Vec::new();
+    let mut markers = Vec::new();
+    for index in 0..3 {
+        let marker = format!("gate-limit-{index}-{}", uuid::Uuid::now_v7());
+        let route = Route { env: env.clone(), revoke_first: None, operations: 1, marker: marker.clone() };
+        let response = call(&app(&env, &auth, route), &t.key).await;
+        let retry_after = response.headers().get("retry-after").and_then(|v| v.to_str().ok()).map(str::to_owned);
+        let remaining =
+            response.headers().get("x-ratelimit-remaining").and_then(|v| v.to_str().ok()).map(str::to_owned);
+        statuses.push((response.status().as_u16(), retry_after, remaining));
+        markers.push((marker, response.status()));
+    }
+    // A window boundary between two requests restarts the count; then all three pass.
+    if statuses.iter().all(|(status, _, _)| *status == 201) {
+        return;
+    }
+    assert_eq!(statuses[0].0, 201, "{statuses:?}");
+    assert_eq!(statuses[1].0, 201, "{statuses:?}");
+    let (status, retry_after, remaining) = &statuses[2];
+    assert_eq!(*status, 429, "{statuses:?}");
+    assert!(retry_after.as_deref().and_then(|r| r.parse::<u64>().ok()).is_some_and(|r| (1..=60).contains(&r)));
+    assert_eq!(remaining.as_deref(), Some("0"));
+    for (marker, status) in markers {
+        let expected = usize::from(status == StatusCode::CREATED);
+        assert_eq!(written(&env, &t.id, &marker).await, expected, "{marker}: {status}");
+    }
+}
