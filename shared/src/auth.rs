@@ -322,36 +322,62 @@ impl AuthState {
     }
 }
 
-/// Key hash -> tenant, of keys an instance has seen live. Never a reason to accept a key
-/// by itself: every request still reads the key's item (in parallel with a read's own
-/// work, before a write's), so a revoked key is refused on its very next request.
+/// Key hash -> tenant, of keys an instance has seen live, and what the instance last
+/// learnt of each tenant's rate-limit window. Never a reason to accept a key by itself:
+/// every request still proves its key live ([`crate::gate`]), so a revoked key is
+/// refused on its very next request.
 #[derive(Debug, Clone, Default)]
-pub struct KnownKeys(std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, TenantId>>>);
+pub struct KnownKeys(std::sync::Arc<std::sync::Mutex<Known>>);
+
+#[derive(Debug, Default)]
+struct Known {
+    tenants: std::collections::HashMap<String, TenantId>,
+    /// Tenant -> (window, requests left in it after the last count).
+    room: std::collections::HashMap<TenantId, (i64, u32)>,
+}
 
 impl KnownKeys {
-    /// Keys one instance remembers at most (then it starts over).
+    /// Keys (and tenants) one instance remembers at most (then it starts over).
     const MAX: usize = 10_000;
 
     /// The tenant last seen for this key hash.
     #[must_use]
     pub fn get(&self, hash: &str) -> Option<TenantId> {
-        self.0.lock().ok()?.get(hash).cloned()
+        self.0.lock().ok()?.tenants.get(hash).cloned()
     }
 
     /// Remembers that `hash` was a live key of `tenant`.
     pub fn remember(&self, hash: &str, tenant: &TenantId) {
         if let Ok(mut known) = self.0.lock() {
-            if known.len() >= Self::MAX {
-                known.clear();
+            if known.tenants.len() >= Self::MAX {
+                known.tenants.clear();
             }
-            known.insert(hash.to_owned(), tenant.clone());
+            known.tenants.insert(hash.to_owned(), tenant.clone());
         }
     }
 
     /// Forgets `hash` (refused).
     pub fn forget(&self, hash: &str) {
         if let Ok(mut known) = self.0.lock() {
-            known.remove(hash);
+            known.tenants.remove(hash);
+        }
+    }
+
+    /// The requests `tenant` had left in rate-limit window `window` when this instance
+    /// last counted one (`None`: it has not counted one in this window).
+    #[must_use]
+    pub fn room(&self, tenant: &TenantId, window: i64) -> Option<u32> {
+        let known = self.0.lock().ok()?;
+        known.room.get(tenant).filter(|(seen, _)| *seen == window).map(|(_, left)| *left)
+    }
+
+    /// Notes what a count left of `tenant`'s window `window`.
+    pub fn note_room(&self, tenant: &TenantId, window: i64, left: u32) {
+        if let Ok(mut known) = self.0.lock() {
+            if known.room.len() >= Self::MAX {
+                known.room.clear();
+            }
+            known.room.insert(tenant.clone(), (window, left));
         }
     }
 }

@@ -182,9 +182,48 @@ pub enum StoreError {
     /// A stored item does not have the shape the code expects.
     #[error("corrupt record: {0}")]
     Corrupt(String),
-    /// The request's gate refused the write ([`crate::gate`]): nothing was written.
+    /// The request's write gate refused the write: nothing was written.
     #[error("write refused: {0:?}")]
-    Refused(crate::gate::Refusal),
+    Refused(Refusal),
+}
+
+/// Why a request's write gate refused a write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// The request's key was revoked (or is gone) before its write.
+    KeyRevoked,
+    /// The tenant is over its rate limit: try again after this many seconds.
+    RateLimited {
+        /// Seconds until the window resets.
+        retry_after: u64,
+    },
+}
+
+/// What a request's write transactions pass through (the edge's gate, `shared::gate`,
+/// implements it; this module only calls it, so storage does not depend on the edge).
+pub trait WriteGate: Send + Sync + std::fmt::Debug {
+    /// Lets a transaction of `items` through, with an operation to add as its last
+    /// (a condition), or refuses it.
+    ///
+    /// # Errors
+    /// [`StoreError::Refused`], or a storage error of the gate's own reads.
+    fn admit<'a>(
+        &'a self,
+        items: &'a [TransactWriteItem],
+    ) -> std::pin::Pin<Box<dyn Future<Output = Result<Option<TransactWriteItem>, StoreError>> + Send + 'a>>;
+
+    /// Records a transaction's end: committed, or cancelled because the added condition
+    /// failed (the refusal to report is returned).
+    fn settle(&self, committed: bool, added_failed: bool) -> Option<StoreError>;
+}
+
+tokio::task_local! {
+    static WRITE_GATE: std::sync::Arc<dyn WriteGate>;
+}
+
+/// Runs `work` (a request's handler) with its write transactions passing `gate`.
+pub async fn gated<F: Future>(gate: std::sync::Arc<dyn WriteGate>, work: F) -> F::Output {
+    WRITE_GATE.scope(gate, work).await
 }
 
 impl From<serde_dynamo::Error> for StoreError {
@@ -235,10 +274,10 @@ where
 /// [`StoreError::Conflict`] for a conflict; [`StoreError::Unavailable`] when throttling
 /// cancelled it; [`StoreError::Other`] for a validation error or any other reason.
 pub async fn transact(client: &Client, mut items: Vec<TransactWriteItem>) -> Result<(), StoreError> {
-    let gate = crate::gate::current();
+    let gate = WRITE_GATE.try_with(std::sync::Arc::clone).ok();
     let mut guard_index = None;
     if let Some(gate) = &gate
-        && let Some(check) = gate.admit(&items).await?.check
+        && let Some(check) = gate.admit(&items).await?
     {
         guard_index = Some(items.len());
         items.push(check);

@@ -245,8 +245,10 @@ impl From<StoreError> for ApiError {
     fn from(error: StoreError) -> Self {
         match error {
             StoreError::Unavailable(_) | StoreError::Conflict => Self::Unavailable(Box::new(error)),
-            StoreError::Refused(crate::gate::Refusal::KeyRevoked) => Self::Unauthorized,
-            StoreError::Refused(crate::gate::Refusal::RateLimited { retry_after }) => Self::RateLimited { retry_after },
+            StoreError::Refused(crate::dynamo::Refusal::KeyRevoked) => Self::Unauthorized,
+            StoreError::Refused(crate::dynamo::Refusal::RateLimited { retry_after }) => {
+                Self::RateLimited { retry_after }
+            }
             other => Self::internal(other),
         }
     }

@@ -2,11 +2,13 @@
 //! warm request has nothing in front of its own DynamoDB calls ([`crate::http`]).
 //!
 //! The edge runs each authenticated request inside a [`Gate`]. Its first write
-//! transaction ([`crate::dynamo::transact`], which every store commits through):
+//! transaction ([`crate::dynamo::transact`], which every store commits through, calls it
+//! as its [`crate::dynamo::WriteGate`]):
 //!
 //! - waits for the request's rate-limit count (started by the edge beside the handler,
-//!   so it overlaps the handler's own reads); over the limit, nothing is written and the
-//!   request is answered 429;
+//!   so it overlaps the handler's own reads), unless the instance's last count in this
+//!   window left the tenant room; over the limit, nothing is written and the request is
+//!   answered 429;
 //! - when the key was taken from the instance's memory rather than read for this
 //!   request, carries a `ConditionCheck` on the key's item (it exists, is not revoked and
 //!   is the tenant's), so a key revoked at any moment before the commit writes nothing
@@ -27,21 +29,7 @@ use crate::auth::AuthState;
 use crate::dynamo::{StoreError, Table, s};
 use crate::rate_limit::Standing;
 
-tokio::task_local! {
-    static GATE: Arc<Gate>;
-}
-
-/// Why the gate refused a write.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refusal {
-    /// The request's key was revoked (or is gone) before its write.
-    KeyRevoked,
-    /// The tenant is over its rate limit: try again after this many seconds.
-    RateLimited {
-        /// Seconds until the window resets.
-        retry_after: u64,
-    },
-}
+pub use crate::dynamo::Refusal;
 
 /// Where a request's writes stand.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,13 +59,6 @@ pub struct Gate {
     key_hash: String,
     standing: OnceCell<Option<Standing>>,
     state: Mutex<State>,
-}
-
-/// What [`Gate::admit`] adds to a transaction.
-#[derive(Debug)]
-pub struct Admission {
-    /// The key's `ConditionCheck`, to append as the transaction's last operation.
-    pub check: Option<TransactWriteItem>,
 }
 
 impl Gate {
@@ -114,7 +95,11 @@ impl Gate {
                 )
                 .await;
                 match counted {
-                    Ok(standing) => Some(standing),
+                    Ok(standing) => {
+                        let left = if standing.exceeded { 0 } else { standing.remaining };
+                        self.auth.known.note_room(&self.tenant, now.div_euclid(60), left);
+                        Some(standing)
+                    }
                     Err(error) => {
                         tracing::warn!(error = %error, "rate limit not counted");
                         None
@@ -144,35 +129,51 @@ impl Gate {
     ///
     /// # Errors
     /// [`StoreError::Refused`]; the key read's [`StoreError`].
-    pub async fn admit(&self, items: &[TransactWriteItem]) -> Result<Admission, StoreError> {
+    pub async fn admit(&self, items: &[TransactWriteItem]) -> Result<Option<TransactWriteItem>, StoreError> {
         if let Outcome::Refused(refusal) = self.outcome() {
             return Err(StoreError::Refused(refusal));
         }
-        if let Some(standing) = self.standing().await
+        if self.must_wait_for_count()
+            && let Some(standing) = self.standing().await
             && standing.exceeded
             && self.outcome() == Outcome::Open
         {
             return Err(self.refuse(Refusal::RateLimited { retry_after: standing.reset }));
         }
         if self.state.lock().map_or(true, |state| state.key_checked) {
-            return Ok(Admission { check: None });
+            return Ok(None);
         }
         let check = self.key_condition()?;
         // A transaction that writes the key's own item (revoking the key it is sent with)
         // cannot also check it: DynamoDB takes one operation per item.
         if has_room_for(items, &check) && !items.iter().any(|item| self.is_key_item(item)) {
-            return Ok(Admission { check: Some(check) });
+            return Ok(Some(check));
         }
         match crate::auth::tenant_of(&self.auth.client, &self.auth.tables, &self.key_hash).await {
             Ok(live) if live == self.tenant => {
                 if let Ok(mut state) = self.state.lock() {
                     state.key_checked = true;
                 }
-                Ok(Admission { check: None })
+                Ok(None)
             }
             Ok(_) | Err(crate::ApiError::Unauthorized) => Err(self.refuse(Refusal::KeyRevoked)),
             Err(_) => Err(StoreError::Unavailable("the API key could not be read".into())),
         }
+    }
+
+    /// Whether a write must wait for the request's rate-limit count: unless this
+    /// instance's last count in the current window left the tenant room. (An instance
+    /// serves one request at a time, so a tenant overshoots its limit by at most one
+    /// write per instance that had not yet learnt the window was used up.)
+    fn must_wait_for_count(&self) -> bool {
+        if self.auth.rate_limit == 0 {
+            return false;
+        }
+        if self.standing.initialized() {
+            return true;
+        }
+        let window = chrono::Utc::now().timestamp().div_euclid(60);
+        self.auth.known.room(&self.tenant, window).is_none_or(|left| left == 0)
     }
 
     /// Records a transaction's end: committed (the key is proven live from now on), or
@@ -224,15 +225,22 @@ fn fits(operations: usize, bytes: usize, check: &TransactWriteItem) -> bool {
         && bytes + crate::dynamo::operation_size(check) <= crate::dynamo::MAX_TRANSACTION_BYTES
 }
 
-/// The gate of the request being served, if it is served through one.
-#[must_use]
-pub fn current() -> Option<Arc<Gate>> {
-    GATE.try_with(Arc::clone).ok()
+impl crate::dynamo::WriteGate for Gate {
+    fn admit<'a>(
+        &'a self,
+        items: &'a [TransactWriteItem],
+    ) -> std::pin::Pin<Box<dyn Future<Output = Result<Option<TransactWriteItem>, StoreError>> + Send + 'a>> {
+        Box::pin(Gate::admit(self, items))
+    }
+
+    fn settle(&self, committed: bool, added_failed: bool) -> Option<StoreError> {
+        Gate::settle(self, committed, added_failed)
+    }
 }
 
 /// Runs `future` (a request's handler) behind `gate`.
-pub async fn scope<F: std::future::Future>(gate: Arc<Gate>, future: F) -> F::Output {
-    GATE.scope(gate, future).await
+pub async fn scope<F: Future>(gate: Arc<Gate>, future: F) -> F::Output {
+    crate::dynamo::gated(gate, future).await
 }
 
 #[cfg(test)]
@@ -281,10 +289,10 @@ mod tests {
 
         let open = gate();
         let on_key = open.key_condition().expect("built");
-        assert!(open.admit(&[]).await.expect("admitted").check.is_some(), "the key is not yet proven");
+        assert!(open.admit(&[]).await.expect("admitted").is_some(), "the key is not yet proven");
         assert!(open.is_key_item(&on_key), "a transaction on the key's own item is told apart");
         assert!(open.settle(true, false).is_none());
         assert_eq!(open.outcome(), Outcome::Written);
-        assert!(open.admit(&[]).await.expect("admitted").check.is_none(), "proven by the commit");
+        assert!(open.admit(&[]).await.expect("admitted").is_none(), "proven by the commit");
     }
 }

@@ -118,11 +118,13 @@ async fn require_api_key(State(auth): State<AuthState>, mut request: Request, ne
         }
     };
     // The rate-limit count runs beside the work too; a write waits for it before it
-    // commits, a read may overshoot the limit by the reads already in flight (README,
-    // "Rate limit").
-    let (response, (standing, verified)) = tokio::join!(crate::gate::scope(gate.clone(), next.run(request)), async {
-        tokio::join!(gate.standing(), verify)
-    });
+    // commits unless the instance's last count left room, a read does not: a tenant may
+    // overshoot its limit by the requests already in flight (README, "Rate limit").
+    // The count and the key's read are sent first, then the work's own calls.
+    let ((standing, verified), response) = tokio::join!(
+        async { tokio::join!(gate.standing(), verify) },
+        crate::gate::scope(gate.clone(), next.run(request))
+    );
     let mut response = match gate.outcome() {
         // Committed with the key's condition holding: the write's answer stands.
         crate::gate::Outcome::Written => response,

@@ -10,6 +10,7 @@
 use std::cell::Cell;
 use std::future::Future;
 use std::sync::OnceLock;
+use std::time::Instant;
 
 use aws_smithy_runtime_api::box_error::BoxError;
 use aws_smithy_runtime_api::client::interceptors::Intercept;
@@ -24,6 +25,51 @@ use serde_json::{Value, json};
 tokio::task_local! {
     static USAGE: Cell<Usage>;
     static ACCESSES: std::cell::RefCell<Vec<Access>>;
+    static TIMELINE: std::cell::RefCell<Vec<(Instant, Instant)>>;
+}
+
+/// The DynamoDB round trips of a piece of work.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RoundTrips {
+    /// On its critical path: the longest chain of calls each sent after the one before
+    /// it was answered (calls side by side count once).
+    pub critical: usize,
+    /// In all.
+    pub total: usize,
+}
+
+/// Runs `work` (in this task) and counts its DynamoDB round trips, from when each call
+/// was sent to when its answer was read. For benchmarks: a warm request's critical path
+/// is the measure of what stands between a client and its answer.
+pub async fn traced<T>(work: impl Future<Output = T>) -> (T, RoundTrips) {
+    TIMELINE
+        .scope(std::cell::RefCell::new(Vec::new()), async {
+            let output = work.await;
+            let calls = TIMELINE.with(|t| t.borrow().clone());
+            (output, RoundTrips { critical: critical_path(&calls), total: calls.len() })
+        })
+        .await
+}
+
+/// The longest chain of `calls` (sent, answered) in which each was sent after the one
+/// before it was answered.
+fn critical_path<T: Ord + Copy>(calls: &[(T, T)]) -> usize {
+    let mut calls = calls.to_vec();
+    calls.sort_unstable();
+    let mut longest: Vec<usize> = Vec::with_capacity(calls.len());
+    for (i, (sent, _)) in calls.iter().enumerate() {
+        let before = (0..i).filter(|j| calls[*j].1 <= *sent).map(|j| longest[j]).max().unwrap_or(0);
+        longest.push(before + 1);
+    }
+    longest.into_iter().max().unwrap_or(0)
+}
+
+/// When a call's attempt was sent (kept in the SDK's per-call state).
+#[derive(Debug, Clone, Copy)]
+struct Sent(Instant);
+
+impl aws_smithy_types::config_bag::Storable for Sent {
+    type Storer = aws_smithy_types::config_bag::StoreReplace<Self>;
 }
 
 /// One DynamoDB permission a call needs: an IAM action on a table (or its indexes).
@@ -148,8 +194,11 @@ impl Intercept for CapacityMeter {
         &self,
         context: &mut BeforeTransmitInterceptorContextMut<'_>,
         _: &RuntimeComponents,
-        _: &mut ConfigBag,
+        cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
+        if TIMELINE.try_with(|_| ()).is_ok() {
+            cfg.interceptor_state().store_put(Sent(Instant::now()));
+        }
         let request = context.request_mut();
         let target = request.headers().get("x-amz-target").unwrap_or_default();
         let operation = target.rsplit('.').next().unwrap_or_default().to_owned();
@@ -182,8 +231,11 @@ impl Intercept for CapacityMeter {
         &self,
         context: &AfterDeserializationInterceptorContextRef<'_>,
         _: &RuntimeComponents,
-        _: &mut ConfigBag,
+        cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
+        if let Some(Sent(sent)) = cfg.load::<Sent>() {
+            let _ = TIMELINE.try_with(|t| t.borrow_mut().push((*sent, Instant::now())));
+        }
         let capacity = context.response().body().bytes().map_or(0.0, consumed);
         add(Usage { calls: 1, capacity });
         Ok(())
@@ -281,6 +333,17 @@ mod tests {
         })
         .await;
         assert_eq!(outer, Usage { calls: 3, capacity: 1.5 });
+    }
+
+    #[test]
+    fn calls_side_by_side_count_once_on_the_critical_path() {
+        assert_eq!(critical_path::<u32>(&[]), 0);
+        // Three at once, then one after them all: two.
+        assert_eq!(critical_path(&[(0, 5), (0, 3), (1, 4), (5, 9)]), 2);
+        // One after another: three; a call sent before the last answer does not chain.
+        assert_eq!(critical_path(&[(0, 2), (2, 4), (4, 6), (3, 7)]), 3);
+        // A long call beside a chain of two: the chain is the path.
+        assert_eq!(critical_path(&[(0, 10), (0, 4), (5, 9)]), 2);
     }
 
     #[test]

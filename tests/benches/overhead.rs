@@ -53,7 +53,8 @@ async fn main() {
     let t = tenant.as_str().to_owned();
     let tenant_id = shared::auth::trusted::tenant(&tenant);
 
-    let iterations = 400;
+    // `OVERHEAD_RUNS` shortens a run while working on the bench; `make bench` uses 400.
+    let iterations = std::env::var("OVERHEAD_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(400);
     println!(
         "handler vs raw DynamoDB calls against DynamoDB Local ({iterations} interleaved runs each, after warm-up)"
     );
@@ -174,4 +175,178 @@ async fn main() {
     println!("(raw: the key lookup, the rate-limit window and the item one after the other; goal <= 1.3)");
     println!("(one raw GetItem: the item alone, the physical limit of a read; goal <= 1.2)");
     println!("(POST /checkpoints: raw is the execution's GetItem and a two-item transaction; goal <= 1.3)");
+    round_trips(
+        &Apps {
+            workflows,
+            executions,
+            checkpoints,
+            billing,
+            failures: failures::app(client, tables, Arc::new(SystemClock)),
+        },
+        &key,
+        wf["id"].as_str().expect("id"),
+        &execution_id,
+    )
+    .await;
+}
+
+struct Apps {
+    workflows: axum::Router,
+    executions: axum::Router,
+    checkpoints: axum::Router,
+    billing: axum::Router,
+    failures: axum::Router,
+}
+
+/// DynamoDB round trips per route on a warm instance (one that has seen the key), from
+/// when each call was sent to when its answer was read (`shared::metering::traced`):
+/// the critical path (calls side by side count once) and all calls. Each route runs
+/// seven times; the table shows the fewest and the most.
+async fn round_trips(apps: &Apps, key: &str, workflow_id: &str, execution_id: &str) {
+    let traced = |app: &axum::Router,
+                  method: Method,
+                  path: String,
+                  body: Option<serde_json::Value>,
+                  headers: Vec<(&'static str, String)>| {
+        let (app, key) = (app.clone(), key.to_owned());
+        async move {
+            let headers: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+            shared::metering::traced(call_with(&app, &key, (method, &path), body.as_ref(), &headers)).await
+        }
+    };
+    let (answer, _) = traced(
+        &apps.checkpoints,
+        Method::POST,
+        "/api/v1/checkpoints".to_owned(),
+        Some(json!({"execution_id": execution_id, "name": "rt", "state": {"n": 1}})),
+        vec![],
+    )
+    .await;
+    let checkpoint_id = answer["id"].as_str().expect("checkpoint id").to_owned();
+    let big = json!({"execution_id": execution_id, "name": "big", "state": {"blob": api_tests::noise(7, 4 * 1024 * 1024 - 64)}});
+    let (answer, _) =
+        traced(&apps.checkpoints, Method::POST, "/api/v1/checkpoints".to_owned(), Some(big.clone()), vec![]).await;
+    let big_id = answer["id"].as_str().expect("checkpoint id").to_owned();
+    let start = json!({"workflow_id": workflow_id, "input": {"q": 1}});
+    let (failing, _) =
+        traced(&apps.executions, Method::POST, "/api/v1/executions".to_owned(), Some(start.clone()), vec![]).await;
+    let failing = failing["id"].as_str().expect("id").to_owned();
+    let fail = json!({"error_type": "TOOL_ERROR", "message": "bench"});
+    traced(&apps.executions, Method::POST, format!("/api/v1/executions/{failing}/fail"), Some(fail), vec![]).await;
+    let (failures, _) =
+        traced(&apps.failures, Method::GET, format!("/api/v1/failures?execution_id={failing}"), None, vec![]).await;
+    let failure_id = failures["items"][0]["id"].as_str().expect("failure id").to_owned();
+
+    println!();
+    println!("DynamoDB round trips per route on a warm instance (7 runs: fewest-most)");
+    println!("{:<44} {:>9} {:>9}  goal", "request", "critical", "in all");
+    let range = |values: &[usize]| {
+        let (low, high) = (values.iter().min().copied().unwrap_or(0), values.iter().max().copied().unwrap_or(0));
+        if low == high { low.to_string() } else { format!("{low}-{high}") }
+    };
+    type Case<'a> = (&'a str, &'a axum::Router, Method, String, Option<serde_json::Value>, bool, &'a str);
+    let cases: Vec<Case<'_>> = vec![
+        (
+            "GET /executions/{id}",
+            &apps.executions,
+            Method::GET,
+            format!("/api/v1/executions/{execution_id}"),
+            None,
+            false,
+            "1",
+        ),
+        (
+            "GET /workflows/{id}",
+            &apps.workflows,
+            Method::GET,
+            format!("/api/v1/workflows/{workflow_id}"),
+            None,
+            false,
+            "1",
+        ),
+        (
+            "GET /checkpoints/{id}",
+            &apps.checkpoints,
+            Method::GET,
+            format!("/api/v1/checkpoints/{checkpoint_id}"),
+            None,
+            false,
+            "1",
+        ),
+        ("GET /failures/{id}", &apps.failures, Method::GET, format!("/api/v1/failures/{failure_id}"), None, false, "1"),
+        ("GET /billing/balance", &apps.billing, Method::GET, "/api/v1/billing/balance".to_owned(), None, false, "1"),
+        (
+            "GET /checkpoints/{id}?include_state (4 MiB)",
+            &apps.checkpoints,
+            Method::GET,
+            format!("/api/v1/checkpoints/{big_id}?include_state=true"),
+            None,
+            false,
+            "<= 3",
+        ),
+        (
+            "POST /checkpoints (1 KiB)",
+            &apps.checkpoints,
+            Method::POST,
+            "/api/v1/checkpoints".to_owned(),
+            Some(json!({"execution_id": execution_id, "name": "rt", "state": {"notes": "x".repeat(1000)}})),
+            false,
+            "2 (own)",
+        ),
+        (
+            "POST /checkpoints (1 KiB) + Idempotency-Key",
+            &apps.checkpoints,
+            Method::POST,
+            "/api/v1/checkpoints".to_owned(),
+            Some(json!({"execution_id": execution_id, "name": "rt", "state": {"notes": "x".repeat(1000)}})),
+            true,
+            "2 (own)",
+        ),
+        (
+            "POST /checkpoints (4 MiB)",
+            &apps.checkpoints,
+            Method::POST,
+            "/api/v1/checkpoints".to_owned(),
+            Some(big),
+            false,
+            "<= 3",
+        ),
+        (
+            "POST /workflows",
+            &apps.workflows,
+            Method::POST,
+            "/api/v1/workflows".to_owned(),
+            Some(json!({"name": "rt", "workflow_type": "custom"})),
+            false,
+            "own",
+        ),
+        (
+            "POST /executions",
+            &apps.executions,
+            Method::POST,
+            "/api/v1/executions".to_owned(),
+            Some(start),
+            false,
+            "own",
+        ),
+    ];
+    for (label, app, method, path, body, with_key, goal) in cases {
+        let (mut critical, mut total) = (Vec::new(), Vec::new());
+        for run in 0..7 {
+            let headers =
+                if with_key { vec![("idempotency-key", format!("rt-{label}-{run}-{}", uuid_like()))] } else { vec![] };
+            let (_, trips) = traced(app, method.clone(), path.clone(), body.clone(), headers).await;
+            critical.push(trips.critical);
+            total.push(trips.total);
+        }
+        println!("{label:<44} {:>9} {:>9}  {goal}", range(&critical), range(&total));
+    }
+    println!(
+        "(critical: the longest chain of calls each sent after the previous answer; in all: every call, the key's"
+    );
+    println!(" read and the rate-limit count beside the work included)");
+}
+
+fn uuid_like() -> u128 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos())
 }
