@@ -215,6 +215,27 @@ pub trait WriteGate: Send + Sync + std::fmt::Debug {
     /// Records a transaction's end: committed, or cancelled because the added condition
     /// failed (the refusal to report is returned).
     fn settle(&self, committed: bool, added_failed: bool) -> Option<StoreError>;
+
+    /// Lets an effect outside DynamoDB (a call to Stripe that creates something) go
+    /// ahead, or refuses it: it cannot carry a condition, so what a transaction's
+    /// condition would prove is proven first.
+    ///
+    /// # Errors
+    /// [`StoreError::Refused`], or a storage error of the gate's own reads.
+    fn hold(&self) -> std::pin::Pin<Box<dyn Future<Output = Result<(), StoreError>> + Send + '_>>;
+}
+
+/// Called before an effect outside DynamoDB (a Stripe call that creates or changes
+/// something): the request's write gate must let it through, as it must a transaction.
+///
+/// # Errors
+/// [`StoreError::Refused`] when the request's key is revoked or its tenant over its
+/// limit; a storage error of the gate's own reads.
+pub async fn before_effect() -> Result<(), StoreError> {
+    match WRITE_GATE.try_with(std::sync::Arc::clone) {
+        Ok(gate) => gate.hold().await,
+        Err(_) => Ok(()),
+    }
 }
 
 tokio::task_local! {

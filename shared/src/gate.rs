@@ -15,6 +15,9 @@
 //!   and the request is answered 401. A transaction with no room for it (100 operations,
 //!   or within a key's size of 4 MB) reads the key first instead.
 //!
+//! An effect outside DynamoDB (a Stripe call that creates something) cannot carry a
+//! condition: [`crate::dynamo::before_effect`] passes the limit and reads the key first.
+//!
 //! Once a write has committed through the gate, the request's key is proven live and
 //! later writes of the same request go as they are. Writes outside a gate (the admin
 //! command line) are not touched.
@@ -122,14 +125,43 @@ impl Gate {
         StoreError::Refused(refusal)
     }
 
-    /// Lets a transaction of `operations` operations and `bytes` bytes through, or
-    /// refuses it: waits for the rate-limit count, and gives the key's condition to add
-    /// when the key is not yet proven live (reading the key now when the transaction
-    /// has no room for it).
+    /// Lets a transaction of `items` through, or refuses it: waits for the rate-limit
+    /// count (see [`Gate::must_wait_for_count`]), and gives the key's condition to add
+    /// when the key is not yet proven live (reading the key now when the transaction has
+    /// no room for it, or writes the key's own item).
     ///
     /// # Errors
     /// [`StoreError::Refused`]; the key read's [`StoreError`].
     pub async fn admit(&self, items: &[TransactWriteItem]) -> Result<Option<TransactWriteItem>, StoreError> {
+        self.within_limit().await?;
+        if self.key_checked() {
+            return Ok(None);
+        }
+        let check = self.key_condition()?;
+        // A transaction that writes the key's own item (revoking the key it is sent with)
+        // cannot also check it: DynamoDB takes one operation per item.
+        if has_room_for(items, &check) && !items.iter().any(|item| self.is_key_item(item)) {
+            return Ok(Some(check));
+        }
+        self.read_key().await?;
+        Ok(None)
+    }
+
+    /// Lets an effect outside DynamoDB go ahead: within the limit, and the key read
+    /// live now unless already proven.
+    ///
+    /// # Errors
+    /// [`StoreError::Refused`]; the key read's [`StoreError`].
+    pub async fn hold(&self) -> Result<(), StoreError> {
+        self.within_limit().await?;
+        if !self.key_checked() {
+            self.read_key().await?;
+        }
+        Ok(())
+    }
+
+    /// Refuses what follows once refused, and when the tenant is over its limit.
+    async fn within_limit(&self) -> Result<(), StoreError> {
         if let Outcome::Refused(refusal) = self.outcome() {
             return Err(StoreError::Refused(refusal));
         }
@@ -140,21 +172,21 @@ impl Gate {
         {
             return Err(self.refuse(Refusal::RateLimited { retry_after: standing.reset }));
         }
-        if self.state.lock().map_or(true, |state| state.key_checked) {
-            return Ok(None);
-        }
-        let check = self.key_condition()?;
-        // A transaction that writes the key's own item (revoking the key it is sent with)
-        // cannot also check it: DynamoDB takes one operation per item.
-        if has_room_for(items, &check) && !items.iter().any(|item| self.is_key_item(item)) {
-            return Ok(Some(check));
-        }
+        Ok(())
+    }
+
+    fn key_checked(&self) -> bool {
+        self.state.lock().map_or(true, |state| state.key_checked)
+    }
+
+    /// Reads the key's item now (strongly consistent): live and the tenant's, or refused.
+    async fn read_key(&self) -> Result<(), StoreError> {
         match crate::auth::tenant_of(&self.auth.client, &self.auth.tables, &self.key_hash).await {
             Ok(live) if live == self.tenant => {
                 if let Ok(mut state) = self.state.lock() {
                     state.key_checked = true;
                 }
-                Ok(None)
+                Ok(())
             }
             Ok(_) | Err(crate::ApiError::Unauthorized) => Err(self.refuse(Refusal::KeyRevoked)),
             Err(_) => Err(StoreError::Unavailable("the API key could not be read".into())),
@@ -235,6 +267,10 @@ impl crate::dynamo::WriteGate for Gate {
 
     fn settle(&self, committed: bool, added_failed: bool) -> Option<StoreError> {
         Gate::settle(self, committed, added_failed)
+    }
+
+    fn hold(&self) -> std::pin::Pin<Box<dyn Future<Output = Result<(), StoreError>> + Send + '_>> {
+        Box::pin(Gate::hold(self))
     }
 }
 

@@ -161,3 +161,39 @@ async fn a_write_over_the_rate_limit_gets_429_and_writes_nothing() {
         assert_eq!(written(&env, &t.id, &marker).await, expected, "{marker}: {status}");
     }
 }
+
+/// An effect outside DynamoDB (a Stripe call) cannot carry the key's condition: the
+/// gate reads the key before it. A key revoked while the request runs causes no effect.
+#[tokio::test]
+async fn a_key_revoked_before_an_outside_effect_causes_none() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let env = api_tests::env().await;
+    let auth = auth(&env, 0);
+    let t = env.tenant().await;
+    let now = shared::time::format(chrono::Utc::now());
+    let (key_id, key) = infra::admin::create_key(&env.client, &env.tables, &t.id, &now).await.expect("key");
+    let effects = Arc::new(AtomicBool::new(false));
+    let app = |revoke: Option<String>| {
+        let (env, effects) = (env.clone(), effects.clone());
+        let effect = move || {
+            let (env, effects, revoke) = (env.clone(), effects.clone(), revoke.clone());
+            async move {
+                if let Some(key_id) = revoke {
+                    let revoked = async move {
+                        let now = shared::time::format(chrono::Utc::now());
+                        infra::admin::revoke_key(&env.client, &env.tables, &key_id, &now).await.expect("revoked");
+                    };
+                    tokio::spawn(revoked).await.expect("revoked");
+                }
+                shared::dynamo::before_effect().await.map_err(shared::ApiError::from)?;
+                effects.store(true, Ordering::SeqCst);
+                Ok::<_, shared::ApiError>(StatusCode::CREATED)
+            }
+        };
+        api(Router::new().route("/api/v1/write", post(effect)), auth.clone())
+    };
+    assert_eq!(call(&app(None), &key).await.status(), 201, "a live key's effect happens");
+    assert!(effects.swap(false, Ordering::SeqCst));
+    assert_eq!(call(&app(Some(key_id.as_str().to_owned())), &key).await.status(), 401);
+    assert!(!effects.load(Ordering::SeqCst), "no effect for a revoked key");
+}

@@ -365,6 +365,13 @@ impl Stripe {
         form: &Form,
         idempotency_key: Option<&str>,
     ) -> Result<T, StripeError> {
+        if method != Method::GET {
+            // A key revoked (or a tenant over its limit) since the instance last saw it
+            // creates nothing at Stripe; the edge answers 401 (or 429).
+            shared::dynamo::before_effect()
+                .await
+                .map_err(|error| StripeError { status: None, message: format!("not sent: {error}") })?;
+        }
         let body = form_urlencoded::Serializer::new(String::new()).extend_pairs(form).finish();
         let deadline = tokio::time::Instant::now() + CALL_BUDGET;
         let mut last = StripeError { status: None, message: "no attempt was made".to_owned() };
