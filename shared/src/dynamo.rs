@@ -197,24 +197,28 @@ pub enum Refusal {
         /// Seconds until the window resets.
         retry_after: u64,
     },
+    /// The request's `Idempotency-Key` is held by an earlier request (answered, or
+    /// still running): the edge answers with its stored answer, 409 or 422.
+    IdempotencyHeld,
 }
 
 /// What a request's write transactions pass through (the edge's gate, `shared::gate`,
 /// implements it; this module only calls it, so storage does not depend on the edge).
 pub trait WriteGate: Send + Sync + std::fmt::Debug {
-    /// Lets a transaction of `items` through, with an operation to add as its last
-    /// (a condition), or refuses it.
+    /// Lets a transaction of `items` through, with operations to add after its own
+    /// (conditions, records of the request), or refuses it.
     ///
     /// # Errors
-    /// [`StoreError::Refused`], or a storage error of the gate's own reads.
+    /// [`StoreError::Refused`], or a storage error of the gate's own calls.
     fn admit<'a>(
         &'a self,
         items: &'a [TransactWriteItem],
-    ) -> std::pin::Pin<Box<dyn Future<Output = Result<Option<TransactWriteItem>, StoreError>> + Send + 'a>>;
+    ) -> std::pin::Pin<Box<dyn Future<Output = Result<Vec<TransactWriteItem>, StoreError>> + Send + 'a>>;
 
-    /// Records a transaction's end: committed, or cancelled because the added condition
-    /// failed (the refusal to report is returned).
-    fn settle(&self, committed: bool, added_failed: bool) -> Option<StoreError>;
+    /// Records a transaction's end: committed, or cancelled because the condition of
+    /// the added operation at `failed` (an index into what [`WriteGate::admit`] added)
+    /// did not hold; returns the refusal to report for it.
+    fn settle(&self, committed: bool, failed: Option<usize>) -> Option<StoreError>;
 
     /// Lets an effect outside DynamoDB (a call to Stripe that creates something) go
     /// ahead, or refuses it: it cannot carry a condition, so what a transaction's
@@ -240,6 +244,12 @@ pub async fn before_effect() -> Result<(), StoreError> {
 
 tokio::task_local! {
     static WRITE_GATE: std::sync::Arc<dyn WriteGate>;
+}
+
+/// The write gate of the request being served, if any.
+#[must_use]
+pub fn current_gate() -> Option<std::sync::Arc<dyn WriteGate>> {
+    WRITE_GATE.try_with(std::sync::Arc::clone).ok()
 }
 
 /// Runs `work` (a request's handler) with its write transactions passing `gate`.
@@ -296,18 +306,17 @@ where
 /// cancelled it; [`StoreError::Other`] for a validation error or any other reason.
 pub async fn transact(client: &Client, mut items: Vec<TransactWriteItem>) -> Result<(), StoreError> {
     let gate = WRITE_GATE.try_with(std::sync::Arc::clone).ok();
-    let mut guard_index = None;
-    if let Some(gate) = &gate
-        && let Some(check) = gate.admit(&items).await?
-    {
-        guard_index = Some(items.len());
-        items.push(check);
+    let own = items.len();
+    if let Some(gate) = &gate {
+        items.extend(gate.admit(&items).await?);
     }
+    let added = items.len() - own;
     let result = client.transact_write_items().set_transact_items(Some(items)).send().await;
-    let settle = |committed: bool, key_failed: bool| gate.as_ref().and_then(|gate| gate.settle(committed, key_failed));
     match result {
         Ok(_) => {
-            settle(true, false);
+            if let Some(gate) = &gate {
+                gate.settle(true, None);
+            }
             Ok(())
         }
         Err(SdkError::ServiceError(service))
@@ -318,10 +327,12 @@ pub async fn transact(client: &Client, mut items: Vec<TransactWriteItem>) -> Res
             };
             let reasons = canceled.cancellation_reasons();
             let failed = |r: &aws_sdk_dynamodb::types::CancellationReason| r.code() == Some("ConditionalCheckFailed");
-            // A refused key wins over any other condition: its request learns nothing else.
-            if let Some(refused) =
-                guard_index.filter(|i| reasons.get(*i).is_some_and(failed)).and_then(|_| settle(false, true))
-            {
+            // The gate's own conditions win over the request's (its key's first): a
+            // refused key learns nothing else.
+            let refused = (0..added)
+                .find(|k| reasons.get(own + k).is_some_and(failed))
+                .and_then(|k| gate.as_ref().and_then(|gate| gate.settle(false, Some(k))));
+            if let Some(refused) = refused {
                 return Err(refused);
             }
             if let Some(index) = reasons.iter().position(failed) {

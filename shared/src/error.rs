@@ -246,6 +246,7 @@ impl From<StoreError> for ApiError {
         match error {
             StoreError::Unavailable(_) | StoreError::Conflict => Self::Unavailable(Box::new(error)),
             StoreError::Refused(crate::dynamo::Refusal::KeyRevoked) => Self::Unauthorized,
+            StoreError::Refused(crate::dynamo::Refusal::IdempotencyHeld) => Self::IdempotencyInProgress,
             StoreError::Refused(crate::dynamo::Refusal::RateLimited { retry_after }) => {
                 Self::RateLimited { retry_after }
             }

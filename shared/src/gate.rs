@@ -261,12 +261,12 @@ impl crate::dynamo::WriteGate for Gate {
     fn admit<'a>(
         &'a self,
         items: &'a [TransactWriteItem],
-    ) -> std::pin::Pin<Box<dyn Future<Output = Result<Option<TransactWriteItem>, StoreError>> + Send + 'a>> {
-        Box::pin(Gate::admit(self, items))
+    ) -> std::pin::Pin<Box<dyn Future<Output = Result<Vec<TransactWriteItem>, StoreError>> + Send + 'a>> {
+        Box::pin(async move { Ok(Gate::admit(self, items).await?.into_iter().collect()) })
     }
 
-    fn settle(&self, committed: bool, added_failed: bool) -> Option<StoreError> {
-        Gate::settle(self, committed, added_failed)
+    fn settle(&self, committed: bool, failed: Option<usize>) -> Option<StoreError> {
+        Gate::settle(self, committed, failed == Some(0))
     }
 
     fn hold(&self) -> std::pin::Pin<Box<dyn Future<Output = Result<(), StoreError>> + Send + '_>> {

@@ -135,16 +135,19 @@ async fn require_api_key(State(auth): State<AuthState>, mut request: Request, ne
         crate::gate::Outcome::Refused(crate::gate::Refusal::RateLimited { retry_after }) => {
             ApiError::RateLimited { retry_after }.into_response()
         }
-        crate::gate::Outcome::Open => match (verified, standing) {
-            (Err(error), _) => {
-                auth.known.forget(&hash);
-                return error.into_response();
+        // (The edge's gate refuses for the key and the limit only.)
+        crate::gate::Outcome::Open | crate::gate::Outcome::Refused(crate::gate::Refusal::IdempotencyHeld) => {
+            match (verified, standing) {
+                (Err(error), _) => {
+                    auth.known.forget(&hash);
+                    return error.into_response();
+                }
+                (Ok(()), Some(standing)) if standing.exceeded => {
+                    ApiError::RateLimited { retry_after: standing.reset }.into_response()
+                }
+                (Ok(()), _) => response,
             }
-            (Ok(()), Some(standing)) if standing.exceeded => {
-                ApiError::RateLimited { retry_after: standing.reset }.into_response()
-            }
-            (Ok(()), _) => response,
-        },
+        }
     };
     if let Some(standing) = standing {
         standing.write_headers(response.headers_mut());

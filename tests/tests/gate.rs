@@ -58,7 +58,14 @@ fn app(env: &api_tests::Env, auth: &AuthState, route: Route) -> Router {
 }
 
 async fn call(app: &Router, key: &str) -> http::Response<axum::body::Body> {
-    let request = Request::builder().method(Method::POST).uri("/api/v1/write").header("x-api-key", key);
+    call_with(app, key, None).await
+}
+
+async fn call_with(app: &Router, key: &str, idempotency_key: Option<&str>) -> http::Response<axum::body::Body> {
+    let mut request = Request::builder().method(Method::POST).uri("/api/v1/write").header("x-api-key", key);
+    if let Some(idempotency_key) = idempotency_key {
+        request = request.header("idempotency-key", idempotency_key);
+    }
     app.clone().oneshot(request.body(axum::body::Body::empty()).expect("request")).await.expect("infallible")
 }
 
@@ -114,10 +121,12 @@ async fn a_key_revoked_between_the_cache_fill_and_the_transaction_writes_nothing
         assert_eq!(written(&env, &t.id, &warm).await, operations, "a live key writes");
         assert!(auth.known.get(&shared::auth::hash_key(&key)).is_some(), "the instance remembers the key");
 
+        // With an Idempotency-Key, whose record joins the same transaction.
         let raced = marker("raced");
-        let response = call(&app(&env, &auth, route(Some(key_id.as_str().to_owned()), &raced)), &key).await;
+        let raced_app = app(&env, &auth, route(Some(key_id.as_str().to_owned()), &raced));
+        let response = call_with(&raced_app, &key, Some(&raced)).await;
         assert_eq!(response.status(), 401, "{operations} operations");
-        assert_eq!(written(&env, &t.id, &raced).await, 0, "{operations} operations: nothing written");
+        assert_eq!(written(&env, &t.id, &raced).await, 0, "{operations} operations: nothing written, no key record");
         assert!(auth.known.get(&shared::auth::hash_key(&key)).is_none(), "the instance forgot the key");
 
         // The tenant's other key goes on writing.

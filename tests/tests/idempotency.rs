@@ -12,6 +12,7 @@ both_paths!(
     the_same_key_for_a_different_request_is_422_and_keys_belong_to_their_tenant,
     a_failed_request_releases_its_key,
     concurrent_duplicates_run_once,
+    concurrent_checkpoint_writes_with_one_key_record_one_checkpoint,
     every_kind_of_post_replays,
     malformed_keys_are_422_and_change_nothing,
 );
@@ -151,6 +152,41 @@ async fn concurrent_duplicates_run_once(api: Api, env: Env) {
     assert_eq!(total(&api, &t.key, "/executions").await, 1);
     let balance = api.get(&t.key, "/billing/balance").await.body["credits_balance"].clone();
     assert_eq!(balance, 99, "charged once");
+}
+
+/// A checkpoint's answer is stored in its write's own transaction: the duplicates that
+/// lose the race write nothing and get that answer (or 409 while the first still runs).
+async fn concurrent_checkpoint_writes_with_one_key_record_one_checkpoint(api: Api, env: Env) {
+    let t = env.tenant_with_credits(10).await;
+    let wf = post(&api, &t.key, "/workflows", "wf", &workflow_body("w")).await.body["id"].clone();
+    let e = post(&api, &t.key, "/executions", "e", &json!({"workflow_id": wf})).await.body["id"].clone();
+    let body = json!({"execution_id": e, "name": "once", "state": {"step": 1}});
+    let calls: Vec<_> = (0..8)
+        .map(|_| {
+            let (api, key, body) = (api.clone(), t.key.clone(), body.clone());
+            tokio::spawn(async move { post(&api, &key, "/checkpoints", "cp-once", &body).await })
+        })
+        .collect();
+    let (mut ran, mut replays) = (Vec::new(), Vec::new());
+    for call in calls {
+        let reply = call.await.expect("task");
+        match reply.status {
+            201 if replayed(&reply) => replays.push(reply),
+            201 => ran.push(reply),
+            _ => {
+                reply.expect_problem(409, "idempotency_in_progress");
+            }
+        }
+    }
+    assert_eq!(ran.len(), 1, "exactly one request wrote");
+    for replay in &replays {
+        assert_eq!(replay.raw, ran[0].raw, "the stored answer, byte for byte");
+        assert_eq!(replay.header("location"), ran[0].header("location"));
+    }
+    let path = format!("/checkpoints?execution_id={}", e.as_str().expect("id"));
+    assert_eq!(total(&api, &t.key, &path).await, 1, "one checkpoint");
+    let execution = api.get(&t.key, &format!("/executions/{}", e.as_str().expect("id"))).await;
+    assert_eq!(execution.body["current_checkpoint_id"], ran[0].body["id"]);
 }
 
 async fn every_kind_of_post_replays(api: Api, env: Env) {

@@ -433,6 +433,9 @@ impl Runs {
     /// already used in the execution, the checkpoint that has it is the answer
     /// ([`Recorded::Existing`]) and nothing changes.
     ///
+    /// `before_commit` sees the new checkpoint just before its transaction is sent (the
+    /// caller may render its answer then, to be stored in the same transaction).
+    ///
     /// # Errors
     /// [`Error::NotFound`], [`Error::InvalidState`] unless the execution is running,
     /// [`Error::TooLarge`] when the compressed state cannot fit one transaction,
@@ -444,6 +447,7 @@ impl Runs {
         new: &NewCheckpoint,
         state: &PackedState,
         now: DateTime<Utc>,
+        before_commit: &(dyn Fn(&Checkpoint) + Sync),
     ) -> Result<Recorded, Error> {
         retry_races(|| async move {
             let current = self.load(tenant, execution_id).await?;
@@ -484,6 +488,7 @@ impl Runs {
                     state.compressed_len()
                 )));
             }
+            before_commit(&checkpoint);
             match tx.commit(self.executions.client()).await {
                 Ok(()) => Ok(Attempt::Done(Recorded::New(checkpoint))),
                 // Another request recorded this key first: the next attempt finds it.

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use axum::Json;
 use axum::extract::State;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use domain::runs::checkpoint::{Checkpoint, LAST_SEQUENCE, ListWindow, PackedState, STATE_MAX_BYTES, Write};
 use domain::runs::model::Execution;
 use domain::runs::store::MAX_COUNTED;
@@ -12,6 +12,7 @@ use domain::runs::{NewCheckpoint, Recorded};
 use http::StatusCode;
 use serde::Serialize;
 use shared::body::{Fields, RawJsonBody, WireEnum, client_key, split_raw, string_map, text};
+use shared::idempotency::Answer;
 use shared::ids::PathId;
 use shared::ids::{CheckpointId, ExecutionId};
 use shared::pagination::{OffsetBody, OffsetRequest};
@@ -102,12 +103,23 @@ pub async fn create(
         key: key.into_update().flatten(),
         metadata: metadata.unwrap_or_default(),
     };
-    let (status, checkpoint) = match state.runs.record_checkpoint(&tenant, &execution_id, &new, &packed, now).await? {
-        Recorded::New(c) => (StatusCode::CREATED, c),
-        Recorded::Existing(c) => (StatusCode::OK, c),
+    // The answer is known before the write commits: with an Idempotency-Key it is
+    // stored in the write's own transaction (no round trip after it).
+    let answer = |status: StatusCode, checkpoint: &Checkpoint| {
+        Answer::json(status, &CheckpointBody::from(checkpoint.clone()))?
+            .located(&format!("checkpoints/{}", checkpoint.id))
     };
-    let path = format!("checkpoints/{}", checkpoint.id);
-    shared::http::located((status, Json(CheckpointBody::from(checkpoint))).into_response(), &path)
+    let announce = |checkpoint: &Checkpoint| {
+        if let Ok(answer) = answer(StatusCode::CREATED, checkpoint) {
+            answer.announce();
+        }
+    };
+    let (status, checkpoint) =
+        match state.runs.record_checkpoint(&tenant, &execution_id, &new, &packed, now, &announce).await? {
+            Recorded::New(c) => (StatusCode::CREATED, c),
+            Recorded::Existing(c) => (StatusCode::OK, c),
+        };
+    Ok(answer(status, &checkpoint)?.into_response())
 }
 
 fn pack(state: &serde_json::value::RawValue) -> Result<PackedState, ApiError> {
