@@ -16,8 +16,7 @@ use crate::TenantId;
 use crate::auth::AuthState;
 use crate::error::ApiError;
 
-/// The version prefix of every path.
-pub const BASE_PATH: &str = "/api/v1";
+pub use crate::BASE_PATH;
 
 /// `response` (a 201) with `Location: /api/v1/<path>`, where the new resource is.
 ///
@@ -197,9 +196,21 @@ async fn request_context(request: Request, next: Next) -> Response {
     response
 }
 
-/// Sets up JSON or text logs as Lambda's `AWS_LAMBDA_LOG_FORMAT` says.
+/// Sets up JSON or text logs as Lambda's advanced logging controls say: JSON when
+/// `AWS_LAMBDA_LOG_FORMAT` is `JSON`, at the level of `AWS_LAMBDA_LOG_LEVEL` (else
+/// `RUST_LOG`, a plain level; else INFO). Lambda adds the time itself. Once per process;
+/// later calls change nothing.
 pub fn init_logging() {
-    lambda_http::tracing::init_default_subscriber();
+    use tracing::level_filters::LevelFilter;
+    let level = std::env::var("AWS_LAMBDA_LOG_LEVEL")
+        .or_else(|_| std::env::var("RUST_LOG"))
+        .ok()
+        .and_then(|level| level.trim().parse::<LevelFilter>().ok())
+        .unwrap_or(LevelFilter::INFO);
+    let json = std::env::var("AWS_LAMBDA_LOG_FORMAT").is_ok_and(|format| format.eq_ignore_ascii_case("json"));
+    let logs = tracing_subscriber::fmt().with_target(false).without_time().with_max_level(level);
+    // Err only when a subscriber is already set (a second call): keep that one.
+    let _ = if json { logs.json().try_init() } else { logs.try_init() };
 }
 
 /// Serves `app` as a Lambda function behind API Gateway ([`crate::lambda`]).

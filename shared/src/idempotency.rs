@@ -161,8 +161,7 @@ impl Answer {
     /// # Errors
     /// 500 if the path cannot be a header value.
     pub fn located(mut self, path: &str) -> Result<Self, ApiError> {
-        let location =
-            HeaderValue::from_str(&format!("{}/{path}", crate::http::BASE_PATH)).map_err(ApiError::internal)?;
+        let location = HeaderValue::from_str(&format!("{}/{path}", crate::BASE_PATH)).map_err(ApiError::internal)?;
         self.headers.insert(header::LOCATION, location);
         Ok(self)
     }

@@ -25,5 +25,8 @@ pub mod request_id;
 pub mod spans;
 pub mod time;
 
+/// The version prefix of every path.
+pub const BASE_PATH: &str = "/api/v1";
+
 pub use auth::TenantId;
 pub use error::ApiError;

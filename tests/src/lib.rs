@@ -40,7 +40,7 @@ pub struct Env {
 /// belong to the runtime that opened them, and every test has its own runtime.
 pub async fn env() -> Env {
     static LOGS: std::sync::Once = std::sync::Once::new();
-    LOGS.call_once(lambda_http::tracing::init_default_subscriber);
+    LOGS.call_once(shared::http::init_logging);
     let prefix = required_env("TABLE_PREFIX");
     required_env("AWS_ENDPOINT_URL_DYNAMODB");
     Env { client: shared::dynamo::client().await, tables: Tables::new(&prefix) }

@@ -5,7 +5,7 @@
 //! `payment_processor_error` with a text of Cairn's; Stripe's own is logged.
 //! The secret key is never logged.
 //!
-//! It speaks HTTP through the same hyper, rustls (aws-lc-rs) and native root
+//! It speaks HTTP through the same hyper, rustls (ring) and native root
 //! certificates as the AWS SDK, so the billing binary carries one HTTP and TLS stack.
 
 use std::time::Duration;
@@ -252,8 +252,8 @@ impl Stripe {
     /// A client of the API at `base` with `secret_key`.
     #[must_use]
     pub fn new(base: &str, secret_key: &str) -> Self {
-        // The AWS SDK's crypto provider (aws-lc-rs), so the binary carries one.
-        let provider = rustls::crypto::aws_lc_rs::default_provider();
+        // The AWS SDK's crypto provider (ring, `shared::dynamo`), so the binary carries one.
+        let provider = rustls::crypto::ring::default_provider();
         let http = match hyper_rustls::HttpsConnectorBuilder::new().with_provider_and_native_roots(provider) {
             Ok(builder) => {
                 let connector = builder.https_or_http().enable_http1().build();
