@@ -474,6 +474,24 @@ fn value_size(value: &AttributeValue) -> usize {
     }
 }
 
+/// Whether a transaction of `items` stays within DynamoDB's limits with `extra` added:
+/// at most [`MAX_TRANSACTION_ITEMS`] operations and [`MAX_TRANSACTION_BYTES`] in all,
+/// and `extra` itself within [`MAX_ITEM_BYTES`]. A write gate asks this before it adds
+/// its own operation to a request's transaction.
+pub(crate) fn has_room_for<'a>(
+    items: impl IntoIterator<Item = &'a TransactWriteItem>,
+    extra: &TransactWriteItem,
+) -> bool {
+    let (operations, bytes) = items.into_iter().fold((0, 0), |(n, b), item| (n + 1, b + operation_size(item)));
+    fits(operations, bytes, operation_size(extra))
+}
+
+/// Whether `operations` operations of `bytes` bytes stay within a transaction's limits
+/// with one more operation of `extra` bytes.
+pub(crate) fn fits(operations: usize, bytes: usize, extra: usize) -> bool {
+    operations < MAX_TRANSACTION_ITEMS && extra <= MAX_ITEM_BYTES && bytes + extra <= MAX_TRANSACTION_BYTES
+}
+
 /// The size an operation of a transaction adds to its aggregate: a put's whole item;
 /// for an update, delete or condition check, its key and the values it names.
 pub(crate) fn operation_size(operation: &TransactWriteItem) -> usize {

@@ -140,7 +140,7 @@ impl Gate {
         let check = self.key_condition()?;
         // A transaction that writes the key's own item (revoking the key it is sent with)
         // cannot also check it: DynamoDB takes one operation per item.
-        if has_room_for(items, &check) && !items.iter().any(|item| self.is_key_item(item)) {
+        if crate::dynamo::has_room_for(items, &check) && !items.iter().any(|item| self.is_key_item(item)) {
             return Ok(Some(check));
         }
         self.read_key().await?;
@@ -245,18 +245,6 @@ impl Gate {
     }
 }
 
-/// Whether a transaction of `items` stays within DynamoDB's limits with `check` added.
-fn has_room_for(items: &[TransactWriteItem], check: &TransactWriteItem) -> bool {
-    fits(items.len(), items.iter().map(crate::dynamo::operation_size).sum(), check)
-}
-
-/// Whether `operations` operations of `bytes` bytes stay within DynamoDB's limits with
-/// `check` added.
-fn fits(operations: usize, bytes: usize, check: &TransactWriteItem) -> bool {
-    operations < crate::dynamo::MAX_TRANSACTION_ITEMS
-        && bytes + crate::dynamo::operation_size(check) <= crate::dynamo::MAX_TRANSACTION_BYTES
-}
-
 impl crate::dynamo::WriteGate for Gate {
     fn admit<'a>(
         &'a self,
@@ -282,7 +270,7 @@ pub async fn scope<F: Future>(gate: Arc<Gate>, future: F) -> F::Output {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dynamo::{MAX_TRANSACTION_BYTES, MAX_TRANSACTION_ITEMS, Tables};
+    use crate::dynamo::{MAX_TRANSACTION_BYTES, MAX_TRANSACTION_ITEMS, Tables, fits, has_room_for, operation_size};
 
     fn gate() -> Arc<Gate> {
         let config = aws_sdk_dynamodb::Config::builder()
@@ -308,12 +296,14 @@ mod tests {
     fn the_key_condition_is_added_only_within_the_transaction_limits() {
         let check = gate().key_condition().expect("built");
         // The check's key, as DynamoDB counts a condition check: `key_hash` and 64 hex.
-        let extra = MAX_TRANSACTION_BYTES
-            - (0..MAX_TRANSACTION_BYTES).rev().find(|bytes| fits(1, *bytes, &check)).expect("some room");
-        assert_eq!(extra, "key_hash".len() + 64);
-        assert!(fits(MAX_TRANSACTION_ITEMS - 1, MAX_TRANSACTION_BYTES - extra, &check));
-        assert!(!fits(MAX_TRANSACTION_ITEMS, 0, &check), "101 operations");
-        assert!(!fits(1, MAX_TRANSACTION_BYTES - extra + 1, &check), "over 4 MB");
+        let size = operation_size(&check);
+        assert_eq!(size, "key_hash".len() + 64);
+        assert!(fits(MAX_TRANSACTION_ITEMS - 1, MAX_TRANSACTION_BYTES - size, size));
+        assert!(!fits(MAX_TRANSACTION_ITEMS, 0, size), "101 operations");
+        assert!(!fits(1, MAX_TRANSACTION_BYTES - size + 1, size), "over 4 MB");
+        let others = vec![check.clone(); MAX_TRANSACTION_ITEMS];
+        assert!(has_room_for(&others[1..], &check), "the 100th operation");
+        assert!(!has_room_for(&others, &check), "a 101st operation");
     }
 
     #[tokio::test]

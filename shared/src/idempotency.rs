@@ -5,7 +5,7 @@
 //! `expires_at`) together with the request's fingerprint (SHA-256 of method, path, query
 //! and body). The claim joins the request's first write transaction (this module is a
 //! [`WriteGate`] between the handler and the edge's gate), with the answer when the
-//! handler announced it before the commit ([`Answer::announce`]); before an effect
+//! handler announced it before the commit ([`announce`]); before an effect
 //! outside DynamoDB (Stripe) the key is claimed on its own. A request that writes nothing
 //! and fails is answered from an earlier request's record when there is one. Then:
 //!
@@ -156,6 +156,15 @@ impl Answer {
         Ok(Self { status, headers, body: body.into() })
     }
 
+    /// With `ETag: "<version>"`.
+    #[must_use]
+    pub fn tagged(mut self, version: u64) -> Self {
+        if let Ok(etag) = HeaderValue::from_str(&format!("\"{version}\"")) {
+            self.headers.insert(header::ETAG, etag);
+        }
+        self
+    }
+
     /// With `Location: /api/v1/<path>`.
     ///
     /// # Errors
@@ -166,19 +175,24 @@ impl Answer {
         Ok(self)
     }
 
-    /// Tells the request's `Idempotency-Key` (if it has one) that this is the answer if
-    /// the next write commits: call it just before the commit, and answer with the same
-    /// [`Answer`] once it has.
-    pub fn announce(&self) {
-        let _ = PENDING.try_with(|pending| pending.announce(self.clone()));
-    }
-
     /// The answer.
     #[must_use]
     pub fn into_response(self) -> Response {
         let mut response = (self.status, self.body).into_response();
         *response.headers_mut() = self.headers;
         response
+    }
+}
+
+/// Tells the request's `Idempotency-Key`, if it has one, that `render()` is the answer
+/// if the next write commits, so that the key's record stores it in that write's own
+/// transaction: call it just before the commit (a domain write's `before_commit`), and
+/// answer with the same [`Answer`] once it has. Without a key, `render` is not called.
+pub fn announce(render: impl FnOnce() -> Result<Answer, ApiError>) {
+    if PENDING.try_with(|_| ()).is_ok()
+        && let Ok(answer) = render()
+    {
+        let _ = PENDING.try_with(|pending| pending.announce(answer));
     }
 }
 
@@ -255,25 +269,20 @@ impl Pending {
     }
 
     async fn admit(&self, items: &[TransactWriteItem]) -> Result<Vec<TransactWriteItem>, StoreError> {
+        let claimed = self.claimed();
+        if let Claimed::Held = claimed {
+            return Err(StoreError::Refused(Refusal::IdempotencyHeld));
+        }
         let mut added = match &self.outer {
             Some(outer) => outer.admit(items).await?,
             None => Vec::new(),
         };
-        match self.claimed() {
-            Claimed::Held => return Err(StoreError::Refused(Refusal::IdempotencyHeld)),
-            Claimed::Yes { .. } => return Ok(added),
-            Claimed::No => {}
+        if let Claimed::Yes { .. } = claimed {
+            return Ok(added);
         }
         let announced = self.state.lock().ok().and_then(|state| state.announced.clone());
         let token = uuid::Uuid::now_v7().to_string();
-        let operations = items.len() + added.len();
-        let bytes: usize = items.iter().chain(&added).map(crate::dynamo::operation_size).sum();
-        let fits = |record: &TransactWriteItem| {
-            let size = crate::dynamo::operation_size(record);
-            operations < crate::dynamo::MAX_TRANSACTION_ITEMS
-                && size <= crate::dynamo::MAX_ITEM_BYTES
-                && bytes + size <= crate::dynamo::MAX_TRANSACTION_BYTES
-        };
+        let fits = |record: &TransactWriteItem| crate::dynamo::has_room_for(items.iter().chain(&added), record);
         let record = |answer: Option<&Answer>| {
             let put = self.records().record(&self.fingerprint, &token, answer)?;
             Ok::<_, StoreError>(TransactWriteItem::builder().put(put).build())
@@ -295,7 +304,14 @@ impl Pending {
     }
 
     fn settle(&self, committed: bool, failed: Option<usize>) -> Option<StoreError> {
-        let in_flight = self.state.lock().ok().and_then(|mut state| state.in_flight.take());
+        // An announced answer holds for the next write only: one that did not commit
+        // (a race the handler retries, or gives up on) leaves no answer behind.
+        let in_flight = self.state.lock().ok().and_then(|mut state| {
+            if !committed {
+                state.announced = None;
+            }
+            state.in_flight.take()
+        });
         let outer_added = in_flight.as_ref().map_or(usize::MAX, |(_, _, outer)| *outer);
         if let Some(index) = failed
             && index == outer_added

@@ -325,8 +325,17 @@ async fn round_trips(apps: &Apps, key: &str, workflow_id: &str, execution_id: &s
             &apps.executions,
             Method::POST,
             "/api/v1/executions".to_owned(),
-            Some(start),
+            Some(start.clone()),
             false,
+            "own",
+        ),
+        (
+            "POST /executions + Idempotency-Key",
+            &apps.executions,
+            Method::POST,
+            "/api/v1/executions".to_owned(),
+            Some(start),
+            true,
             "own",
         ),
     ];

@@ -3,9 +3,20 @@
 //! with the same key is 422, a concurrent duplicate 409, and a failed request releases
 //! its key.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use api_tests::{Api, Env, Reply, both_paths};
+use aws_smithy_runtime_api::box_error::BoxError;
+use aws_smithy_runtime_api::client::interceptors::Intercept;
+use aws_smithy_runtime_api::client::interceptors::context::{
+    BeforeDeserializationInterceptorContextRef, BeforeTransmitInterceptorContextRef,
+};
+use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
+use aws_smithy_types::config_bag::ConfigBag;
 use http::Method;
 use serde_json::{Value, json};
+use tower::ServiceExt;
 
 both_paths!(
     the_same_request_with_the_same_key_runs_once_and_replays_the_answer,
@@ -43,6 +54,121 @@ async fn answers_of_every_size_are_replayed_whole() {
         assert_eq!((again.status, &again.raw), (answer.status, &answer.raw), "{path}: the same answer, byte for byte");
     }
     assert_eq!(total(&api, &t.key, "/executions").await, 1, "started once, charged once");
+}
+
+/// DynamoDB becomes unreachable for a client the moment one of its transactions
+/// commits: what a function that dies (or loses DynamoDB) right after its write looks
+/// like to the next request.
+#[derive(Debug, Clone, Default)]
+struct DownAfterCommit(Arc<AtomicBool>);
+
+/// Marks a call as a transaction (in the call's own state).
+#[derive(Debug, Clone, Copy)]
+struct IsTransaction;
+
+impl aws_smithy_types::config_bag::Storable for IsTransaction {
+    type Storer = aws_smithy_types::config_bag::StoreReplace<Self>;
+}
+
+impl Intercept for DownAfterCommit {
+    fn name(&self) -> &'static str {
+        "DownAfterCommit"
+    }
+
+    fn read_before_transmit(
+        &self,
+        context: &BeforeTransmitInterceptorContextRef<'_>,
+        _: &RuntimeComponents,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        if self.0.load(Ordering::SeqCst) {
+            return Err("DynamoDB is unreachable (test)".into());
+        }
+        let target = context.request().headers().get("x-amz-target").unwrap_or_default();
+        if target.ends_with(".TransactWriteItems") {
+            cfg.interceptor_state().store_put(IsTransaction);
+        }
+        Ok(())
+    }
+
+    fn read_after_transmit(
+        &self,
+        context: &BeforeDeserializationInterceptorContextRef<'_>,
+        _: &RuntimeComponents,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        if cfg.load::<IsTransaction>().is_some() && context.response().status().is_success() {
+            self.0.store(true, Ordering::SeqCst);
+        }
+        Ok(())
+    }
+}
+
+/// In process only (the client is the test's): writes whose function loses DynamoDB
+/// right after the commit still answer, and their retries with the same key are
+/// answered from the record (the answer committed with the write), not 409 until the
+/// claim lapses and then run a second time.
+#[tokio::test]
+async fn an_answer_is_kept_with_its_write_even_when_dynamodb_goes_away_after_the_commit() {
+    let env = api_tests::env().await;
+    let api = Api::new(api_tests::Transport::in_process(&env));
+    let t = env.tenant_with_credits(10).await;
+    let down = DownAfterCommit::default();
+    let config = env.client.config().to_builder().interceptor(down.clone()).build();
+    let client = aws_sdk_dynamodb::Client::from_conf(config);
+    let clock = Arc::new(shared::time::SystemClock);
+    let apps = [
+        workflows::app(client.clone(), env.tables.clone(), clock.clone()),
+        executions::app(client.clone(), env.tables.clone(), clock.clone()),
+        failures::app(client, env.tables.clone(), clock),
+    ];
+    // Sends through the apps whose DynamoDB goes away after a commit, then the same
+    // request again through healthy ones.
+    let twice = |path: String, key: &'static str, body: Value, expected: u16| {
+        let (api, apps, down, api_key) = (api.clone(), apps.clone(), down.clone(), t.key.clone());
+        async move {
+            down.0.store(false, Ordering::SeqCst);
+            let app = if path.starts_with("/workflows") {
+                &apps[0]
+            } else if path.starts_with("/failures") {
+                &apps[2]
+            } else {
+                &apps[1]
+            };
+            let request = http::Request::builder()
+                .method(Method::POST)
+                .uri(format!("/api/v1{path}"))
+                .header("x-api-key", &api_key)
+                .header("content-type", "application/json")
+                .header("idempotency-key", key)
+                .body(axum::body::Body::from(serde_json::to_vec(&body).expect("json")))
+                .expect("request");
+            let response = app.clone().oneshot(request).await.expect("infallible");
+            let status = response.status().as_u16();
+            let first = axum::body::to_bytes(response.into_body(), usize::MAX).await.expect("body");
+            assert_eq!(status, expected, "{path}: {}", String::from_utf8_lossy(&first));
+            assert!(down.0.load(Ordering::SeqCst), "{path}: committed, then DynamoDB went away");
+            let again = post(&api, &api_key, &path, key, &body).await;
+            assert!(replayed(&again), "{path}: {} {}", again.status, again.body);
+            assert_eq!(
+                (again.status, &again.raw[..]),
+                (status, &first[..]),
+                "{path}: the stored answer, byte for byte"
+            );
+            again.body
+        }
+    };
+    let wf = twice("/workflows".into(), "wf", workflow_body("w"), 201).await["id"].clone();
+    let e = twice("/executions".into(), "start", json!({"workflow_id": wf}), 201).await["id"].clone();
+    let e = e.as_str().expect("id");
+    let fail = json!({"error_type": "AGENT_ERROR", "message": "slow"});
+    twice(format!("/executions/{e}/fail"), "fail", fail, 200).await;
+    let failure = api.get(&t.key, "/failures").await.body["items"][0]["id"].as_str().expect("failure").to_owned();
+    twice(format!("/failures/{failure}/resolve"), "resolve", json!({}), 200).await;
+
+    assert_eq!(total(&api, &t.key, "/workflows").await, 1, "created once");
+    assert_eq!(total(&api, &t.key, "/executions").await, 1, "started once");
+    assert_eq!(api.get(&t.key, "/billing/balance").await.body["credits_balance"], 9, "charged once");
 }
 
 async fn post(api: &Api, key: &str, path: &str, idempotency_key: &str, body: &Value) -> Reply {

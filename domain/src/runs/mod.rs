@@ -75,6 +75,25 @@ pub struct Changed {
     pub discarded_checkpoints: Option<u64>,
 }
 
+/// What a client asks to start.
+#[derive(Debug, Clone)]
+pub struct NewExecution {
+    /// The workflow to run.
+    pub workflow_id: WorkflowId,
+    /// The client's key for it, unique within the workflow.
+    pub key: Option<String>,
+    /// Its input.
+    pub input: Option<Value>,
+    /// String labels.
+    pub metadata: BTreeMap<String, String>,
+}
+
+/// Called with what a write will have made just before its transaction is sent: the
+/// caller may render its answer then, so that an `Idempotency-Key`'s record stores it in
+/// the same transaction. Called once per attempt (a write retried after a race may call
+/// it again with the new outcome).
+pub type BeforeCommit<'a, T> = &'a (dyn Fn(&T) + Sync);
+
 /// What a start did.
 #[derive(Debug)]
 pub enum Started {
@@ -161,18 +180,21 @@ impl Runs {
     /// that execution is the answer ([`Started::Existing`]), nothing is charged and the
     /// rest of the request is not looked at (Temporal's "use existing" policy).
     ///
+    /// `before_commit` sees the new execution just before its transaction is sent (the
+    /// caller may render its answer then, to be stored in the same transaction).
+    ///
     /// # Errors
     /// [`Error::NotFound`] for an unknown workflow, [`Error::InvalidState`] for an
     /// archived one, [`Error::InsufficientCredits`], storage errors.
     pub async fn start(
         &self,
         tenant: &TenantId,
-        workflow_id: &WorkflowId,
-        key: Option<&str>,
-        input: Option<Value>,
-        metadata: BTreeMap<String, String>,
+        new: &NewExecution,
         clock: &dyn Clock,
+        before_commit: BeforeCommit<'_, Execution>,
     ) -> Result<Started, Error> {
+        let NewExecution { workflow_id, key, input, metadata } = new;
+        let key = key.as_deref();
         let workflow = self
             .workflows
             .get(tenant, workflow_id)
@@ -186,7 +208,6 @@ impl Runs {
         if workflow.status == WorkflowStatus::Archived {
             return Err(archived(workflow_id));
         }
-        let (input, metadata) = (&input, &metadata);
         retry_races(|| async move {
             let now = clock.now();
             let execution =
@@ -196,6 +217,7 @@ impl Runs {
             self.ledger.stage(&mut tx, tenant, account, self.charge(&execution, "started"), now)?;
             self.executions.stage_create(&mut tx, tenant, &execution)?;
             tx.push(Part::Workflow, self.workflows.check_active(tenant, workflow_id)?);
+            before_commit(&execution);
             match tx.commit(self.executions.client()).await {
                 Ok(()) => Ok(Attempt::Done(Started::New(execution))),
                 Err(TransactionError::Condition(Part::Workflow)) => {
@@ -235,12 +257,15 @@ impl Runs {
     /// [`Error::NotFound`] (the execution, or a checkpoint named that is not one of
     /// its own), [`Error::InvalidState`], [`Error::InsufficientCredits`] for a replay,
     /// storage errors.
+    ///
+    /// `before_commit` sees the outcome just before its transaction is sent.
     pub async fn transition(
         &self,
         tenant: &TenantId,
         id: &ExecutionId,
         change: &Change,
         clock: &dyn Clock,
+        before_commit: BeforeCommit<'_, Changed>,
     ) -> Result<Changed, Error> {
         retry_races(|| async move {
             let current = self.load(tenant, id).await?;
@@ -333,12 +358,14 @@ impl Runs {
             let mut whole = Transaction::new();
             self.executions.stage_replace(&mut whole, tenant, &current, &next, &extra)?;
             whole.append(tx);
+            let changed = Changed { execution: next, discarded_checkpoints: discarded };
+            before_commit(&changed);
             match whole.commit(self.executions.client()).await {
                 Ok(()) => {
                     if let Some((range, checkpoints)) = cleanup {
                         self.finish_discard(tenant, id, range, &checkpoints).await;
                     }
-                    Ok(Attempt::Done(Changed { execution: next, discarded_checkpoints: discarded }))
+                    Ok(Attempt::Done(changed))
                 }
                 Err(e) => Ok(Attempt::raced_on(e, &[Part::Execution, Part::Failure, Part::Account])?),
             }
@@ -447,7 +474,7 @@ impl Runs {
         new: &NewCheckpoint,
         state: &PackedState,
         now: DateTime<Utc>,
-        before_commit: &(dyn Fn(&Checkpoint) + Sync),
+        before_commit: BeforeCommit<'_, Checkpoint>,
     ) -> Result<Recorded, Error> {
         retry_races(|| async move {
             let current = self.load(tenant, execution_id).await?;
@@ -686,6 +713,8 @@ impl Runs {
     /// transaction conditioned on the version read. Settling it as it is already
     /// settled changes nothing and answers it as it is.
     ///
+    /// `before_commit` sees the settled failure just before its transaction is sent.
+    ///
     /// # Errors
     /// [`Error::NotFound`], [`Error::InvalidState`] (see [`Failure::settle`]), storage
     /// errors.
@@ -695,6 +724,7 @@ impl Runs {
         id: &FailureId,
         settlement: Settlement,
         clock: &dyn Clock,
+        before_commit: BeforeCommit<'_, Failure>,
     ) -> Result<Failure, Error> {
         retry_races(|| async move {
             let current = self.failure(tenant, id).await?;
@@ -702,6 +732,7 @@ impl Runs {
             let mut tx = Transaction::new();
             let counts = self.executions.stage_failure_replace(&mut tx, tenant, &current, &next)?;
             tx.extend(Part::Counters, counts.transact_items(self.executions.tables(), tenant)?);
+            before_commit(&next);
             match tx.commit(self.executions.client()).await {
                 Ok(()) => Ok(Attempt::Done(next)),
                 Err(e) => Ok(Attempt::raced_on(e, &[Part::Failure])?),

@@ -12,7 +12,7 @@ use domain::runs::{NewCheckpoint, Recorded};
 use http::StatusCode;
 use serde::Serialize;
 use shared::body::{Fields, RawJsonBody, WireEnum, client_key, split_raw, string_map, text};
-use shared::idempotency::Answer;
+use shared::idempotency::{self, Answer};
 use shared::ids::PathId;
 use shared::ids::{CheckpointId, ExecutionId};
 use shared::pagination::{OffsetBody, OffsetRequest};
@@ -109,11 +109,7 @@ pub async fn create(
         Answer::json(status, &CheckpointBody::from(checkpoint.clone()))?
             .located(&format!("checkpoints/{}", checkpoint.id))
     };
-    let announce = |checkpoint: &Checkpoint| {
-        if let Ok(answer) = answer(StatusCode::CREATED, checkpoint) {
-            answer.announce();
-        }
-    };
+    let announce = |checkpoint: &Checkpoint| idempotency::announce(|| answer(StatusCode::CREATED, checkpoint));
     let (status, checkpoint) =
         match state.runs.record_checkpoint(&tenant, &execution_id, &new, &packed, now, &announce).await? {
             Recorded::New(c) => (StatusCode::CREATED, c),

@@ -12,6 +12,7 @@ use serde_json::Value;
 use shared::body::{
     Fields, JsonBody, OptionalJsonBody, Patch, WireEnum, client_key, json_object, json_value, string_map, text,
 };
+use shared::idempotency::{self, Answer};
 use shared::ids::PathId;
 use shared::ids::{CheckpointId, ExecutionId, WorkflowId};
 use shared::pagination::{PageBody, PageRequest};
@@ -20,7 +21,7 @@ use shared::{ApiError, TenantId};
 
 use domain::runs::model::{Action, Execution, ExecutionError, ExecutionStatus};
 use domain::runs::store::{ListFilter, VALUE_MAX_BYTES};
-use domain::runs::{Change, Deleted, ReplayFrom, Started};
+use domain::runs::{Change, Changed, Deleted, NewExecution, ReplayFrom, Started};
 
 use crate::AppState;
 
@@ -126,18 +127,23 @@ pub async fn create(
     let input = f.nullable("input", json_value(VALUE_MAX_BYTES));
     let metadata = f.optional("metadata", string_map(METADATA_MAX_KEYS));
     f.finish()?;
-    let workflow_id = body_id(&workflow.unwrap_or_default(), "workflow", WorkflowId::parse)?;
-    let key = key.into_update().flatten();
-    let input = input.into_update().flatten();
-    let metadata = metadata.unwrap_or_default();
-    let started =
-        state.runs.start(&tenant, &workflow_id, key.as_deref(), input, metadata, state.clock.as_ref()).await?;
-    let (status, execution) = match started {
+    let new = NewExecution {
+        workflow_id: body_id(&workflow.unwrap_or_default(), "workflow", WorkflowId::parse)?,
+        key: key.into_update().flatten(),
+        input: input.into_update().flatten(),
+        metadata: metadata.unwrap_or_default(),
+    };
+    // The answer is known before the write commits: with an Idempotency-Key it is
+    // stored in the write's own transaction (no round trip after it).
+    let answer = |status: StatusCode, execution: &Execution| {
+        Answer::json(status, &ExecutionBody::from(execution.clone()))?.located(&format!("executions/{}", execution.id))
+    };
+    let announce = |execution: &Execution| idempotency::announce(|| answer(StatusCode::CREATED, execution));
+    let (status, execution) = match state.runs.start(&tenant, &new, state.clock.as_ref(), &announce).await? {
         Started::New(e) => (StatusCode::CREATED, e),
         Started::Existing(e) => (StatusCode::OK, e),
     };
-    let path = format!("executions/{}", execution.id);
-    shared::http::located((status, Json(ExecutionBody::from(execution))).into_response(), &path)
+    Ok(answer(status, &execution)?.into_response())
 }
 
 /// `GET /executions`
@@ -228,7 +234,7 @@ pub async fn complete(
     tenant: TenantId,
     PathId(raw): PathId,
     OptionalJsonBody(body): OptionalJsonBody,
-) -> Result<Json<ExecutionBody>, ApiError> {
+) -> Result<Response, ApiError> {
     let id = parse_id(&raw)?;
     let mut f = Fields::new(body)?;
     let output = f.nullable("output", json_value(VALUE_MAX_BYTES));
@@ -242,7 +248,7 @@ pub async fn fail(
     tenant: TenantId,
     PathId(raw): PathId,
     JsonBody(body): JsonBody,
-) -> Result<Json<ExecutionBody>, ApiError> {
+) -> Result<Response, ApiError> {
     let id = parse_id(&raw)?;
     let mut f = Fields::new(body)?;
     let error_type = f.required("error_type", error_type);
@@ -271,7 +277,7 @@ pub async fn pause(
     tenant: TenantId,
     PathId(raw): PathId,
     OptionalJsonBody(body): OptionalJsonBody,
-) -> Result<Json<ExecutionBody>, ApiError> {
+) -> Result<Response, ApiError> {
     let id = parse_id(&raw)?;
     Fields::new(body)?.finish()?;
     act(&state, &tenant, &id, Change::Plain(Action::Pause)).await
@@ -283,7 +289,7 @@ pub async fn cancel(
     tenant: TenantId,
     PathId(raw): PathId,
     OptionalJsonBody(body): OptionalJsonBody,
-) -> Result<Json<ExecutionBody>, ApiError> {
+) -> Result<Response, ApiError> {
     let id = parse_id(&raw)?;
     let mut f = Fields::new(body)?;
     let reason = f.nullable("reason", text(0, REASON_MAX));
@@ -297,7 +303,7 @@ pub async fn replay(
     tenant: TenantId,
     PathId(raw): PathId,
     OptionalJsonBody(body): OptionalJsonBody,
-) -> Result<Json<ExecutionBody>, ApiError> {
+) -> Result<Response, ApiError> {
     let id = parse_id(&raw)?;
     let mut f = Fields::new(body)?;
     let from = f.nullable("checkpoint_id", |v| Ok(v.clone()));
@@ -316,7 +322,7 @@ pub async fn rollback(
     tenant: TenantId,
     PathId(raw): PathId,
     JsonBody(body): JsonBody,
-) -> Result<Json<ExecutionBody>, ApiError> {
+) -> Result<Response, ApiError> {
     let id = parse_id(&raw)?;
     let mut f = Fields::new(body)?;
     let to = f.required("checkpoint_id", |v| Ok(v.clone()));
@@ -326,14 +332,14 @@ pub async fn rollback(
 }
 
 /// Applies `change` to the execution and answers it as it is now.
-async fn act(
-    state: &AppState,
-    tenant: &TenantId,
-    id: &ExecutionId,
-    change: Change,
-) -> Result<Json<ExecutionBody>, ApiError> {
-    let changed = state.runs.transition(tenant, id, &change, state.clock.as_ref()).await?;
-    let mut body = ExecutionBody::from(changed.execution);
-    body.discarded_checkpoints = changed.discarded_checkpoints;
-    Ok(Json(body))
+async fn act(state: &AppState, tenant: &TenantId, id: &ExecutionId, change: Change) -> Result<Response, ApiError> {
+    // As in `create`: the answer is stored in the write's own transaction.
+    let answer = |changed: &Changed| {
+        let mut body = ExecutionBody::from(changed.execution.clone());
+        body.discarded_checkpoints = changed.discarded_checkpoints;
+        Answer::json(StatusCode::OK, &body)
+    };
+    let announce = |changed: &Changed| idempotency::announce(|| answer(changed));
+    let changed = state.runs.transition(tenant, id, &change, state.clock.as_ref(), &announce).await?;
+    Ok(answer(&changed)?.into_response())
 }

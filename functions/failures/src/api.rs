@@ -2,6 +2,8 @@
 
 use axum::Json;
 use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::Response;
 use chrono::TimeDelta;
 use domain::runs::failure::{Failure, FailureStatus, Settlement, counter_name};
 use domain::runs::store::FailureFilter;
@@ -9,6 +11,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use shared::body::WireEnum;
 use shared::counters;
+use shared::idempotency::{self, Answer};
 use shared::ids::FailureId;
 use shared::ids::PathId;
 use shared::pagination::{OffsetBody, OffsetRequest};
@@ -193,15 +196,8 @@ pub async fn resolve(
     State(state): State<AppState>,
     tenant: TenantId,
     PathId(raw): PathId,
-) -> Result<Json<Settled>, ApiError> {
-    let id = parse_id(&raw)?;
-    let settled = state.runs.settle_failure(&tenant, &id, Settlement::Resolve, state.clock.as_ref()).await?;
-    Ok(Json(Settled {
-        id: settled.id.to_string(),
-        status: settled.status.wire(),
-        resolved_at: settled.resolved_at.map(shared::time::format),
-        message: "Failure resolved",
-    }))
+) -> Result<Response, ApiError> {
+    settle(&state, &tenant, &raw, Settlement::Resolve).await
 }
 
 /// `POST /failures/{failure_id}/ignore`: open -> ignored.
@@ -209,13 +205,23 @@ pub async fn ignore(
     State(state): State<AppState>,
     tenant: TenantId,
     PathId(raw): PathId,
-) -> Result<Json<Settled>, ApiError> {
-    let id = parse_id(&raw)?;
-    let settled = state.runs.settle_failure(&tenant, &id, Settlement::Ignore, state.clock.as_ref()).await?;
-    Ok(Json(Settled {
-        id: settled.id.to_string(),
-        status: settled.status.wire(),
-        resolved_at: None,
-        message: "Failure ignored",
-    }))
+) -> Result<Response, ApiError> {
+    settle(&state, &tenant, &raw, Settlement::Ignore).await
+}
+
+/// Settles the failure and answers it; the answer is stored in the write's own
+/// transaction when the request has an `Idempotency-Key`.
+async fn settle(state: &AppState, tenant: &TenantId, raw: &str, settlement: Settlement) -> Result<Response, ApiError> {
+    let id = parse_id(raw)?;
+    let answer = |failure: &Failure| {
+        let (resolved_at, message) = match settlement {
+            Settlement::Resolve => (failure.resolved_at.map(shared::time::format), "Failure resolved"),
+            Settlement::Ignore => (None, "Failure ignored"),
+        };
+        let body = Settled { id: failure.id.to_string(), status: failure.status.wire(), resolved_at, message };
+        Answer::json(StatusCode::OK, &body)
+    };
+    let announce = |failure: &Failure| idempotency::announce(|| answer(failure));
+    let settled = state.runs.settle_failure(tenant, &id, settlement, state.clock.as_ref(), &announce).await?;
+    Ok(answer(&settled)?.into_response())
 }

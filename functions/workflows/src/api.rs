@@ -5,11 +5,12 @@ use std::collections::BTreeMap;
 
 use axum::Json;
 use axum::extract::State;
-use axum::response::{IntoResponse, Response};
-use http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::Response;
+use http::{HeaderMap, StatusCode, header};
 use serde::Serialize;
 use serde_json::{Map, Value};
 use shared::body::{Fields, JsonBody, WireEnum, json_object, one_of, string_map, text};
+use shared::idempotency::{self, Answer};
 use shared::ids::PathId;
 use shared::ids::WorkflowId;
 use shared::pagination::{PageBody, PageRequest};
@@ -81,13 +82,14 @@ impl From<Workflow> for WorkflowSummary {
 }
 
 /// A 200 (or `status`) with the workflow and its `ETag`.
-fn respond(status: StatusCode, w: Workflow) -> Response {
-    let etag = HeaderValue::from_str(&format!("\"{}\"", w.version)).ok();
-    let mut response = (status, Json(WorkflowBody::from(w))).into_response();
-    if let Some(etag) = etag {
-        response.headers_mut().insert(header::ETAG, etag);
-    }
-    response
+fn respond(status: StatusCode, w: Workflow) -> Result<Response, ApiError> {
+    Ok(answer(status, w)?.into_response())
+}
+
+/// A workflow as an answer, with its version as `ETag`.
+fn answer(status: StatusCode, w: Workflow) -> Result<Answer, ApiError> {
+    let version = w.version;
+    Ok(Answer::json(status, &WorkflowBody::from(w))?.tagged(version))
 }
 
 fn reject_read_only(fields: &mut Fields) {
@@ -192,9 +194,13 @@ pub async fn create(
 ) -> Result<Response, ApiError> {
     let new = parse_new(body)?;
     let workflow = Workflow::create(new, state.clock.now());
-    state.store.create(&tenant, &workflow).await?;
+    // Known before the write: with an Idempotency-Key it is stored in the write's own
+    // transaction.
     let path = format!("workflows/{}", workflow.id);
-    shared::http::located(respond(StatusCode::CREATED, workflow), &path)
+    let created = answer(StatusCode::CREATED, workflow.clone())?.located(&path)?;
+    idempotency::announce(|| Ok(created.clone()));
+    state.store.create(&tenant, &workflow).await?;
+    Ok(created.into_response())
 }
 
 /// `GET /workflows`
@@ -224,7 +230,7 @@ pub async fn list(
 /// `GET /workflows/{workflow_id}`
 pub async fn get(State(state): State<AppState>, tenant: TenantId, PathId(raw): PathId) -> Result<Response, ApiError> {
     let id = parse_id(&raw)?;
-    Ok(respond(StatusCode::OK, load(&state, &tenant, &id).await?))
+    respond(StatusCode::OK, load(&state, &tenant, &id).await?)
 }
 
 /// `PUT /workflows/{workflow_id}`
@@ -239,7 +245,7 @@ pub async fn update(
     let change = parse_change(body)?;
     let workflow =
         workflows::update(&state.store, &tenant, &id, &precondition(&headers), &change, state.clock.now()).await?;
-    Ok(respond(StatusCode::OK, workflow))
+    respond(StatusCode::OK, workflow)
 }
 
 /// `DELETE /workflows/{workflow_id}`
