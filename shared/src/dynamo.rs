@@ -16,6 +16,9 @@ use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, TransactWriteItem};
+use aws_smithy_runtime_api::client::connector_metadata::ConnectorMetadata;
+use aws_smithy_runtime_api::client::http::{HttpClient, HttpConnectorSettings, SharedHttpClient, SharedHttpConnector};
+use aws_smithy_runtime_api::client::runtime_components::{RuntimeComponents, RuntimeComponentsBuilder};
 
 /// One DynamoDB item.
 pub type Item = HashMap<String, AttributeValue>;
@@ -164,11 +167,62 @@ pub async fn sdk_config() -> aws_config::SdkConfig {
 /// The SDK's HTTPS client (hyper and rustls, the SDK's default) with ring as rustls's
 /// crypto instead of the default aws-lc-rs: the same TLS, a smaller bootstrap (README,
 /// "Deploying"). The billing function's Stripe client uses the same stack.
-fn https_client() -> aws_smithy_runtime_api::client::http::SharedHttpClient {
+///
+/// Its trusted roots (the system's certificates, read and parsed once per process) are
+/// loaded on a thread of their own while the function starts, instead of on the main
+/// thread when the client is built: see [`WarmingHttpClient`].
+fn https_client() -> SharedHttpClient {
     use aws_smithy_http_client::tls;
-    aws_smithy_http_client::Builder::new()
+    let inner = aws_smithy_http_client::Builder::new()
         .tls_provider(tls::Provider::Rustls(tls::rustls_provider::CryptoMode::Ring))
-        .build_https()
+        .build_https();
+    SharedHttpClient::new(WarmingHttpClient { inner })
+}
+
+/// The SDK's HTTP client, whose set-up runs beside the rest of a cold start.
+///
+/// Building a DynamoDB client asks its HTTP client to validate itself, and the SDK's
+/// hyper client then builds a TLS connector, which reads and parses every trusted root
+/// certificate of the system (hundreds of files on Debian, a bundle on Amazon Linux) on
+/// the calling thread: a good part of a cold start's CPU (`make bench`, cold starts).
+/// This wrapper answers that validation at once and does the same work on a thread of
+/// its own; the roots are kept in a process-wide `LazyLock`, so the first request's
+/// connector finds them loaded, or waits for the thread that is loading them.
+#[derive(Debug)]
+struct WarmingHttpClient {
+    inner: SharedHttpClient,
+}
+
+impl HttpClient for WarmingHttpClient {
+    fn http_connector(&self, settings: &HttpConnectorSettings, components: &RuntimeComponents) -> SharedHttpConnector {
+        self.inner.http_connector(settings, components)
+    }
+
+    fn validate_base_client_config(
+        &self,
+        _: &RuntimeComponentsBuilder,
+        _: &aws_smithy_types::config_bag::ConfigBag,
+    ) -> Result<(), aws_smithy_runtime_api::box_error::BoxError> {
+        static WARMING: std::sync::Once = std::sync::Once::new();
+        WARMING.call_once(|| {
+            let inner = self.inner.clone();
+            // The hyper client's validation ignores its arguments: it builds a connector
+            // only to load the roots.
+            let warm = move || {
+                let components = RuntimeComponentsBuilder::new("warm-up");
+                let _ =
+                    inner.validate_base_client_config(&components, &aws_smithy_types::config_bag::ConfigBag::base());
+            };
+            if std::thread::Builder::new().name("tls-roots".into()).spawn(warm).is_err() {
+                tracing::warn!("the TLS roots will load on the first request");
+            }
+        });
+        Ok(())
+    }
+
+    fn connector_metadata(&self) -> Option<ConnectorMetadata> {
+        self.inner.connector_metadata()
+    }
 }
 
 /// What a storage call can fail with, as facts the domain can act on.

@@ -8,6 +8,7 @@
 //! It speaks HTTP through the same hyper, rustls (ring) and native root
 //! certificates as the AWS SDK, so the billing binary carries one HTTP and TLS stack.
 
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -45,8 +46,10 @@ type Http = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
 /// Where and how to reach Stripe.
 #[derive(Clone)]
 pub struct Stripe {
-    /// `None` when the machine's root certificates could not be read (logged once).
-    http: Option<Http>,
+    /// Made on the first call: reading the system's root certificates is work a cold
+    /// start should not do for a route that may never be called. `None` inside when
+    /// they could not be read (logged once).
+    http: Arc<OnceLock<Option<Http>>>,
     base: String,
     secret_key: String,
 }
@@ -252,19 +255,28 @@ impl Stripe {
     /// A client of the API at `base` with `secret_key`.
     #[must_use]
     pub fn new(base: &str, secret_key: &str) -> Self {
-        // The AWS SDK's crypto provider (ring, `shared::dynamo`), so the binary carries one.
-        let provider = rustls::crypto::ring::default_provider();
-        let http = match hyper_rustls::HttpsConnectorBuilder::new().with_provider_and_native_roots(provider) {
-            Ok(builder) => {
-                let connector = builder.https_or_http().enable_http1().build();
-                Some(Client::builder(hyper_util::rt::TokioExecutor::new()).build(connector))
-            }
-            Err(error) => {
-                tracing::error!(error = %error, "no root certificates: Stripe cannot be reached");
-                None
-            }
-        };
-        Self { http, base: base.trim_end_matches('/').to_owned(), secret_key: secret_key.to_owned() }
+        Self { http: Arc::default(), base: base.trim_end_matches('/').to_owned(), secret_key: secret_key.to_owned() }
+    }
+
+    /// The HTTP client, made on the first call.
+    fn http(&self) -> Option<&Http> {
+        self.http
+            .get_or_init(|| {
+                // The AWS SDK's crypto provider (ring, `shared::dynamo`), so the binary
+                // carries one.
+                let provider = rustls::crypto::ring::default_provider();
+                match hyper_rustls::HttpsConnectorBuilder::new().with_provider_and_native_roots(provider) {
+                    Ok(builder) => {
+                        let connector = builder.https_or_http().enable_http1().build();
+                        Some(Client::builder(hyper_util::rt::TokioExecutor::new()).build(connector))
+                    }
+                    Err(error) => {
+                        tracing::error!(error = %error, "no root certificates: Stripe cannot be reached");
+                        None
+                    }
+                }
+            })
+            .as_ref()
     }
 
     /// Creates a PaymentIntent.
@@ -425,7 +437,7 @@ impl Stripe {
         body: &str,
         idempotency_key: Option<&str>,
     ) -> Result<(http::StatusCode, String), String> {
-        let http = self.http.as_ref().ok_or("no root certificates")?;
+        let http = self.http().ok_or("no root certificates")?;
         let mut request = Request::builder()
             .method(method.clone())
             .uri(format!("{}{path}", self.base))
