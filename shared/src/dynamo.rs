@@ -213,9 +213,8 @@ impl HttpClient for WarmingHttpClient {
                 let _ =
                     inner.validate_base_client_config(&components, &aws_smithy_types::config_bag::ConfigBag::base());
             };
-            if std::thread::Builder::new().name("tls-roots".into()).spawn(warm).is_err() {
-                tracing::warn!("the TLS roots will load on the first request");
-            }
+            // Without a thread, the first request's connector loads them.
+            let _ = std::thread::Builder::new().spawn(warm);
         });
         Ok(())
     }

@@ -150,6 +150,9 @@ impl Answer {
     /// # Errors
     /// 500 if it cannot be serialized.
     pub fn json<T: serde::Serialize>(status: StatusCode, value: &T) -> Result<Self, ApiError> {
+        // Into a `Vec`, as every other JSON Cairn writes (stored items, problems, the
+        // Lambda response): a function that answers only through `Answer` carries one
+        // instance of serde_json's writer, not also the one axum's `Json` uses.
         let body = serde_json::to_vec(value).map_err(ApiError::internal)?;
         let mut headers = HeaderMap::new();
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));

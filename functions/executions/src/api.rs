@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 
-use axum::Json;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use http::StatusCode;
@@ -15,7 +14,7 @@ use shared::body::{
 use shared::idempotency::{self, Answer};
 use shared::ids::PathId;
 use shared::ids::{CheckpointId, ExecutionId, WorkflowId};
-use shared::pagination::{PageBody, PageRequest};
+use shared::pagination::PageRequest;
 use shared::query::Query;
 use shared::{ApiError, TenantId};
 
@@ -147,11 +146,7 @@ pub async fn create(
 }
 
 /// `GET /executions`
-pub async fn list(
-    State(state): State<AppState>,
-    tenant: TenantId,
-    mut query: Query,
-) -> Result<Json<PageBody<ExecutionSummary>>, ApiError> {
+pub async fn list(State(state): State<AppState>, tenant: TenantId, mut query: Query) -> Result<Response, ApiError> {
     let status = query.one_of::<ExecutionStatus>("status");
     let workflow = query.string("workflow_id");
     let created_after = query.timestamp("created_after");
@@ -192,22 +187,24 @@ pub async fn list(
             .map(ExecutionSummary::from)
             .collect();
         let total = items.len() as u64;
-        return Ok(Json(page.respond(items, total)));
+        return ok(&page.respond(items, total));
     }
     let (items, total) =
         Box::pin(state.runs.executions.list(&tenant, &filter, after.as_ref(), page.skip(), page.page_size as usize))
             .await?;
-    Ok(Json(page.respond(items.into_iter().map(ExecutionSummary::from).collect(), total)))
+    ok(&page.respond(items.into_iter().map(ExecutionSummary::from).collect(), total))
 }
 
 /// `GET /executions/{execution_id}`
-pub async fn get(
-    State(state): State<AppState>,
-    tenant: TenantId,
-    PathId(raw): PathId,
-) -> Result<Json<ExecutionBody>, ApiError> {
+pub async fn get(State(state): State<AppState>, tenant: TenantId, PathId(raw): PathId) -> Result<Response, ApiError> {
     let id = parse_id(&raw)?;
-    Ok(Json(load(&state, &tenant, &id).await?.into()))
+    ok(&ExecutionBody::from(load(&state, &tenant, &id).await?))
+}
+
+/// `value` as a 200 JSON answer. Every answer of this function is written through
+/// [`Answer`], so the binary carries one JSON writer (README, "Deploying").
+fn ok<T: Serialize>(value: &T) -> Result<Response, ApiError> {
+    Ok(Answer::json(StatusCode::OK, value)?.into_response())
 }
 
 /// `DELETE /executions/{execution_id}`: 204 once everything is gone; 202 while the
@@ -220,11 +217,10 @@ pub async fn delete(
     let id = parse_id(&raw)?;
     Ok(match state.runs.delete(&tenant, &id).await? {
         Deleted::Done => StatusCode::NO_CONTENT.into_response(),
-        Deleted::More => (
-            StatusCode::ACCEPTED,
-            Json(serde_json::json!({ "id": id.to_string(), "deleted": true, "remaining": true })),
-        )
-            .into_response(),
+        Deleted::More => {
+            let body = serde_json::json!({ "id": id.to_string(), "deleted": true, "remaining": true });
+            Answer::json(StatusCode::ACCEPTED, &body)?.into_response()
+        }
     })
 }
 
