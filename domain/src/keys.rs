@@ -109,7 +109,8 @@ impl KeyStore {
 
     /// Issues a key for the tenant, named `name`, counted as live in the same
     /// transaction. Returns it with its secret, which is stored nowhere (only its
-    /// SHA-256 is): this is the one time anybody sees it.
+    /// SHA-256 is): this is the one time anybody sees it. `before_commit` sees the key
+    /// (without its secret) just before the transaction is sent.
     ///
     /// # Errors
     /// [`Error::NotFound`] when the tenant does not exist, storage errors.
@@ -118,6 +119,7 @@ impl KeyStore {
         tenant: &TenantId,
         name: Option<String>,
         now: DateTime<Utc>,
+        before_commit: crate::BeforeCommit<'_, Key>,
     ) -> Result<(Key, String), Error> {
         let secret = generate_key().map_err(|e| StoreError::Other(format!("no randomness for a key: {e}").into()))?;
         let record = ApiKeyRecord {
@@ -143,8 +145,10 @@ impl KeyStore {
         let mut tx = Transaction::new();
         tx.push(Part::Tenant, TransactWriteItem::builder().update(built(count.build())?).build());
         tx.push(Part::ApiKey, TransactWriteItem::builder().put(built(put.build())?).build());
+        let key = Key::from_record(&record)?;
+        before_commit(&key);
         match tx.commit(&self.client).await {
-            Ok(()) => Ok((Key::from_record(&record)?, secret)),
+            Ok(()) => Ok((key, secret)),
             Err(TransactionError::Condition(Part::Tenant)) => Err(Error::not_found("tenant", tenant.as_str())),
             Err(e) => Err(e.into()),
         }

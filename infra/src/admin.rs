@@ -39,7 +39,10 @@ pub async fn create_key(client: &Client, tables: &Tables, tenant: &str, now: &st
     let id = TenantKey::parse(tenant).ok_or_else(|| anyhow!("unknown tenant {tenant}"))?;
     let now = shared::time::parse(now).map_err(|e| anyhow!("{e}"))?;
     let store = domain::keys::KeyStore::new(client.clone(), tables.clone());
-    match store.create(&shared::auth::trusted::tenant(&id), Some("Created by cairn-admin".to_owned()), now).await {
+    match store
+        .create(&shared::auth::trusted::tenant(&id), Some("Created by cairn-admin".to_owned()), now, &|_| ())
+        .await
+    {
         Ok((key, secret)) => Ok((key.id, secret)),
         Err(domain::Error::NotFound { .. }) => bail!("unknown tenant {tenant}"),
         Err(other) => Err(anyhow!("writing the key: {other}")),

@@ -88,11 +88,7 @@ pub struct NewExecution {
     pub metadata: BTreeMap<String, String>,
 }
 
-/// Called with what a write will have made just before its transaction is sent: the
-/// caller may render its answer then, so that an `Idempotency-Key`'s record stores it in
-/// the same transaction. Called once per attempt (a write retried after a race may call
-/// it again with the new outcome).
-pub type BeforeCommit<'a, T> = &'a (dyn Fn(&T) + Sync);
+pub use crate::BeforeCommit;
 
 /// What a start did.
 #[derive(Debug)]

@@ -2,11 +2,12 @@
 
 use axum::Json;
 use axum::extract::State;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use domain::keys::{Key, NAME_MAX};
 use http::StatusCode;
 use serde::Serialize;
 use shared::body::{Fields, JsonBody, text};
+use shared::idempotency::{self, Answer};
 use shared::ids::{KeyId, PathId};
 use shared::query::Query;
 use shared::{ApiError, TenantId};
@@ -60,11 +61,17 @@ pub async fn create(
     let mut f = Fields::new(body)?;
     let name = f.required("name", text(1, NAME_MAX));
     f.finish()?;
-    let (key, secret) = state.keys.create(&tenant, name, state.clock.now()).await?;
-    let mut body = serde_json::to_value(KeyBody::from(key)).map_err(ApiError::internal)?;
-    body["key"] = serde_json::Value::String(secret);
-    let mut response = (StatusCode::CREATED, Json(body)).into_response();
-    response.extensions_mut().insert(shared::idempotency::Secret("key"));
+    // The answer an Idempotency-Key keeps has `key` null (a secret is never stored); it
+    // is known before the write, so it is stored in the write's own transaction.
+    let answer = |key: &Key, secret: Option<String>| {
+        let mut body = serde_json::to_value(KeyBody::from(key.clone())).map_err(ApiError::internal)?;
+        body["key"] = secret.map_or(serde_json::Value::Null, serde_json::Value::String);
+        Answer::json(StatusCode::CREATED, &body)
+    };
+    let announce = |key: &Key| idempotency::announce(|| answer(key, None));
+    let (key, secret) = state.keys.create(&tenant, name, state.clock.now(), &announce).await?;
+    let mut response = answer(&key, Some(secret))?.into_response();
+    response.extensions_mut().insert(idempotency::Secret("key"));
     Ok(response)
 }
 
