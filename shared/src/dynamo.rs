@@ -186,8 +186,9 @@ fn https_client() -> SharedHttpClient {
 /// certificate of the system (hundreds of files on Debian, a bundle on Amazon Linux) on
 /// the calling thread: a good part of a cold start's CPU (`make bench`, cold starts).
 /// This wrapper answers that validation at once and does the same work on a thread of
-/// its own; the roots are kept in a process-wide `LazyLock`, so the first request's
-/// connector finds them loaded, or waits for the thread that is loading them.
+/// its own. The certificates read from the files are kept in a process-wide
+/// `LazyLock`, so the first request's connector finds them read (or waits for the
+/// thread still reading them) and only turns them into its trust store.
 #[derive(Debug)]
 struct WarmingHttpClient {
     inner: SharedHttpClient,
@@ -376,47 +377,55 @@ pub async fn transact(client: &Client, mut items: Vec<TransactWriteItem>) -> Res
     }
     let added = items.len() - own;
     let result = client.transact_write_items().set_transact_items(Some(items)).send().await;
-    match result {
-        Ok(_) => {
-            if let Some(gate) = &gate {
-                gate.settle(true, None);
-            }
-            Ok(())
+    let Err(error) = result else {
+        if let Some(gate) = &gate {
+            gate.settle(true, None);
         }
-        Err(SdkError::ServiceError(service))
+        return Ok(());
+    };
+    let failed = |r: &aws_sdk_dynamodb::types::CancellationReason| r.code() == Some("ConditionalCheckFailed");
+    let reasons = match &error {
+        SdkError::ServiceError(service) => reasons_of(service.err()),
+        _ => &[],
+    };
+    // The gate hears of every transaction that did not commit (what it added is void),
+    // and its own conditions win over the request's (its key's first): a refused key
+    // learns nothing else.
+    let gate_failed = (0..added).find(|k| reasons.get(own + k).is_some_and(failed));
+    if let Some(refused) = gate.as_ref().and_then(|gate| gate.settle(false, gate_failed)) {
+        return Err(refused);
+    }
+    if let Some(index) = reasons.iter().position(failed) {
+        return Err(StoreError::ConditionFailed { index: Some(index) });
+    }
+    if reasons.iter().any(|r| r.code() == Some("TransactionConflict")) {
+        return Err(StoreError::Conflict);
+    }
+    match error {
+        SdkError::ServiceError(service)
             if matches!(service.err(), TransactWriteItemsError::TransactionCanceledException(_)) =>
         {
-            let TransactWriteItemsError::TransactionCanceledException(canceled) = service.err() else {
-                return Err(StoreError::Other("unreachable cancellation shape".into()));
-            };
-            let reasons = canceled.cancellation_reasons();
-            let failed = |r: &aws_sdk_dynamodb::types::CancellationReason| r.code() == Some("ConditionalCheckFailed");
-            // The gate's own conditions win over the request's (its key's first): a
-            // refused key learns nothing else.
-            let refused = (0..added)
-                .find(|k| reasons.get(own + k).is_some_and(failed))
-                .and_then(|k| gate.as_ref().and_then(|gate| gate.settle(false, Some(k))));
-            if let Some(refused) = refused {
-                return Err(refused);
-            }
-            if let Some(index) = reasons.iter().position(failed) {
-                return Err(StoreError::ConditionFailed { index: Some(index) });
-            }
-            if reasons.iter().any(|r| r.code() == Some("TransactionConflict")) {
-                return Err(StoreError::Conflict);
-            }
             // Throttling is worth a retry; a ValidationError (an item over 400 KB, say) or
             // any other reason is a bug: a 500 with its cause logged, never a 503 that
             // would invite the client to send the same doomed request again.
-            let throttled =
-                reasons.iter().any(|r| matches!(r.code(), Some("ThrottlingError" | "ProvisionedThroughputExceeded")));
+            let throttled = reasons_of(service.err())
+                .iter()
+                .any(|r| matches!(r.code(), Some("ThrottlingError" | "ProvisionedThroughputExceeded")));
             let error = Box::new(SdkError::service_error(service.into_err(), ()));
             if throttled {
                 return Err(StoreError::Unavailable(error));
             }
             Err(StoreError::Other(error))
         }
-        Err(other) => Err(classify(other)),
+        other => Err(classify(other)),
+    }
+}
+
+/// The cancellation reasons of a cancelled transaction (none for any other error).
+fn reasons_of(error: &TransactWriteItemsError) -> &[aws_sdk_dynamodb::types::CancellationReason] {
+    match error {
+        TransactWriteItemsError::TransactionCanceledException(canceled) => canceled.cancellation_reasons(),
+        _ => &[],
     }
 }
 

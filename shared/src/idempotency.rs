@@ -276,6 +276,10 @@ impl Pending {
         if let Claimed::Held = claimed {
             return Err(StoreError::Refused(Refusal::IdempotencyHeld));
         }
+        // Only this transaction's record may be settled by its outcome.
+        if let Ok(mut state) = self.state.lock() {
+            state.in_flight = None;
+        }
         let mut added = match &self.outer {
             Some(outer) => outer.admit(items).await?,
             None => Vec::new(),

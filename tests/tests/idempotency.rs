@@ -145,11 +145,16 @@ async fn an_answer_is_kept_with_its_write_even_when_dynamodb_goes_away_after_the
                 .expect("request");
             let response = app.clone().oneshot(request).await.expect("infallible");
             let status = response.status().as_u16();
+            let headers = response.headers().clone();
             let first = axum::body::to_bytes(response.into_body(), usize::MAX).await.expect("body");
             assert_eq!(status, expected, "{path}: {}", String::from_utf8_lossy(&first));
             assert!(down.0.load(Ordering::SeqCst), "{path}: committed, then DynamoDB went away");
             let again = post(&api, &api_key, &path, key, &body).await;
             assert!(replayed(&again), "{path}: {} {}", again.status, again.body);
+            for name in ["location", "etag", "content-type"] {
+                let first = headers.get(name).and_then(|v| v.to_str().ok());
+                assert_eq!(again.header(name), first, "{path}: {name}");
+            }
             if path == "/keys" {
                 // The kept answer leaves the secret out.
                 let mut first: Value = serde_json::from_slice(&first).expect("json");
@@ -176,6 +181,71 @@ async fn an_answer_is_kept_with_its_write_even_when_dynamodb_goes_away_after_the
     assert_eq!(total(&api, &t.key, "/workflows").await, 1, "created once");
     assert_eq!(total(&api, &t.key, "/executions").await, 1, "started once");
     assert_eq!(api.get(&t.key, "/billing/balance").await.body["credits_balance"], 9, "charged once");
+}
+
+/// A handler that announces an answer, loses its write on its own condition (a race it
+/// gives up on), then commits another write and answers differently.
+async fn announce_then_lose(
+    axum::extract::State(env): axum::extract::State<Env>,
+    tenant: shared::TenantId,
+) -> Result<axum::response::Response, shared::ApiError> {
+    use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
+    use shared::dynamo::{StoreError, Table, s};
+    use shared::idempotency::{Answer, announce};
+    let put = |id: &str, condition: Option<&str>| {
+        let put = Put::builder()
+            .table_name(env.tables.name(Table::Idempotency))
+            .item("tenant_id", s(tenant.as_str()))
+            .item("idempotency_key", s(format!("{id}-{}", uuid::Uuid::now_v7())))
+            .set_condition_expression(condition.map(str::to_owned))
+            .build()
+            .expect("put");
+        TransactWriteItem::builder().put(put).build()
+    };
+    announce(|| Answer::json(http::StatusCode::CREATED, &json!({"answer": "announced, never committed"})));
+    // A retry of an answered request is refused here (the key's record is taken) and
+    // answered from the record.
+    match shared::dynamo::transact(&env.client, vec![put("lost", Some("attribute_exists(nothing)"))]).await {
+        Err(StoreError::ConditionFailed { .. }) => {}
+        other => other?,
+    }
+    shared::dynamo::transact(&env.client, vec![put("kept", None)]).await?;
+    Ok(Answer::json(http::StatusCode::CREATED, &json!({"answer": "committed"}))?.into_response())
+}
+
+/// An answer announced for a write that did not commit is never stored for a later one.
+#[tokio::test]
+async fn an_answer_announced_for_a_lost_write_is_not_kept_for_the_next() {
+    let env = api_tests::env().await;
+    let t = env.tenant().await;
+    let auth = shared::auth::AuthState {
+        client: env.client.clone(),
+        tables: env.tables.clone(),
+        rate_limit: 0,
+        origin_secret: None,
+        known: shared::auth::KnownKeys::default(),
+    };
+    let routes =
+        axum::Router::new().route("/api/v1/announce", axum::routing::post(announce_then_lose)).with_state(env.clone());
+    let app = shared::http::api(routes, auth);
+    let send = || {
+        let request = http::Request::builder()
+            .method(Method::POST)
+            .uri("/api/v1/announce")
+            .header("x-api-key", &t.key)
+            .header("idempotency-key", "announce-once")
+            .body(axum::body::Body::empty())
+            .expect("request");
+        let app = app.clone();
+        async move {
+            let response = app.oneshot(request).await.expect("infallible");
+            let replayed = response.headers().get("idempotent-replayed").is_some();
+            let body = axum::body::to_bytes(response.into_body(), usize::MAX).await.expect("body");
+            (replayed, serde_json::from_slice::<Value>(&body).expect("json"))
+        }
+    };
+    assert_eq!(send().await, (false, json!({"answer": "committed"})));
+    assert_eq!(send().await, (true, json!({"answer": "committed"})), "the answer given, not the one announced");
 }
 
 async fn post(api: &Api, key: &str, path: &str, idempotency_key: &str, body: &Value) -> Reply {
