@@ -14,6 +14,7 @@ use aws_config::timeout::TimeoutConfig;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
+use aws_sdk_dynamodb::operation::transact_get_items::TransactGetItemsError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, TransactWriteItem};
 use aws_smithy_runtime_api::client::connector_metadata::ConnectorMetadata;
@@ -455,7 +456,7 @@ pub enum Part {
     Failure,
     /// A checkpoint's entries or state parts.
     Checkpoint,
-    /// A checkpoint deleted by a rollback.
+    /// A checkpoint deleted by a rollback, or the tenant's item of hidden checkpoints.
     Discard,
     /// List counters.
     Counters,
@@ -659,6 +660,46 @@ pub async fn get_item(client: &Client, table: &str, key: &[(&str, &str)]) -> Res
     let out =
         client.get_item().table_name(table).set_key(Some(key)).consistent_read(true).send().await.map_err(classify)?;
     Ok(out.item)
+}
+
+/// Reads the items at `keys` (each a table and a key, strongly consistent) as one
+/// serializable snapshot, in one round trip (TransactGetItems: at most 100 keys; each
+/// read costs twice a plain one). The answers come in the order of `keys`, `None` where
+/// nothing is stored. Use it where an answer depends on two items another request
+/// changes in one transaction.
+///
+/// # Errors
+/// [`StoreError::Conflict`] when a write transaction on one of the items was under
+/// way (worth a retry, see [`retry_races`]); [`StoreError::Unavailable`] when throttled;
+/// the read's other [`StoreError`]s.
+pub async fn get_together(client: &Client, keys: Vec<(&str, Item)>) -> Result<Vec<Option<Item>>, StoreError> {
+    let count = keys.len();
+    let mut reads = Vec::with_capacity(count);
+    for (table, key) in keys {
+        let get = aws_sdk_dynamodb::types::Get::builder().table_name(table).set_key(Some(key));
+        reads.push(aws_sdk_dynamodb::types::TransactGetItem::builder().get(built(get.build())?).build());
+    }
+    let out = client.transact_get_items().set_transact_items(Some(reads)).send().await.map_err(|error| {
+        let reasons = match &error {
+            SdkError::ServiceError(service) => match service.err() {
+                TransactGetItemsError::TransactionCanceledException(canceled) => canceled.cancellation_reasons(),
+                _ => &[],
+            },
+            _ => &[],
+        };
+        if reasons.iter().any(|r| r.code() == Some("TransactionConflict")) {
+            return StoreError::Conflict;
+        }
+        if reasons.iter().any(|r| matches!(r.code(), Some("ThrottlingError" | "ProvisionedThroughputExceeded"))) {
+            return StoreError::Unavailable(Box::new(error));
+        }
+        classify(error)
+    })?;
+    let found: Vec<Option<Item>> = out.responses.unwrap_or_default().into_iter().map(|r| r.item).collect();
+    if found.len() != count {
+        return Err(StoreError::Other(format!("TransactGetItems answered {} of {count} reads", found.len()).into()));
+    }
+    Ok(found)
 }
 
 /// Reads items by key, 100 keys a call, retrying what DynamoDB leaves unprocessed.

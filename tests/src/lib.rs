@@ -18,6 +18,7 @@ use shared::time::SystemClock;
 use tower::ServiceExt;
 
 pub mod bench;
+pub mod down;
 pub mod stripe;
 
 /// Fails a test run that was started without the local stack.

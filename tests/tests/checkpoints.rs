@@ -288,14 +288,12 @@ async fn a_rollback_larger_than_one_transaction_discards_everything_later(api: A
 }
 
 /// A rollback beyond one transaction commits its decision (a hidden range) and deletes
-/// afterwards. Here the deletion is made to look interrupted, by putting one discarded
-/// checkpoint's items back and the range with them: the checkpoint stays invisible to
-/// every reader, and the execution's next rollback deletes it. In process only (raw
-/// DynamoDB access).
+/// afterwards. Here its function loses DynamoDB right after the decision, so nothing is
+/// deleted: the discarded checkpoints stay stored, invisible to every reader, and the
+/// execution's next rollback deletes them. In process only (the client is the test's).
 #[tokio::test]
 async fn checkpoints_a_rollback_discarded_stay_hidden_until_deleted() {
-    use aws_sdk_dynamodb::types::AttributeValue;
-    use shared::dynamo::{Table, n, s};
+    use shared::dynamo::Table;
     let env = api_tests::env().await;
     let api = Api::new(api_tests::Transport::in_process(&env));
     let t = env.tenant().await;
@@ -305,12 +303,12 @@ async fn checkpoints_a_rollback_discarded_stay_hidden_until_deleted() {
         let reply = write(&api, &t.key, &e, json!({"step": step})).await;
         ids.push(reply.expect(201).body["id"].as_str().expect("id").to_owned());
     }
-    let table = env.tables.name(Table::Checkpoints).to_owned();
-    let raw = |entry: String| {
-        let (client, table, tenant) = (env.client.clone(), table.clone(), t.id.clone());
+    let stored = |id: String| {
+        let (client, table, tenant) =
+            (env.client.clone(), env.tables.name(Table::Checkpoints).to_owned(), t.id.clone());
         async move {
-            let key = [("tenant_id", tenant.as_str()), ("entry", entry.as_str())];
-            shared::dynamo::get_item(&client, &table, &key).await.expect("read")
+            let key = [("tenant_id", tenant.as_str()), ("entry", id.as_str())];
+            shared::dynamo::get_item(&client, &table, &key).await.expect("read").is_some()
         }
     };
     let stored_execution = || async {
@@ -318,36 +316,23 @@ async fn checkpoints_a_rollback_discarded_stay_hidden_until_deleted() {
         let table = env.tables.name(Table::Executions);
         shared::dynamo::get_item(&env.client, table, &key).await.expect("read").expect("execution")
     };
-    // Checkpoint 40's two entries, kept to be put back after the rollback.
-    let by_id = raw(ids[39].clone()).await.expect("by-id entry");
-    let by_sequence = raw(format!("{e}#{:010}", 40)).await.expect("by-sequence entry");
 
-    let rolled = api.post(&t.key, &format!("/executions/{e}/rollback"), &json!({"checkpoint_id": ids[4]})).await;
+    let (client, down) = api_tests::down::DownAfterCommit::client(&env);
+    let dying = Api::new(api_tests::Transport::in_process(&Env { client, tables: env.tables.clone() }));
+    let rolled = dying.post(&t.key, &format!("/executions/{e}/rollback"), &json!({"checkpoint_id": ids[4]})).await;
     assert_eq!(
         (rolled.expect(200).body["discarded_checkpoints"].clone(), rolled.body["checkpoint_count"].clone()),
         (json!(55), json!(5))
     );
-    assert!(raw(ids[39].clone()).await.is_none(), "deleted after the decision");
-    assert!(!stored_execution().await.contains_key("discarded"), "and the range dropped once deleted");
+    assert!(down.is_down(), "the decision committed, then DynamoDB went away");
+    assert!(stored(ids[39].clone()).await, "nothing deleted after the decision");
+    assert!(stored_execution().await.contains_key("discarded"), "the range is kept");
 
-    // As if the deletion had stopped before checkpoint 40: its items and the range are back.
-    for item in [by_id, by_sequence] {
-        env.client.put_item().table_name(&table).set_item(Some(item)).send().await.expect("put back");
-    }
-    let range = AttributeValue::M([("after".to_owned(), n(5)), ("through".to_owned(), n(60))].into());
-    env.client
-        .update_item()
-        .table_name(env.tables.name(Table::Executions))
-        .key("tenant_id", s(&t.id))
-        .key("id", s(&e))
-        .update_expression("SET discarded = :d")
-        .expression_attribute_values(":d", AttributeValue::L(vec![range]))
-        .send()
-        .await
-        .expect("range");
     let hidden = &ids[39];
-    api.get(&t.key, &format!("/checkpoints/{hidden}")).await.expect_problem(404, "not_found");
-    api.get(&t.key, &format!("/checkpoints/{hidden}?include_state=true")).await.expect_problem(404, "not_found");
+    for path in ["", "?include_state=true", "/writes"] {
+        api.get(&t.key, &format!("/checkpoints/{hidden}{path}")).await.expect_problem(404, "not_found");
+    }
+    api.get(&t.key, &format!("/checkpoints/{}", ids[4])).await.expect(200);
     let listed = api.get(&t.key, &format!("/checkpoints?execution_id={e}&limit=200")).await;
     let sequences: Vec<u64> =
         listed.body["items"].as_array().expect("items").iter().filter_map(|c| c["sequence"].as_u64()).collect();
@@ -363,6 +348,6 @@ async fn checkpoints_a_rollback_discarded_stay_hidden_until_deleted() {
         (again.expect(200).body["discarded_checkpoints"].clone(), again.body["checkpoint_count"].clone()),
         (json!(2), json!(3))
     );
-    assert!(raw(ids[39].clone()).await.is_none(), "the leftover is deleted");
+    assert!(!stored(ids[39].clone()).await, "the leftover is deleted");
     assert!(!stored_execution().await.contains_key("discarded"));
 }

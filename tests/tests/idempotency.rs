@@ -4,16 +4,9 @@
 //! its key.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
+use api_tests::down::DownAfterCommit;
 use api_tests::{Api, Env, Reply, both_paths};
-use aws_smithy_runtime_api::box_error::BoxError;
-use aws_smithy_runtime_api::client::interceptors::Intercept;
-use aws_smithy_runtime_api::client::interceptors::context::{
-    BeforeDeserializationInterceptorContextRef, BeforeTransmitInterceptorContextRef,
-};
-use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
-use aws_smithy_types::config_bag::ConfigBag;
 use http::Method;
 use serde_json::{Value, json};
 use tower::ServiceExt;
@@ -56,54 +49,6 @@ async fn answers_of_every_size_are_replayed_whole() {
     assert_eq!(total(&api, &t.key, "/executions").await, 1, "started once, charged once");
 }
 
-/// DynamoDB becomes unreachable for a client the moment one of its transactions
-/// commits: what a function that dies (or loses DynamoDB) right after its write looks
-/// like to the next request.
-#[derive(Debug, Clone, Default)]
-struct DownAfterCommit(Arc<AtomicBool>);
-
-/// Marks a call as a transaction (in the call's own state).
-#[derive(Debug, Clone, Copy)]
-struct IsTransaction;
-
-impl aws_smithy_types::config_bag::Storable for IsTransaction {
-    type Storer = aws_smithy_types::config_bag::StoreReplace<Self>;
-}
-
-impl Intercept for DownAfterCommit {
-    fn name(&self) -> &'static str {
-        "DownAfterCommit"
-    }
-
-    fn read_before_transmit(
-        &self,
-        context: &BeforeTransmitInterceptorContextRef<'_>,
-        _: &RuntimeComponents,
-        cfg: &mut ConfigBag,
-    ) -> Result<(), BoxError> {
-        if self.0.load(Ordering::SeqCst) {
-            return Err("DynamoDB is unreachable (test)".into());
-        }
-        let target = context.request().headers().get("x-amz-target").unwrap_or_default();
-        if target.ends_with(".TransactWriteItems") {
-            cfg.interceptor_state().store_put(IsTransaction);
-        }
-        Ok(())
-    }
-
-    fn read_after_transmit(
-        &self,
-        context: &BeforeDeserializationInterceptorContextRef<'_>,
-        _: &RuntimeComponents,
-        cfg: &mut ConfigBag,
-    ) -> Result<(), BoxError> {
-        if cfg.load::<IsTransaction>().is_some() && context.response().status().is_success() {
-            self.0.store(true, Ordering::SeqCst);
-        }
-        Ok(())
-    }
-}
-
 /// In process only (the client is the test's): writes whose function loses DynamoDB
 /// right after the commit still answer, and their retries with the same key are
 /// answered from the record (the answer committed with the write), not 409 until the
@@ -113,9 +58,7 @@ async fn an_answer_is_kept_with_its_write_even_when_dynamodb_goes_away_after_the
     let env = api_tests::env().await;
     let api = Api::new(api_tests::Transport::in_process(&env));
     let t = env.tenant_with_credits(10).await;
-    let down = DownAfterCommit::default();
-    let config = env.client.config().to_builder().interceptor(down.clone()).build();
-    let client = aws_sdk_dynamodb::Client::from_conf(config);
+    let (client, down) = DownAfterCommit::client(&env);
     let clock = Arc::new(shared::time::SystemClock);
     let apps = [
         workflows::app(client.clone(), env.tables.clone(), clock.clone()),
@@ -128,7 +71,7 @@ async fn an_answer_is_kept_with_its_write_even_when_dynamodb_goes_away_after_the
     let twice = |path: String, key: &'static str, body: Value, expected: u16| {
         let (api, apps, down, api_key) = (api.clone(), apps.clone(), down.clone(), t.key.clone());
         async move {
-            down.0.store(false, Ordering::SeqCst);
+            down.reset();
             let app = match path.split('/').nth(1) {
                 Some("workflows") => &apps[0],
                 Some("failures") => &apps[2],
@@ -148,7 +91,7 @@ async fn an_answer_is_kept_with_its_write_even_when_dynamodb_goes_away_after_the
             let headers = response.headers().clone();
             let first = axum::body::to_bytes(response.into_body(), usize::MAX).await.expect("body");
             assert_eq!(status, expected, "{path}: {}", String::from_utf8_lossy(&first));
-            assert!(down.0.load(Ordering::SeqCst), "{path}: committed, then DynamoDB went away");
+            assert!(down.is_down(), "{path}: committed, then DynamoDB went away");
             let again = post(&api, &api_key, &path, key, &body).await;
             assert!(replayed(&again), "{path}: {} {}", again.status, again.body);
             for name in ["location", "etag", "content-type"] {

@@ -23,7 +23,7 @@ use serde_json::{Map, Value};
 use shared::TenantId;
 use shared::dynamo::Part;
 use shared::dynamo::{
-    StoreError, Table, Tables, Transaction, batch_get, built, classify, get_item, n, query_window, s,
+    Item, StoreError, Table, Tables, Transaction, batch_get, built, classify, get_item, n, query_window, s,
 };
 use shared::ids::{CheckpointId, ExecutionId, WorkflowId};
 
@@ -120,6 +120,28 @@ struct CheckpointRecord {
     /// The compressed state, in the by-id entry when small.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     state: Option<serde_bytes::ByteBuf>,
+}
+
+/// A checkpoint's by-id entry as read (its state not opened yet).
+#[derive(Debug)]
+pub struct Entry(CheckpointRecord);
+
+impl Entry {
+    /// Decodes a read entry item.
+    ///
+    /// # Errors
+    /// [`StoreError::Corrupt`] for an item that is not a checkpoint's entry.
+    pub fn from_item(item: Item) -> Result<Self, StoreError> {
+        Ok(Self(serde_dynamo::from_item(item)?))
+    }
+
+    /// The checkpoint, without its state.
+    ///
+    /// # Errors
+    /// [`StoreError::Corrupt`] for a field that does not decode.
+    pub fn checkpoint(&self) -> Result<Checkpoint, StoreError> {
+        self.0.checkpoint()
+    }
 }
 
 fn by_execution_entry(execution: &ExecutionId, sequence: u64) -> String {
@@ -402,6 +424,16 @@ impl CheckpointStore {
         item.map(|item| serde_dynamo::from_item(item).map_err(StoreError::from)).transpose()
     }
 
+    /// The table and key of checkpoint `id`'s entry, to read it beside another item.
+    #[must_use]
+    pub fn entry_key(&self, tenant: &TenantId, id: &CheckpointId) -> (&str, Item) {
+        let key = std::collections::HashMap::from([
+            ("tenant_id".to_owned(), s(tenant.as_str())),
+            ("entry".to_owned(), s(id.as_str())),
+        ]);
+        (self.table(), key)
+    }
+
     /// The checkpoint `id` of `tenant`, if it exists.
     ///
     /// # Errors
@@ -545,17 +577,17 @@ impl CheckpointStore {
         Ok(())
     }
 
-    /// The checkpoint `id` with its state.
+    /// The checkpoint of `entry` and its state: the entry's own when inline, else its
+    /// parts (one batch read).
     ///
     /// # Errors
-    /// The reads' [`StoreError`]s; [`StoreError::Corrupt`] if the state does not
-    /// reassemble.
-    pub async fn get_with_state(
+    /// The read's [`StoreError`]; [`StoreError::Corrupt`] for a state that does not
+    /// open.
+    pub async fn with_state(
         &self,
         tenant: &TenantId,
-        id: &CheckpointId,
-    ) -> Result<Option<(Checkpoint, Box<serde_json::value::RawValue>)>, StoreError> {
-        let Some(record) = self.get_record(tenant, id).await? else { return Ok(None) };
+        Entry(record): Entry,
+    ) -> Result<(Checkpoint, Box<serde_json::value::RawValue>), StoreError> {
         let checkpoint = record.checkpoint()?;
         let compressed = match record.state {
             Some(inline) => inline.into_vec(),
@@ -567,7 +599,7 @@ impl CheckpointStore {
         // Kept as text: a state of millions of values is returned as the bytes it is.
         let text = String::from_utf8(json).map_err(|_| corrupt("state is not UTF-8"))?;
         let state = serde_json::value::RawValue::from_string(text).map_err(|_| corrupt("state is not JSON"))?;
-        Ok(Some((checkpoint, state)))
+        Ok((checkpoint, state))
     }
 
     async fn read_parts(&self, tenant: &TenantId, id: &CheckpointId, count: u32) -> Result<Vec<u8>, StoreError> {

@@ -22,7 +22,7 @@ use shared::dynamo::{Attempt, MAX_TRANSACTION_BYTES, Part, Tables, Transaction, 
 use shared::ids::{CheckpointId, ExecutionId, FailureId, WorkflowId};
 use shared::time::Clock;
 
-use self::checkpoint::{Checkpoint, CheckpointStore, PackedState, StoredCheckpoint};
+use self::checkpoint::{Checkpoint, CheckpointStore, Entry, PackedState, StoredCheckpoint};
 use self::failure::{CommandStatus, Failure, FailureStatus, Settlement};
 use self::model::{Action, Discarded, Execution, ExecutionError, ExecutionStatus};
 use self::store::ExecutionStore;
@@ -388,6 +388,39 @@ impl Runs {
             }
             _ => Err(Error::not_found("checkpoint", id.as_str())),
         }
+    }
+
+    /// Checkpoint `id` of the tenant unless it is hidden (discarded by a rollback whose
+    /// deletions are not finished, or of an execution being deleted): its entry and the
+    /// tenant's hidden item read as one snapshot in one round trip, so that neither a
+    /// concurrent rollback nor its cleanup can show a hidden checkpoint. The execution
+    /// is not read.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] (unknown or hidden), the read's storage error
+    /// ([`shared::dynamo::StoreError::Conflict`] when it kept meeting writes).
+    pub async fn visible_checkpoint(&self, tenant: &TenantId, id: &CheckpointId) -> Result<Entry, Error> {
+        let entry_key = self.checkpoints.entry_key(tenant, id);
+        let hidden_key = self.executions.hidden_key(tenant);
+        let found = retry_races(|| async {
+            let keys = vec![entry_key.clone(), hidden_key.clone()];
+            match shared::dynamo::get_together(self.executions.client(), keys).await {
+                Ok(found) => Ok(Attempt::Done(found)),
+                Err(shared::dynamo::StoreError::Conflict) => Ok(Attempt::Raced),
+                Err(other) => Err(Error::from(other)),
+            }
+        })
+        .await?;
+        let [entry, hidden]: [Option<shared::dynamo::Item>; 2] =
+            found.try_into().map_err(|_| Error::from(shared::dynamo::StoreError::Corrupt("two reads".into())))?;
+        let not_found = || Error::not_found("checkpoint", id.as_str());
+        let entry = Entry::from_item(entry.ok_or_else(not_found)?)?;
+        let checkpoint = entry.checkpoint()?;
+        let hidden = ExecutionStore::hidden_in(hidden.as_ref(), &checkpoint.execution_id)?;
+        if hidden.iter().any(|range| range.contains(checkpoint.sequence)) {
+            return Err(not_found());
+        }
+        Ok(entry)
     }
 
     /// Deletes the checkpoints a committed rollback discarded (hidden meanwhile), a

@@ -5,6 +5,8 @@
 //! `by_workflow` (`tenant_workflow`) and `by_workflow_status` (`tenant_workflow_status`),
 //! each sorted by `id`, serve the filters without filter expressions. Input and output
 //! are compressed and inline when small, else in `blobs` (`exec_…#input`, `#output`).
+//! Beside the executions, outside their id ranges: key pointers (`key#…`), purge
+//! markers (`purge#…`) and the tenant's `hidden` item (see [`ExecutionStore::hidden_key`]).
 //!
 //! Table `failures` (`tenant_id`, `id`), GSI `by_status` (`tenant_status`, `id`).
 //!
@@ -22,8 +24,8 @@ use shared::TenantId;
 use shared::body::WireEnum;
 use shared::counters::{self, CounterChange};
 use shared::dynamo::{
-    Item, Part, StoreError, Table, Tables, Transaction, batch_get, built, classify, get_item, n, newest_first_in,
-    query_window_from, resume_after, s,
+    Item, Part, StoreError, Table, Tables, Transaction, TransactionError, batch_get, built, classify, get_item, n,
+    newest_first_in, query_window_from, resume_after, s,
 };
 use shared::ids::{CheckpointId, CommandId, ExecutionId, FailureId, WorkflowId, created_millis, id_range};
 
@@ -256,6 +258,17 @@ fn purge_marker(id: &ExecutionId) -> String {
     format!("purge#{id}")
 }
 
+/// The id of the tenant's item that lists, per execution, the checkpoints hidden from
+/// clients while they are being deleted (sorts outside `exec_` ranges): the ranges a
+/// rollback discarded and, for a deleted execution, all of them. It mirrors the
+/// executions' `discarded` ranges and purge markers, changed in the same transactions,
+/// so that `GET /checkpoints/{id}` reads it beside the checkpoint's entry in one round
+/// trip (the checkpoint id does not name its execution). Usually absent or empty.
+const HIDDEN: &str = "hidden";
+
+/// Every checkpoint of an execution that is being deleted.
+const ALL: Discarded = Discarded { after: 0, through: u64::MAX };
+
 fn key_pointer(workflow: &WorkflowId, key: &str) -> String {
     format!("key#{workflow}#{key}")
 }
@@ -403,10 +416,48 @@ impl ExecutionStore {
             })
             .collect();
         self.stage_blobs(tx, tenant, changed)?;
+        if old.discarded != new.discarded {
+            self.stage_hidden(tx, tenant, &new.id, &new.discarded)?;
+        }
         let mut change = CounterChange::between(&old.counters(), &new.counters());
         change.merge(extra);
         tx.extend(Part::Counters, change.transact_items(&self.tables, tenant)?);
         Ok(())
+    }
+
+    /// Sets the checkpoints of execution `id` that the tenant's hidden item hides to
+    /// `ranges` (none: drops its entry).
+    fn stage_hidden(
+        &self,
+        tx: &mut Transaction,
+        tenant: &TenantId,
+        id: &ExecutionId,
+        ranges: &[Discarded],
+    ) -> Result<(), StoreError> {
+        let update = aws_sdk_dynamodb::types::Update::builder()
+            .table_name(self.tables.name(Table::Executions))
+            .key("tenant_id", s(tenant.as_str()))
+            .key("id", s(HIDDEN))
+            .expression_attribute_names("#e", id.as_str());
+        let update = if ranges.is_empty() {
+            update.update_expression("REMOVE #e")
+        } else {
+            let records: Vec<DiscardedRecord> =
+                ranges.iter().map(|d| DiscardedRecord { after: d.after, through: d.through }).collect();
+            update
+                .update_expression("SET #e = :ranges")
+                .expression_attribute_values(":ranges", serde_dynamo::to_attribute_value(records)?)
+        };
+        tx.push(Part::Discard, TransactWriteItem::builder().update(built(update.build())?).build());
+        Ok(())
+    }
+
+    /// The table and key of the tenant's hidden item, to read it beside a checkpoint's
+    /// entry.
+    #[must_use]
+    pub fn hidden_key(&self, tenant: &TenantId) -> (&str, Item) {
+        let key = HashMap::from([("tenant_id".to_owned(), s(tenant.as_str())), ("id".to_owned(), s(HIDDEN))]);
+        (self.tables.name(Table::Executions), key)
     }
 
     async fn decode(&self, tenant: &TenantId, items: Vec<Item>) -> Result<Vec<Execution>, StoreError> {
@@ -532,6 +583,7 @@ impl ExecutionStore {
             HashMap::from([("tenant_id".to_owned(), s(tenant.as_str())), ("id".to_owned(), s(purge_marker(&e.id)))]);
         let put = Put::builder().table_name(table).set_item(Some(marker));
         tx.push(Part::Execution, TransactWriteItem::builder().put(built(put.build())?).build());
+        self.stage_hidden(tx, tenant, &e.id, &[ALL])?;
         let change = CounterChange::between(&e.counters(), &[]);
         tx.extend(Part::Counters, change.transact_items(&self.tables, tenant)?);
         Ok(())
@@ -545,20 +597,31 @@ impl ExecutionStore {
         self.has(Table::Executions, tenant, &purge_marker(id)).await
     }
 
-    /// Drops the purge marker of execution `id`: its deletion is complete.
+    /// Drops the purge marker of execution `id` and its entry in the tenant's hidden
+    /// item, in one transaction: its deletion is complete.
     ///
     /// # Errors
-    /// The write's [`StoreError`].
-    pub async fn purged(&self, tenant: &TenantId, id: &ExecutionId) -> Result<(), StoreError> {
-        self.client
-            .delete_item()
+    /// The write's [`TransactionError`].
+    pub async fn purged(&self, tenant: &TenantId, id: &ExecutionId) -> Result<(), TransactionError> {
+        let mut tx = Transaction::new();
+        let delete = aws_sdk_dynamodb::types::Delete::builder()
             .table_name(self.tables.name(Table::Executions))
             .key("tenant_id", s(tenant.as_str()))
-            .key("id", s(purge_marker(id)))
-            .send()
-            .await
-            .map_err(classify)?;
-        Ok(())
+            .key("id", s(purge_marker(id)));
+        tx.push(Part::Execution, TransactWriteItem::builder().delete(built(delete.build())?).build());
+        self.stage_hidden(&mut tx, tenant, id, &[])?;
+        tx.commit(&self.client).await
+    }
+
+    /// The checkpoints of execution `id` hidden by the tenant's hidden item as read
+    /// (`None`: not read, nothing hidden).
+    ///
+    /// # Errors
+    /// [`StoreError::Corrupt`] for an entry that is not a list of ranges.
+    pub fn hidden_in(item: Option<&Item>, id: &ExecutionId) -> Result<Vec<Discarded>, StoreError> {
+        let Some(value) = item.and_then(|item| item.get(id.as_str())) else { return Ok(Vec::new()) };
+        let ranges: Vec<DiscardedRecord> = serde_dynamo::from_attribute_value(value.clone())?;
+        Ok(ranges.into_iter().map(|d| Discarded { after: d.after, through: d.through }).collect())
     }
 
     /// The execution of `workflow` whose key is `key`: two consistent point reads (the
@@ -591,30 +654,6 @@ impl ExecutionStore {
     /// The read's [`StoreError`].
     pub async fn exists(&self, tenant: &TenantId, id: &ExecutionId) -> Result<bool, StoreError> {
         self.has(Table::Executions, tenant, id.as_str()).await
-    }
-
-    /// The rollback ranges of execution `id` whose checkpoints are still hidden (one
-    /// small read; `None` when the execution does not exist, deleted included).
-    ///
-    /// # Errors
-    /// The read's [`StoreError`].
-    pub async fn discarded(&self, tenant: &TenantId, id: &ExecutionId) -> Result<Option<Vec<Discarded>>, StoreError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(self.tables.name(Table::Executions))
-            .key("tenant_id", s(tenant.as_str()))
-            .key("id", s(id.as_str()))
-            .projection_expression("id, #d")
-            .expression_attribute_names("#d", "discarded")
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(classify)?;
-        let Some(mut item) = out.item else { return Ok(None) };
-        let Some(value) = item.remove("discarded") else { return Ok(Some(Vec::new())) };
-        let ranges: Vec<DiscardedRecord> = serde_dynamo::from_attribute_value(value)?;
-        Ok(Some(ranges.into_iter().map(|d| Discarded { after: d.after, through: d.through }).collect()))
     }
 
     /// Whether the tenant has the failure `id`.

@@ -243,17 +243,6 @@ async fn checkpoint_of(
     }
 }
 
-/// 404 for a checkpoint a rollback discarded, or of a deleted execution: gone for
-/// clients even while its items are being deleted (one small read of the execution).
-async fn ensure_visible(state: &AppState, tenant: &TenantId, c: &Checkpoint, raw: &str) -> Result<(), ApiError> {
-    let not_found = || ApiError::not_found("checkpoint", raw);
-    let hidden = state.runs.executions.discarded(tenant, &c.execution_id).await?.ok_or_else(not_found)?;
-    if hidden.iter().any(|range| range.contains(c.sequence)) {
-        return Err(not_found());
-    }
-    Ok(())
-}
-
 /// `GET /checkpoints/{checkpoint_id}`
 pub async fn get(
     State(state): State<AppState>,
@@ -264,14 +253,15 @@ pub async fn get(
     let include_state = query.boolean("include_state", false);
     query.finish()?;
     let id = CheckpointId::parse(&raw).ok_or_else(|| ApiError::not_found("checkpoint", raw.as_str()))?;
-    let not_found = || ApiError::not_found("checkpoint", raw.as_str());
+    // One round trip when the state is inline (the entry beside the tenant's hidden
+    // ranges), one more for a state in parts.
+    let entry = state.runs.visible_checkpoint(&tenant, &id).await?;
     let (checkpoint, value) = if include_state {
-        let (checkpoint, value) = state.runs.checkpoints.get_with_state(&tenant, &id).await?.ok_or_else(not_found)?;
+        let (checkpoint, value) = state.runs.checkpoints.with_state(&tenant, entry).await?;
         (checkpoint, Some(value))
     } else {
-        (state.runs.checkpoints.get(&tenant, &id).await?.ok_or_else(not_found)?.checkpoint, None)
+        (entry.checkpoint()?, None)
     };
-    ensure_visible(&state, &tenant, &checkpoint, &raw).await?;
     let mut body = CheckpointBody::from(checkpoint);
     body.state = value;
     Ok(Json(body))
@@ -400,8 +390,7 @@ pub async fn list_writes(
     query.finish()?;
     let not_found = || ApiError::not_found("checkpoint", raw.as_str());
     let id = CheckpointId::parse(&raw).ok_or_else(not_found)?;
-    let stored = state.runs.checkpoints.get(&tenant, &id).await?.ok_or_else(not_found)?;
-    ensure_visible(&state, &tenant, &stored.checkpoint, &raw).await?;
+    state.runs.visible_checkpoint(&tenant, &id).await?;
     let writes = state.runs.checkpoints.writes(&tenant, &id).await?;
     let total = writes.items.len() as u64;
     Ok(Json(WritesBody { checkpoint_id: id.to_string(), items: writes.items, total }))
