@@ -41,6 +41,11 @@ enum Command {
         #[command(subcommand)]
         command: TablesCommand,
     },
+    /// One-off steps of an upgrade.
+    Migrate {
+        #[command(subcommand)]
+        command: MigrateCommand,
+    },
     /// Makes sure a demo tenant with a live key and credits exists and prints the key
     /// (kept in FILE with the tenant id, so the same key is printed on the next run).
     Demo {
@@ -102,6 +107,18 @@ enum TablesCommand {
     Create,
 }
 
+#[derive(Debug, Subcommand)]
+enum MigrateCommand {
+    /// Mirrors the hidden checkpoints of unfinished rollbacks and deletions into each
+    /// tenant's hidden item, which `GET /checkpoints/{id}` reads (for data written
+    /// before it existed). Safe to run while the service runs, and again.
+    HiddenCheckpoints {
+        /// Only this tenant's (default: every tenant's, one scan of the table).
+        #[arg(long)]
+        tenant: Option<String>,
+    },
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
     match run(Cli::parse()).await {
@@ -152,6 +169,18 @@ async fn run(cli: Cli) -> Result<()> {
             for name in infra::tables::create_missing(&client, &prefix).await? {
                 eprintln!("created table {name}");
             }
+        }
+        Command::Migrate { command: MigrateCommand::HiddenCheckpoints { tenant } } => {
+            let tenant = match tenant {
+                Some(id) => {
+                    let key = shared::ids::TenantKey::parse(&id).with_context(|| format!("unknown tenant {id}"))?;
+                    Some(shared::auth::trusted::tenant(&key))
+                }
+                None => None,
+            };
+            let store = domain::runs::store::ExecutionStore::new(client.clone(), tables.clone());
+            let found = store.mirror_hidden(tenant.as_ref()).await?;
+            eprintln!("mirrored the hidden checkpoints of {found} executions");
         }
         Command::Demo { key_file } => println!("{}", demo(&client, tables, &key_file).await?),
     }

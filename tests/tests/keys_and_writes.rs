@@ -353,8 +353,8 @@ async fn a_deleted_execution_leaves_no_item_behind() {
     checkpoint(&api, &t.key, &e, json!({"key": "b"})).await;
     let w = writes("t", json!([{"index": 0, "channel": "c", "value": api_tests::noise(3, 600_000)}]));
     api.post(&t.key, &format!("/checkpoints/{c1}/writes"), &w).await.expect(200);
-    // The tenant's items in `table`, but for the (keys-only) item that hides the
-    // checkpoints of executions being deleted once it hides nothing.
+    // The tenant's items in `table`, but for its item that hides the checkpoints of
+    // executions being deleted, which must hide nothing (its keys alone).
     let items = |table: shared::dynamo::Table| {
         let (client, name, tenant) = (env.client.clone(), env.tables.name(table).to_owned(), t.id.clone());
         async move {
@@ -366,7 +366,11 @@ async fn a_deleted_execution_leaves_no_item_behind() {
                 .send()
                 .await
                 .expect("query");
-            out.items.unwrap_or_default().into_iter().filter(|item| item.len() > 2).count()
+            let hidden =
+                |item: &shared::dynamo::Item| item.get("id").and_then(|v| v.as_s().ok()) == Some(&"hidden".into());
+            let items = out.items.unwrap_or_default();
+            assert!(items.iter().filter(|item| hidden(item)).all(|item| item.len() == 2), "hides nothing: {items:?}");
+            items.iter().filter(|item| !hidden(item)).count()
         }
     };
     use shared::dynamo::Table;

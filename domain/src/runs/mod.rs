@@ -423,6 +423,29 @@ impl Runs {
         Ok(entry)
     }
 
+    /// The checkpoint of `entry` (read by [`Self::visible_checkpoint`]) with its state.
+    /// A state in parts is read after the entry; parts gone meanwhile (a rollback's
+    /// cleanup or a deletion between the two reads) make it 404, as it is by then.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`], storage errors; a state that does not open while its
+    /// checkpoint is still there is [`shared::dynamo::StoreError::Corrupt`].
+    pub async fn with_state(
+        &self,
+        tenant: &TenantId,
+        id: &CheckpointId,
+        entry: Entry,
+    ) -> Result<(Checkpoint, Box<serde_json::value::RawValue>), Error> {
+        match self.checkpoints.with_state(tenant, entry).await {
+            Ok(found) => Ok(found),
+            Err(error @ shared::dynamo::StoreError::Corrupt(_)) => match self.visible_checkpoint(tenant, id).await {
+                Err(gone @ Error::NotFound { .. }) => Err(gone),
+                _ => Err(error.into()),
+            },
+            Err(other) => Err(other.into()),
+        }
+    }
+
     /// Deletes the checkpoints a committed rollback discarded (hidden meanwhile), a
     /// transaction of at most [`ROLLBACK_BATCH`] operations at a time, then drops their
     /// range from the execution. Deleting what is gone already is harmless, so an
@@ -722,7 +745,15 @@ impl Runs {
         if left.len() == PURGE_CHECKPOINTS {
             return Ok(Deleted::More);
         }
-        self.executions.purged(tenant, id).await?;
+        // The tenant's hidden item is shared: a rollback or deletion beside this one is a
+        // conflict to retry, not a failed deletion.
+        retry_races(|| async {
+            match self.executions.purged(tenant, id).await {
+                Ok(()) => Ok::<_, Error>(Attempt::Done(())),
+                Err(e) => Ok(Attempt::raced_on(e, &[])?),
+            }
+        })
+        .await?;
         Ok(Deleted::Done)
     }
 

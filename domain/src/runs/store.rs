@@ -263,8 +263,18 @@ fn purge_marker(id: &ExecutionId) -> String {
 /// rollback discarded and, for a deleted execution, all of them. It mirrors the
 /// executions' `discarded` ranges and purge markers, changed in the same transactions,
 /// so that `GET /checkpoints/{id}` reads it beside the checkpoint's entry in one round
-/// trip (the checkpoint id does not name its execution). Usually absent or empty.
+/// trip (the checkpoint id does not name its execution). Empty (its keys alone) unless a
+/// deletion or a large rollback is unfinished; an entry stays as long as its execution's
+/// deletion or cleanup does (a client that stops sending DELETE after a 202, a cleanup
+/// interrupted and never retried), about 65 bytes each.
 const HIDDEN: &str = "hidden";
+
+/// `ranges` as an attribute (a list of `{after, through}`).
+fn stored_ranges(ranges: &[Discarded]) -> Result<aws_sdk_dynamodb::types::AttributeValue, StoreError> {
+    let records: Vec<DiscardedRecord> =
+        ranges.iter().map(|d| DiscardedRecord { after: d.after, through: d.through }).collect();
+    Ok(serde_dynamo::to_attribute_value(records)?)
+}
 
 /// Every checkpoint of an execution that is being deleted.
 const ALL: Discarded = Discarded { after: 0, through: u64::MAX };
@@ -442,14 +452,87 @@ impl ExecutionStore {
         let update = if ranges.is_empty() {
             update.update_expression("REMOVE #e")
         } else {
-            let records: Vec<DiscardedRecord> =
-                ranges.iter().map(|d| DiscardedRecord { after: d.after, through: d.through }).collect();
-            update
-                .update_expression("SET #e = :ranges")
-                .expression_attribute_values(":ranges", serde_dynamo::to_attribute_value(records)?)
+            update.update_expression("SET #e = :ranges").expression_attribute_values(":ranges", stored_ranges(ranges)?)
         };
         tx.push(Part::Discard, TransactWriteItem::builder().update(built(update.build())?).build());
         Ok(())
+    }
+
+    /// Mirrors, into the hidden item of `tenant` (of every tenant: `None`), the
+    /// `discarded` ranges and purge markers of executions written before that item
+    /// existed (an upgrade's one-off step, `cairn-admin migrate hidden-checkpoints`).
+    /// Safe while the service runs and to run again: it never replaces an entry, and an
+    /// entry it adds late hides only checkpoints already deleted (a range's sequences
+    /// are never given again; a deleted execution's id never comes back). Returns the
+    /// executions it found with hidden checkpoints.
+    ///
+    /// It reads every item of the table (of the tenant's partition): a filter would not
+    /// make that cheaper, DynamoDB counts what it reads before filtering.
+    ///
+    /// # Errors
+    /// The scan's or a write's [`StoreError`].
+    pub async fn mirror_hidden(&self, tenant: Option<&TenantId>) -> Result<usize, StoreError> {
+        let table = self.tables.name(Table::Executions);
+        let mut found = 0;
+        let mut start = None;
+        loop {
+            // The same page request of a query (one tenant) or a scan (every tenant).
+            macro_rules! page {
+                ($request:expr) => {{
+                    let page = $request
+                        .table_name(table)
+                        .projection_expression("tenant_id, id, discarded")
+                        .set_exclusive_start_key(start)
+                        .consistent_read(true)
+                        .send()
+                        .await
+                        .map_err(classify)?;
+                    (page.items.unwrap_or_default(), page.last_evaluated_key)
+                }};
+            }
+            let (items, next) = match tenant {
+                Some(tenant) => page!(
+                    self.client
+                        .query()
+                        .key_condition_expression("tenant_id = :t")
+                        .expression_attribute_values(":t", s(tenant.as_str()))
+                ),
+                None => page!(self.client.scan()),
+            };
+            for item in &items {
+                let text = |name: &str| item.get(name).and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
+                let (tenant, id) = (text("tenant_id"), text("id"));
+                let (execution, ranges) = match id.strip_prefix("purge#") {
+                    Some(execution) => (execution.to_owned(), vec![ALL]),
+                    None => {
+                        let stored: Vec<DiscardedRecord> = match item.get("discarded") {
+                            Some(value) => serde_dynamo::from_attribute_value(value.clone())?,
+                            None => Vec::new(),
+                        };
+                        (id, stored.into_iter().map(|d| Discarded { after: d.after, through: d.through }).collect())
+                    }
+                };
+                if ranges.is_empty() {
+                    continue;
+                }
+                self.client
+                    .update_item()
+                    .table_name(table)
+                    .key("tenant_id", s(tenant))
+                    .key("id", s(HIDDEN))
+                    .update_expression("SET #e = if_not_exists(#e, :ranges)")
+                    .expression_attribute_names("#e", execution)
+                    .expression_attribute_values(":ranges", stored_ranges(&ranges)?)
+                    .send()
+                    .await
+                    .map_err(classify)?;
+                found += 1;
+            }
+            start = next;
+            if start.is_none() {
+                return Ok(found);
+            }
+        }
     }
 
     /// The table and key of the tenant's hidden item, to read it beside a checkpoint's

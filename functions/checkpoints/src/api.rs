@@ -257,7 +257,7 @@ pub async fn get(
     // ranges), one more for a state in parts.
     let entry = state.runs.visible_checkpoint(&tenant, &id).await?;
     let (checkpoint, value) = if include_state {
-        let (checkpoint, value) = state.runs.checkpoints.with_state(&tenant, entry).await?;
+        let (checkpoint, value) = state.runs.with_state(&tenant, &id, entry).await?;
         (checkpoint, Some(value))
     } else {
         (entry.checkpoint()?, None)
