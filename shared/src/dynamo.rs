@@ -399,7 +399,7 @@ pub async fn transact(client: &Client, mut items: Vec<TransactWriteItem>) -> Res
     if let Some(index) = reasons.iter().position(failed) {
         return Err(StoreError::ConditionFailed { index: Some(index) });
     }
-    if reasons.iter().any(|r| r.code() == Some("TransactionConflict")) {
+    if reasons.iter().any(is_conflict) {
         return Err(StoreError::Conflict);
     }
     match error {
@@ -409,9 +409,7 @@ pub async fn transact(client: &Client, mut items: Vec<TransactWriteItem>) -> Res
             // Throttling is worth a retry; a ValidationError (an item over 400 KB, say) or
             // any other reason is a bug: a 500 with its cause logged, never a 503 that
             // would invite the client to send the same doomed request again.
-            let throttled = reasons_of(service.err())
-                .iter()
-                .any(|r| matches!(r.code(), Some("ThrottlingError" | "ProvisionedThroughputExceeded")));
+            let throttled = reasons_of(service.err()).iter().any(is_throttling);
             let error = Box::new(SdkError::service_error(service.into_err(), ()));
             if throttled {
                 return Err(StoreError::Unavailable(error));
@@ -420,6 +418,16 @@ pub async fn transact(client: &Client, mut items: Vec<TransactWriteItem>) -> Res
         }
         other => Err(classify(other)),
     }
+}
+
+/// A transaction cancelled because another one touched the same item: retry.
+fn is_conflict(reason: &aws_sdk_dynamodb::types::CancellationReason) -> bool {
+    reason.code() == Some("TransactionConflict")
+}
+
+/// A transaction cancelled by throttling: retry later.
+fn is_throttling(reason: &aws_sdk_dynamodb::types::CancellationReason) -> bool {
+    matches!(reason.code(), Some("ThrottlingError" | "ProvisionedThroughputExceeded"))
 }
 
 /// The cancellation reasons of a cancelled transaction (none for any other error).
@@ -687,10 +695,10 @@ pub async fn get_together(client: &Client, keys: Vec<(&str, Item)>) -> Result<Ve
             },
             _ => &[],
         };
-        if reasons.iter().any(|r| r.code() == Some("TransactionConflict")) {
+        if reasons.iter().any(is_conflict) {
             return StoreError::Conflict;
         }
-        if reasons.iter().any(|r| matches!(r.code(), Some("ThrottlingError" | "ProvisionedThroughputExceeded"))) {
+        if reasons.iter().any(is_throttling) {
             return StoreError::Unavailable(Box::new(error));
         }
         classify(error)

@@ -122,9 +122,12 @@ struct CheckpointRecord {
     state: Option<serde_bytes::ByteBuf>,
 }
 
-/// A checkpoint's by-id entry as read (its state not opened yet).
+/// A checkpoint's by-id entry as read: the checkpoint, its state not opened yet.
 #[derive(Debug)]
-pub struct Entry(CheckpointRecord);
+pub struct Entry {
+    record: CheckpointRecord,
+    checkpoint: Checkpoint,
+}
 
 impl Entry {
     /// Decodes a read entry item.
@@ -132,15 +135,21 @@ impl Entry {
     /// # Errors
     /// [`StoreError::Corrupt`] for an item that is not a checkpoint's entry.
     pub fn from_item(item: Item) -> Result<Self, StoreError> {
-        Ok(Self(serde_dynamo::from_item(item)?))
+        let record: CheckpointRecord = serde_dynamo::from_item(item)?;
+        let checkpoint = record.checkpoint()?;
+        Ok(Self { record, checkpoint })
     }
 
     /// The checkpoint, without its state.
-    ///
-    /// # Errors
-    /// [`StoreError::Corrupt`] for a field that does not decode.
-    pub fn checkpoint(&self) -> Result<Checkpoint, StoreError> {
-        self.0.checkpoint()
+    #[must_use]
+    pub fn checkpoint(&self) -> &Checkpoint {
+        &self.checkpoint
+    }
+
+    /// The checkpoint, without its state.
+    #[must_use]
+    pub fn into_checkpoint(self) -> Checkpoint {
+        self.checkpoint
     }
 }
 
@@ -586,9 +595,8 @@ impl CheckpointStore {
     pub async fn with_state(
         &self,
         tenant: &TenantId,
-        Entry(record): Entry,
+        Entry { record, checkpoint }: Entry,
     ) -> Result<(Checkpoint, Box<serde_json::value::RawValue>), StoreError> {
-        let checkpoint = record.checkpoint()?;
         let compressed = match record.state {
             Some(inline) => inline.into_vec(),
             None => self.read_parts(tenant, &checkpoint.id, record.state_parts).await?,

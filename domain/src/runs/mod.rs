@@ -415,7 +415,7 @@ impl Runs {
             found.try_into().map_err(|_| Error::from(shared::dynamo::StoreError::Corrupt("two reads".into())))?;
         let not_found = || Error::not_found("checkpoint", id.as_str());
         let entry = Entry::from_item(entry.ok_or_else(not_found)?)?;
-        let checkpoint = entry.checkpoint()?;
+        let checkpoint = entry.checkpoint();
         let hidden = ExecutionStore::hidden_in(hidden.as_ref(), &checkpoint.execution_id)?;
         if hidden.iter().any(|range| range.contains(checkpoint.sequence)) {
             return Err(not_found());

@@ -117,6 +117,18 @@ struct DiscardedRecord {
     through: u64,
 }
 
+impl From<&Discarded> for DiscardedRecord {
+    fn from(d: &Discarded) -> Self {
+        Self { after: d.after, through: d.through }
+    }
+}
+
+impl From<DiscardedRecord> for Discarded {
+    fn from(d: DiscardedRecord) -> Self {
+        Self { after: d.after, through: d.through }
+    }
+}
+
 /// The attributes a list reads: every one but `input` and `output`, so list items are
 /// summaries and a list reads no blob.
 const SUMMARY_ATTRIBUTES: &[&str] = &[
@@ -170,7 +182,7 @@ impl ExecutionRecord {
             checkpoint_count: e.checkpoint_count,
             last_sequence: e.last_sequence,
             failure_ids: e.failure_ids.iter().map(ToString::to_string).collect(),
-            discarded: e.discarded.iter().map(|d| DiscardedRecord { after: d.after, through: d.through }).collect(),
+            discarded: e.discarded.iter().map(DiscardedRecord::from).collect(),
             version: e.version,
             created_at: shared::time::format(e.created_at),
             updated_at: shared::time::format(e.updated_at),
@@ -234,7 +246,7 @@ impl ExecutionRecord {
                 .iter()
                 .map(|f| FailureId::parse(f).ok_or_else(|| corrupt("failure_ids")))
                 .collect::<Result<_, _>>()?,
-            discarded: self.discarded.iter().map(|d| Discarded { after: d.after, through: d.through }).collect(),
+            discarded: self.discarded.iter().copied().map(Discarded::from).collect(),
             version: self.version,
             created_at: time(&self.created_at)?,
             updated_at: time(&self.updated_at)?,
@@ -266,13 +278,12 @@ fn purge_marker(id: &ExecutionId) -> String {
 /// trip (the checkpoint id does not name its execution). Empty (its keys alone) unless a
 /// deletion or a large rollback is unfinished; an entry stays as long as its execution's
 /// deletion or cleanup does (a client that stops sending DELETE after a 202, a cleanup
-/// interrupted and never retried), about 65 bytes each.
+/// interrupted and never retried), about 70 bytes each.
 const HIDDEN: &str = "hidden";
 
 /// `ranges` as an attribute (a list of `{after, through}`).
 fn stored_ranges(ranges: &[Discarded]) -> Result<aws_sdk_dynamodb::types::AttributeValue, StoreError> {
-    let records: Vec<DiscardedRecord> =
-        ranges.iter().map(|d| DiscardedRecord { after: d.after, through: d.through }).collect();
+    let records: Vec<DiscardedRecord> = ranges.iter().map(DiscardedRecord::from).collect();
     Ok(serde_dynamo::to_attribute_value(records)?)
 }
 
@@ -509,7 +520,7 @@ impl ExecutionStore {
                             Some(value) => serde_dynamo::from_attribute_value(value.clone())?,
                             None => Vec::new(),
                         };
-                        (id, stored.into_iter().map(|d| Discarded { after: d.after, through: d.through }).collect())
+                        (id, stored.into_iter().map(Discarded::from).collect())
                     }
                 };
                 if ranges.is_empty() {
@@ -704,7 +715,7 @@ impl ExecutionStore {
     pub fn hidden_in(item: Option<&Item>, id: &ExecutionId) -> Result<Vec<Discarded>, StoreError> {
         let Some(value) = item.and_then(|item| item.get(id.as_str())) else { return Ok(Vec::new()) };
         let ranges: Vec<DiscardedRecord> = serde_dynamo::from_attribute_value(value.clone())?;
-        Ok(ranges.into_iter().map(|d| Discarded { after: d.after, through: d.through }).collect())
+        Ok(ranges.into_iter().map(Discarded::from).collect())
     }
 
     /// The execution of `workflow` whose key is `key`: two consistent point reads (the
@@ -992,5 +1003,33 @@ impl FailureRecord {
             created_at: time(&self.created_at)?,
             resolved_at: self.resolved_at.as_deref().map(time).transpose()?,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The tenant's hidden item is one item, so DynamoDB's 400 KB bounds it. An entry,
+    /// as written, costs at most its execution id and one range per unfinished cleanup
+    /// or deletion: computed here, the item holds thousands of abandoned deletions
+    /// (the README's "about 70 bytes" each) before a write to it would be refused.
+    #[test]
+    fn the_hidden_item_holds_thousands_of_unfinished_deletions() {
+        let id = ExecutionId::generate();
+        let entry = |ranges: &[Discarded]| {
+            let item = HashMap::from([(id.as_str().to_owned(), stored_ranges(ranges).expect("ranges"))]);
+            shared::dynamo::item_size(&item)
+        };
+        let deleted = entry(&[ALL]);
+        assert!(deleted <= 80, "a deleted execution's entry: {deleted} bytes");
+        let keys = HashMap::from([
+            ("tenant_id".to_owned(), s("ten_0193a6f21c2b7d3e8f000123456789ab")),
+            ("id".to_owned(), s(HIDDEN)),
+        ]);
+        let room = shared::dynamo::MAX_ITEM_BYTES - shared::dynamo::item_size(&keys);
+        assert!(room / deleted >= 5000, "{} abandoned deletions fit", room / deleted);
+        // A rollback range of small sequences costs less than a deletion's.
+        assert!(entry(&[Discarded { after: 5, through: 60 }]) <= deleted);
     }
 }

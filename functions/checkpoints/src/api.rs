@@ -260,7 +260,7 @@ pub async fn get(
         let (checkpoint, value) = state.runs.with_state(&tenant, &id, entry).await?;
         (checkpoint, Some(value))
     } else {
-        (entry.checkpoint()?, None)
+        (entry.into_checkpoint(), None)
     };
     let mut body = CheckpointBody::from(checkpoint);
     body.state = value;
