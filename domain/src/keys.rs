@@ -5,7 +5,9 @@
 //! listing and `by_key_id` (keys only) to find a key by its public id. The tenant's
 //! item (table `tenants`) counts its live keys (`live_keys`), changed in the
 //! transaction that creates or revokes a key, so that the last live key cannot be
-//! revoked even by two revocations at once.
+//! revoked even by two revocations at once. A revocation also moves the tenant's keys
+//! epoch on in the same transaction ([`shared::rate_limit::keys_changed`]): that is how
+//! every warm instance learns of it on its tenant's next request.
 
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{Put, TransactWriteItem, Update};
@@ -218,6 +220,7 @@ impl KeyStore {
             let mut tx = Transaction::new();
             tx.push(Part::ApiKey, TransactWriteItem::builder().update(built(revoke.build())?).build());
             tx.push(Part::Tenant, TransactWriteItem::builder().update(built(count.build())?).build());
+            tx.push(Part::Standing, shared::rate_limit::keys_changed(&self.tables, tenant.as_str())?);
             match tx.commit(&self.client).await {
                 Ok(()) => {
                     let mut revoked = current.clone();

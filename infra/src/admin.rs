@@ -120,7 +120,10 @@ pub async fn revoke_key(client: &Client, tables: &Tables, key_id: &str, now: &st
         .condition_expression("attribute_exists(key_hash) AND attribute_not_exists(revoked_at)")
         .expression_attribute_values(":now", s(now))
         .build()?;
-    let mut items = vec![TransactWriteItem::builder().update(revoke).build()];
+    let mut items = vec![
+        TransactWriteItem::builder().update(revoke).build(),
+        shared::rate_limit::keys_changed(tables, &record.tenant_id)?,
+    ];
     if tenant.contains_key("live_keys") {
         let count = Update::builder()
             .table_name(tables.name(Table::Tenants))

@@ -323,44 +323,79 @@ impl AuthState {
 }
 
 /// Key hash -> tenant, of keys an instance has seen live, and what the instance last
-/// learnt of each tenant's rate-limit window. Never a reason to accept a key by itself:
-/// every request still proves its key live ([`crate::gate`]), so a revoked key is
-/// refused on its very next request.
+/// learnt of each tenant's rate-limit window and keys epoch. Never a reason to accept a
+/// key by itself: every request still proves its key live ([`crate::http`],
+/// [`crate::gate`]), so a revoked key is refused on its very next request.
+///
+/// A key is *live at epoch e* when a read of its item found it live after a count of its
+/// tenant had returned keys epoch `e` ([`crate::rate_limit`]): a revocation of the key
+/// after that read moves the epoch past `e`, so while a count still returns `e` the key
+/// is still live. That proof lasts [`KnownKeys::LIVE_AT_FOR`] at most.
 #[derive(Debug, Clone, Default)]
 pub struct KnownKeys(std::sync::Arc<std::sync::Mutex<Known>>);
 
 #[derive(Debug, Default)]
 struct Known {
-    tenants: std::collections::HashMap<String, TenantId>,
+    keys: std::collections::HashMap<String, Seen>,
     /// Tenant -> (window, requests left in it after the last count).
     room: std::collections::HashMap<TenantId, (i64, u32)>,
+    /// Tenant -> the highest keys epoch a finished count returned.
+    epochs: std::collections::HashMap<TenantId, u64>,
+}
+
+#[derive(Debug)]
+struct Seen {
+    tenant: TenantId,
+    /// The epoch the key was last proven live at, and when.
+    live_at: Option<(u64, std::time::Instant)>,
 }
 
 impl KnownKeys {
     /// Keys (and tenants) one instance remembers at most (then it starts over).
     const MAX: usize = 10_000;
 
+    /// How long a key's proof of being live at an epoch is used before the key's item is
+    /// read again (beside the request's work): it bounds what a revocation written by an
+    /// older version of the code, one that did not move the epoch on, could go unseen.
+    pub const LIVE_AT_FOR: std::time::Duration = std::time::Duration::from_secs(300);
+
     /// The tenant last seen for this key hash.
     #[must_use]
     pub fn get(&self, hash: &str) -> Option<TenantId> {
-        self.0.lock().ok()?.tenants.get(hash).cloned()
+        self.0.lock().ok()?.keys.get(hash).map(|seen| seen.tenant.clone())
     }
 
-    /// Remembers that `hash` was a live key of `tenant`.
-    pub fn remember(&self, hash: &str, tenant: &TenantId) {
+    /// The keys epoch this key was proven live at, if within [`Self::LIVE_AT_FOR`].
+    #[must_use]
+    pub fn live_at(&self, hash: &str) -> Option<u64> {
+        let known = self.0.lock().ok()?;
+        let (epoch, when) = known.keys.get(hash)?.live_at?;
+        (when.elapsed() < Self::LIVE_AT_FOR).then_some(epoch)
+    }
+
+    /// Remembers that `hash` was a live key of `tenant`, at keys epoch `epoch` when a
+    /// count had returned it before the key's item was read.
+    pub fn remember(&self, hash: &str, tenant: &TenantId, epoch: Option<u64>) {
         if let Ok(mut known) = self.0.lock() {
-            if known.tenants.len() >= Self::MAX {
-                known.tenants.clear();
+            if known.keys.len() >= Self::MAX {
+                known.keys.clear();
             }
-            known.tenants.insert(hash.to_owned(), tenant.clone());
+            let live_at = epoch.map(|epoch| (epoch, std::time::Instant::now()));
+            known.keys.insert(hash.to_owned(), Seen { tenant: tenant.clone(), live_at });
         }
     }
 
     /// Forgets `hash` (refused).
     pub fn forget(&self, hash: &str) {
         if let Ok(mut known) = self.0.lock() {
-            known.tenants.remove(hash);
+            known.keys.remove(hash);
         }
+    }
+
+    /// The highest keys epoch of `tenant` that a finished count returned.
+    #[must_use]
+    pub fn epoch(&self, tenant: &TenantId) -> Option<u64> {
+        self.0.lock().ok()?.epochs.get(tenant).copied()
     }
 
     /// The requests `tenant` had left in rate-limit window `window` when this instance
@@ -371,13 +406,23 @@ impl KnownKeys {
         known.room.get(tenant).filter(|(seen, _)| *seen == window).map(|(_, left)| *left)
     }
 
-    /// Notes what a count left of `tenant`'s window `window`.
-    pub fn note_room(&self, tenant: &TenantId, window: i64, left: u32) {
+    /// The window this instance last counted `tenant` in.
+    #[must_use]
+    pub fn last_counted(&self, tenant: &TenantId) -> Option<i64> {
+        self.0.lock().ok()?.room.get(tenant).map(|(window, _)| *window)
+    }
+
+    /// Notes what a count of `tenant` returned: what it left of window `window`, and the
+    /// tenant's keys epoch.
+    pub fn note_count(&self, tenant: &TenantId, window: i64, left: u32, keys_epoch: u64) {
         if let Ok(mut known) = self.0.lock() {
             if known.room.len() >= Self::MAX {
                 known.room.clear();
+                known.epochs.clear();
             }
             known.room.insert(tenant.clone(), (window, left));
+            let epoch = known.epochs.entry(tenant.clone()).or_insert(keys_epoch);
+            *epoch = (*epoch).max(keys_epoch);
         }
     }
 }

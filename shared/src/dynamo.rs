@@ -456,6 +456,8 @@ pub enum Part {
     Tenant,
     /// An API key's item.
     ApiKey,
+    /// A tenant's rate-limit standing (its keys epoch).
+    Standing,
     /// The pointer item of a client-chosen key (of an execution or a checkpoint).
     Key,
     /// An execution's payload part in `blobs`.

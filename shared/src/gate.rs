@@ -95,12 +95,13 @@ impl Gate {
                     &self.tenant,
                     self.auth.rate_limit,
                     now,
+                    self.auth.known.last_counted(&self.tenant),
                 )
                 .await;
                 match counted {
                     Ok(standing) => {
                         let left = if standing.exceeded { 0 } else { standing.remaining };
-                        self.auth.known.note_room(&self.tenant, now.div_euclid(60), left);
+                        self.auth.known.note_count(&self.tenant, standing.window, left, standing.keys_epoch);
                         Some(standing)
                     }
                     Err(error) => {

@@ -86,8 +86,10 @@ async fn require_api_key(State(auth): State<AuthState>, mut request: Request, ne
         return ApiError::Unauthorized.into_response();
     };
     // On a warm instance that has seen this key live, the request's own work starts at
-    // once, read or write: the key's item is read beside it, and a write's transaction
-    // carries a condition on the key's item ([`crate::gate`]), so a revoked key writes
+    // once, read or write, and the key is proven live beside it: by the keys epoch the
+    // rate-limit count returns anyway when the key was proven live at that epoch (no
+    // read of the key), else by a read of the key's item. A write's transaction carries
+    // a condition on the key's item as well ([`crate::gate`]). So a revoked key writes
     // nothing and is refused on its very next request. Otherwise the key is read first.
     let known = auth.known.get(&hash);
     let check_later = known.is_some();
@@ -95,7 +97,7 @@ async fn require_api_key(State(auth): State<AuthState>, mut request: Request, ne
         Some(tenant) => tenant,
         None => match crate::auth::tenant_of(&auth.client, &auth.tables, &hash).await {
             Ok(tenant) => {
-                auth.known.remember(&hash, &tenant);
+                auth.known.remember(&hash, &tenant, None);
                 tenant
             }
             Err(error) => {
@@ -106,12 +108,30 @@ async fn require_api_key(State(auth): State<AuthState>, mut request: Request, ne
     };
     request.extensions_mut().insert(tenant.clone());
     let gate = crate::gate::Gate::new(auth.clone(), tenant.clone(), hash.clone(), !check_later);
+    // The epoch of a count finished before the key's read is sent below: if the read
+    // finds the key live, the key is live at that epoch.
+    let (live_at, epoch_before) = (auth.known.live_at(&hash), auth.known.epoch(&tenant));
     let verify = async {
         if !check_later {
             return Ok(());
         }
+        let since = match live_at {
+            Some(live_at) => {
+                let counted = gate.standing().await.map(|standing| standing.keys_epoch);
+                if counted == Some(live_at) {
+                    return Ok(());
+                }
+                // A key of the tenant was revoked since (or the count failed): the
+                // key's read, sent after the count, proves it live at the new epoch.
+                counted
+            }
+            None => epoch_before,
+        };
         match crate::auth::tenant_of(&auth.client, &auth.tables, &hash).await {
-            Ok(live) if live == tenant => Ok(()),
+            Ok(live) if live == tenant => {
+                auth.known.remember(&hash, &tenant, since);
+                Ok(())
+            }
             Ok(_) => Err(ApiError::Unauthorized),
             Err(error) => Err(error),
         }

@@ -1,17 +1,32 @@
 //! The per-tenant request rate limit: a fixed window per minute, shared by every
-//! function through one DynamoDB counter item per tenant and minute (expired by TTL).
+//! function through one DynamoDB item per tenant, its *standing* (table `rate-limits`,
+//! sort key `window` = [`STANDING`]): the minute it counts (`counted_window`), the
+//! requests counted in it (`requests`) and the tenant's keys epoch (`keys_epoch`).
 //!
 //! `RATE_LIMIT_PER_MINUTE` (default 1200; 0 turns it off). Every authenticated response
 //! carries `X-RateLimit-Limit`, `X-RateLimit-Remaining` and `X-RateLimit-Reset` (seconds
 //! until the window resets); beyond the limit the answer is 429 `rate_limited` with
 //! `Retry-After`. Requests refused with 401 are not counted.
+//!
+//! A count is one conditional `UpdateItem` (add one if the item counts this minute),
+//! except for the first request of a minute, which starts the window with a second one.
+//! It returns the keys epoch with the count: every revocation of a tenant's key adds one
+//! to it in the revocation's own transaction ([`keys_changed`]), so the count that a warm
+//! request makes anyway also tells it whether any key of its tenant was revoked since
+//! its instance last saw its key live ([`crate::http`]), with no read of the key.
+//!
+//! Items of the earlier model (one per tenant and minute, `window` = the minute) are no
+//! longer written; their `expires_at` lets DynamoDB's TTL remove them.
 
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::types::ReturnValue;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::{
+    AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
+};
 use http::{HeaderMap, HeaderValue};
 
 use crate::TenantId;
-use crate::dynamo::{StoreError, Table, Tables, classify, n, s};
+use crate::dynamo::{StoreError, Table, Tables, built, classify, n, s};
 
 /// The default requests per tenant and minute.
 pub const DEFAULT_PER_MINUTE: u32 = 1200;
@@ -33,6 +48,11 @@ pub struct Standing {
     pub reset: u64,
     /// Whether this request is over the limit.
     pub exceeded: bool,
+    /// The window (Unix minute) the request was counted in.
+    pub window: i64,
+    /// The tenant's keys epoch when the request was counted: it moves on with every
+    /// revocation of one of the tenant's keys ([`keys_changed`]).
+    pub keys_epoch: u64,
 }
 
 impl Standing {
@@ -44,42 +64,135 @@ impl Standing {
     }
 }
 
-/// Counts this request in the tenant's current window (`now` in Unix seconds).
+/// The sort key of a tenant's standing item. No window counted is minute 0 of 1970.
+pub const STANDING: i64 = 0;
+
+/// What one conditional update of the standing item found.
+enum Counted {
+    /// It counted: the item as it is now.
+    In(std::collections::HashMap<String, AttributeValue>),
+    /// The item counts another window (`None`: no window yet).
+    Elsewhere(Option<i64>),
+}
+
+fn number<T: std::str::FromStr>(item: &std::collections::HashMap<String, AttributeValue>, name: &str) -> Option<T> {
+    item.get(name).and_then(|v| v.as_n().ok()).and_then(|v| v.parse().ok())
+}
+
+/// Counts this request in the tenant's current window (`now` in Unix seconds). A clock
+/// behind the one that started the stored window counts in the stored window.
+/// `last_counted`: the window this instance last counted the tenant in, if it knows;
+/// when that is an earlier one, the count starts the new window first (one call, where
+/// adding to the stored window would fail first: a tenant that sends a request every few
+/// minutes pays one call, not two).
 ///
 /// # Errors
-/// The update's [`StoreError`].
+/// The update's [`StoreError`]; [`StoreError::Conflict`] when the window kept moving
+/// under four attempts (a clock far ahead of the others).
 pub async fn count(
     client: &Client,
     tables: &Tables,
     tenant: &TenantId,
     limit: u32,
     now: i64,
+    last_counted: Option<i64>,
 ) -> Result<Standing, StoreError> {
-    let window = now.div_euclid(60);
-    let reset = u64::try_from((window + 1) * 60 - now).unwrap_or(60);
-    let out = client
+    let mut window = now.div_euclid(60);
+    let mut start = last_counted.is_some_and(|last| last < window);
+    for _ in 0..4 {
+        let step = if start { Step::Start } else { Step::Add };
+        let counted = update(client, tables, tenant, window, step).await?;
+        match counted {
+            Counted::In(item) => {
+                let used = number::<u64>(&item, "requests").unwrap_or(1);
+                return Ok(Standing {
+                    limit,
+                    remaining: u32::try_from(u64::from(limit).saturating_sub(used)).unwrap_or(0),
+                    reset: u64::try_from(((window + 1) * 60 - now).clamp(1, 60)).unwrap_or(60),
+                    exceeded: used > u64::from(limit),
+                    window,
+                    keys_epoch: number(&item, "keys_epoch").unwrap_or(0),
+                });
+            }
+            // Stored: this window or a later one (a clock ahead of ours) counts this request.
+            Counted::Elsewhere(Some(stored)) if stored >= window => (window, start) = (stored, false),
+            // None yet, or an earlier one: this request starts the window.
+            Counted::Elsewhere(_) => start = true,
+        }
+    }
+    Err(StoreError::Conflict)
+}
+
+/// How a count changes the standing item.
+#[derive(Clone, Copy)]
+enum Step {
+    /// Add this request, if the item counts the window.
+    Add,
+    /// Start the window with this request, if the item counts none or an earlier one.
+    Start,
+}
+
+/// One conditional update of the tenant's standing item for `window`.
+async fn update(
+    client: &Client,
+    tables: &Tables,
+    tenant: &TenantId,
+    window: i64,
+    step: Step,
+) -> Result<Counted, StoreError> {
+    let (update, condition) = match step {
+        Step::Add => ("ADD requests :one", "counted_window = :window"),
+        Step::Start => (
+            "SET counted_window = :window, requests = :one",
+            "attribute_not_exists(counted_window) OR counted_window < :window",
+        ),
+    };
+    let sent = client
         .update_item()
         .table_name(tables.name(Table::RateLimits))
         .key("tenant_id", s(tenant.as_str()))
-        .key("window", n(window))
-        .update_expression("ADD requests :one SET expires_at = if_not_exists(expires_at, :expires)")
+        .key("window", n(STANDING))
+        .update_expression(update)
+        .condition_expression(condition)
         .expression_attribute_values(":one", n(1))
-        .expression_attribute_values(":expires", n((window + 2) * 60))
-        .return_values(ReturnValue::UpdatedNew)
+        .expression_attribute_values(":window", n(window))
+        .return_values(ReturnValue::AllNew)
+        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
         .send()
-        .await
-        .map_err(classify)?;
-    let used = out
-        .attributes
-        .as_ref()
-        .and_then(|a| a.get("requests"))
-        .and_then(|v| v.as_n().ok())
-        .and_then(|v| v.parse::<u64>().ok())
-        .unwrap_or(1);
-    Ok(Standing {
-        limit,
-        remaining: u32::try_from(u64::from(limit).saturating_sub(used)).unwrap_or(0),
-        reset,
-        exceeded: used > u64::from(limit),
-    })
+        .await;
+    counted(sent.map(|out| out.attributes.unwrap_or_default()))
+}
+
+fn counted(
+    sent: Result<
+        std::collections::HashMap<String, AttributeValue>,
+        aws_sdk_dynamodb::error::SdkError<UpdateItemError, aws_sdk_dynamodb::config::http::HttpResponse>,
+    >,
+) -> Result<Counted, StoreError> {
+    match sent {
+        Ok(item) => Ok(Counted::In(item)),
+        Err(error) => match error.as_service_error() {
+            Some(UpdateItemError::ConditionalCheckFailedException(failed)) => {
+                Ok(Counted::Elsewhere(failed.item().and_then(|item| number(item, "counted_window"))))
+            }
+            _ => Err(classify(error)),
+        },
+    }
+}
+
+/// The operation that, in the transaction revoking a key of `tenant`, moves the
+/// tenant's keys epoch on, so that every warm instance's next count of the tenant tells
+/// it to read its key again.
+///
+/// # Errors
+/// [`StoreError::Other`] if the operation cannot be built (a bug).
+pub fn keys_changed(tables: &Tables, tenant: &str) -> Result<TransactWriteItem, StoreError> {
+    let update = Update::builder()
+        .table_name(tables.name(Table::RateLimits))
+        .key("tenant_id", s(tenant))
+        .key("window", n(STANDING))
+        .update_expression("ADD keys_epoch :one")
+        .expression_attribute_values(":one", n(1))
+        .build();
+    Ok(TransactWriteItem::builder().update(built(update)?).build())
 }

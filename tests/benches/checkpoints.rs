@@ -73,7 +73,7 @@ async fn main() {
             read_cost = cost;
             assert_eq!(back["state"], state);
         }
-        // Each request authenticates first: one of the round trips is the API key lookup.
+        // The last run's cost: a warm instance, whose count proves the key live.
         println!(
             "{label:<10} {:<6} {:>11} {:>10.1} {:>12.1}",
             "write",
@@ -89,5 +89,5 @@ async fn main() {
             median(read_times).as_secs_f64() * 1e3
         );
     }
-    println!("(round trips include the API key lookup every request makes; capacity is what DynamoDB Local reports)");
+    println!("(round trips: every call, the rate-limit count included; capacity is what DynamoDB Local reports)");
 }

@@ -2,9 +2,16 @@
 //! escape: refused without a valid key, in process and through `cargo lambda watch`.
 //! The Stripe webhook, authenticated by its signature instead, has its own tests.
 
+use std::sync::Arc;
+
 use api_tests::{Api, Env, both_paths};
-use http::Method;
+use axum::Router;
+use axum::routing::get;
+use http::{Method, Request};
 use serde_json::json;
+use shared::auth::{AuthState, KnownKeys};
+use shared::dynamo::Table;
+use tower::ServiceExt;
 
 both_paths!(
     every_route_refuses_missing_unknown_revoked_and_basic_credentials,
@@ -69,4 +76,54 @@ async fn a_key_revoked_while_an_instance_is_warm_is_refused_on_its_very_next_rea
     assert_eq!(api.get(&t.key, "/workflows").await.body["total"], 0, "nothing was written");
     // The tenant's other key goes on working.
     api.get(&t.key, "/workflows").await.expect(200);
+}
+
+/// On a warm instance, the count the rate limit makes anyway proves the key live: once
+/// the instance has read the key after a count, its requests read the key no more.
+/// Revoking another key of the tenant through the API moves the tenant's keys epoch on:
+/// the next request reads the key again (still live). Revoking the key itself: its very
+/// next request reads the key and is refused.
+#[tokio::test]
+async fn a_warm_key_is_proven_live_by_its_tenants_keys_epoch_until_a_revocation() {
+    let env = api_tests::env().await;
+    let t = env.tenant().await;
+    let now = || shared::time::format(chrono::Utc::now());
+    let (key_id, key) = infra::admin::create_key(&env.client, &env.tables, &t.id, &now()).await.expect("key");
+    let (other_id, _) = infra::admin::create_key(&env.client, &env.tables, &t.id, &now()).await.expect("key");
+    let auth = AuthState {
+        client: env.client.clone(),
+        tables: env.tables.clone(),
+        rate_limit: 1_000_000,
+        origin_secret: None,
+        known: KnownKeys::default(),
+    };
+    let app = shared::http::api(Router::new().route("/api/v1/ping", get(|| async { "pong" })), auth);
+    let keys_table = env.tables.name(Table::ApiKeys).to_owned();
+    // (status, whether the request read the API-keys table)
+    let ping = || async {
+        let request = Request::get("/api/v1/ping").header("x-api-key", &key).body(axum::body::Body::empty());
+        let call = app.clone().oneshot(request.expect("request"));
+        let (response, accesses) = shared::metering::recorded(call).await;
+        (response.expect("infallible").status().as_u16(), accesses.iter().any(|a| a.table == keys_table))
+    };
+    assert_eq!(ping().await, (200, true), "a cold instance reads the key first");
+    assert_eq!(ping().await, (200, true), "then once beside the count");
+    for _ in 0..3 {
+        assert_eq!(ping().await, (200, false), "then the count's keys epoch proves it live");
+    }
+
+    let keys = keys::app(env.client.clone(), env.tables.clone(), Arc::new(shared::time::SystemClock));
+    let revoke = |id: String| {
+        let (keys, key) = (keys.clone(), t.key.clone());
+        async move {
+            let request = Request::delete(format!("/api/v1/keys/{id}")).header("x-api-key", key);
+            let response = keys.oneshot(request.body(axum::body::Body::empty()).expect("request")).await;
+            assert_eq!(response.expect("infallible").status(), 204);
+        }
+    };
+    revoke(other_id.as_str().to_owned()).await;
+    assert_eq!(ping().await, (200, true), "another key revoked: this one is read again, and live");
+    assert_eq!(ping().await, (200, false), "and proven live at the new epoch");
+    revoke(key_id.as_str().to_owned()).await;
+    assert_eq!(ping().await, (401, true), "revoked: its very next request reads it and is refused");
 }

@@ -79,3 +79,46 @@ async fn every_authenticated_response_carries_the_rate_limit_headers(api: Api, e
     assert!(a.is_some_and(|a| a < limit) && b.is_some_and(|b| b < limit), "this request is counted: {a:?}, {b:?}");
     assert!(not_found.header("x-ratelimit-reset").is_some());
 }
+
+/// The tenant's standing item, counted with chosen clocks: a minute's count goes up by
+/// one; the next minute starts again at one; a clock behind the one that started the
+/// stored minute counts in that minute (the tenant cannot gain room by a slow clock);
+/// an instance that last counted an earlier minute starts the new one either way; and a key's revocation moves the keys epoch the count returns.
+#[tokio::test]
+async fn the_standing_counts_a_minute_restarts_the_next_and_carries_the_keys_epoch() {
+    let env = api_tests::env().await;
+    let t = env.tenant().await;
+    let tenant = shared::auth::trusted::tenant(&shared::ids::TenantKey::parse(&t.id).expect("tenant id"));
+    let count_after = |now: i64, last: Option<i64>| {
+        let (client, tables, tenant) = (env.client.clone(), env.tables.clone(), tenant.clone());
+        async move { shared::rate_limit::count(&client, &tables, &tenant, 5, now, last).await.expect("counted") }
+    };
+    let count = |now: i64| count_after(now, None);
+    // Minute 30,000,000 (2027), 10 s in; then 20 s in.
+    let minute = 30_000_000 * 60;
+    let first = count(minute + 10).await;
+    assert_eq!((first.remaining, first.reset, first.exceeded), (4, 50, false));
+    assert_eq!(count(minute + 30).await.remaining, 3);
+    // The next minute restarts the count; a clock 2 s behind counts in it too.
+    let next = count(minute + 65).await;
+    assert_eq!((next.remaining, next.reset), (4, 55));
+    let behind = count(minute + 58).await;
+    assert_eq!((behind.remaining, behind.reset), (3, 60), "counted in the stored minute");
+    for _ in 0..3 {
+        count(minute + 70).await;
+    }
+    let over = count(minute + 71).await;
+    assert_eq!((over.remaining, over.exceeded), (0, true));
+    // An instance that last counted an earlier minute starts the new one at once; one
+    // that did so while another instance already had, counts in it.
+    let (w, started) = (minute / 60 + 1, count_after(minute + 125, Some(minute / 60 + 1)).await);
+    assert_eq!((started.window, started.remaining), (w + 1, 4));
+    assert_eq!(count_after(minute + 126, Some(w)).await.remaining, 3);
+
+    let epoch = over.keys_epoch;
+    let now = || shared::time::format(chrono::Utc::now());
+    let (key_id, _) = infra::admin::create_key(&env.client, &env.tables, &t.id, &now()).await.expect("key");
+    assert_eq!(count(minute + 72).await.keys_epoch, epoch, "a new key changes nothing");
+    infra::admin::revoke_key(&env.client, &env.tables, key_id.as_str(), &now()).await.expect("revoked");
+    assert_eq!(count(minute + 73).await.keys_epoch, epoch + 1, "a revocation moves the epoch on");
+}
