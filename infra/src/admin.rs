@@ -4,7 +4,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{TransactWriteItem, Update};
 use shared::auth::{ApiKeyRecord, TenantRecord, hash_key, is_well_formed_key};
-use shared::dynamo::{StoreError, Table, Tables, classify, s, transact};
+use shared::dynamo::{Attempt, StoreError, Table, Tables, classify, retry_races, s, transact};
 use shared::ids::{KeyId, TenantKey};
 
 /// Creates a tenant and returns its id.
@@ -134,11 +134,19 @@ pub async fn revoke_key(client: &Client, tables: &Tables, key_id: &str, now: &st
             .build()?;
         items.push(TransactWriteItem::builder().update(count).build());
     }
-    match transact(client, items).await {
-        Ok(()) => Ok(Revoked::Now),
-        Err(StoreError::ConditionFailed { .. }) => Ok(Revoked::Already),
-        Err(other) => Err(other).context("revoking the key"),
-    }
+    // The tenant's standing item is written by every request of the tenant: a conflict
+    // with one of them is retried.
+    let items = &items;
+    let revoked = retry_races(|| async move {
+        match transact(client, items.clone()).await {
+            Ok(()) => Ok(Attempt::Done(Revoked::Now)),
+            Err(StoreError::ConditionFailed { .. }) => Ok(Attempt::Done(Revoked::Already)),
+            Err(StoreError::Conflict) => Ok(Attempt::Raced),
+            Err(other) => Err(other),
+        }
+    })
+    .await;
+    revoked.context("revoking the key")
 }
 
 /// Whether `key` authenticates right now (well formed, known, not revoked).

@@ -346,8 +346,9 @@ struct Known {
 #[derive(Debug)]
 struct Seen {
     tenant: TenantId,
-    /// The epoch the key was last proven live at, and when.
-    live_at: Option<(u64, std::time::Instant)>,
+    /// The epoch the key was last proven live at, and when the read that proved it was
+    /// sent (wall clock: a frozen instance's monotonic clock may not count the freeze).
+    live_at: Option<(u64, std::time::SystemTime)>,
 }
 
 impl KnownKeys {
@@ -370,17 +371,17 @@ impl KnownKeys {
     pub fn live_at(&self, hash: &str) -> Option<u64> {
         let known = self.0.lock().ok()?;
         let (epoch, when) = known.keys.get(hash)?.live_at?;
-        (when.elapsed() < Self::LIVE_AT_FOR).then_some(epoch)
+        // A clock that went back (an error) ends the proof too.
+        when.elapsed().is_ok_and(|age| age < Self::LIVE_AT_FOR).then_some(epoch)
     }
 
-    /// Remembers that `hash` was a live key of `tenant`, at keys epoch `epoch` when a
-    /// count had returned it before the key's item was read.
-    pub fn remember(&self, hash: &str, tenant: &TenantId, epoch: Option<u64>) {
+    /// Remembers that `hash` was a live key of `tenant`; `live_at`: at that keys epoch,
+    /// returned by a count before the key's item was read at the time given.
+    pub fn remember(&self, hash: &str, tenant: &TenantId, live_at: Option<(u64, std::time::SystemTime)>) {
         if let Ok(mut known) = self.0.lock() {
             if known.keys.len() >= Self::MAX {
                 known.keys.clear();
             }
-            let live_at = epoch.map(|epoch| (epoch, std::time::Instant::now()));
             known.keys.insert(hash.to_owned(), Seen { tenant: tenant.clone(), live_at });
         }
     }
@@ -414,15 +415,17 @@ impl KnownKeys {
 
     /// Notes what a count of `tenant` returned: what it left of window `window`, and the
     /// tenant's keys epoch.
-    pub fn note_count(&self, tenant: &TenantId, window: i64, left: u32, keys_epoch: u64) {
+    pub fn note_count(&self, tenant: &TenantId, window: i64, left: u32, keys_epoch: Option<u64>) {
         if let Ok(mut known) = self.0.lock() {
             if known.room.len() >= Self::MAX {
                 known.room.clear();
                 known.epochs.clear();
             }
             known.room.insert(tenant.clone(), (window, left));
-            let epoch = known.epochs.entry(tenant.clone()).or_insert(keys_epoch);
-            *epoch = (*epoch).max(keys_epoch);
+            if let Some(keys_epoch) = keys_epoch {
+                let epoch = known.epochs.entry(tenant.clone()).or_insert(keys_epoch);
+                *epoch = (*epoch).max(keys_epoch);
+            }
         }
     }
 }
@@ -478,5 +481,39 @@ mod tests {
         assert!(!is_well_formed_key("cairn_short"));
         assert!(!is_well_formed_key(&format!("other_{}", "a".repeat(43))));
         assert!(!is_well_formed_key(&format!("cairn_{}!", "a".repeat(42))));
+    }
+
+    #[test]
+    fn a_key_proven_live_at_an_epoch_is_so_for_five_minutes_of_wall_time_at_most() {
+        use std::time::{Duration, SystemTime};
+        let known = KnownKeys::default();
+        let tenant = trusted::tenant(&TenantKey::parse("ten_0193a6f21c2b7d3e8f000123456789ab").expect("id"));
+        let at = |age: i64| {
+            let now = SystemTime::now();
+            let offset = Duration::from_secs(age.unsigned_abs());
+            if age >= 0 { now - offset } else { now + offset }
+        };
+        known.remember("h", &tenant, None);
+        assert_eq!((known.get("h"), known.live_at("h")), (Some(tenant.clone()), None), "seen, not proven");
+        known.remember("h", &tenant, Some((7, at(290))));
+        assert_eq!(known.live_at("h"), Some(7));
+        known.remember("h", &tenant, Some((7, at(310))));
+        assert_eq!(known.live_at("h"), None, "older than five minutes");
+        known.remember("h", &tenant, Some((7, at(-60))));
+        assert_eq!(known.live_at("h"), None, "a clock that went back ends the proof");
+        known.forget("h");
+        assert_eq!(known.get("h"), None);
+    }
+
+    #[test]
+    fn the_tenants_epoch_is_the_highest_a_count_returned_and_a_used_up_window_has_no_room() {
+        let known = KnownKeys::default();
+        let tenant = trusted::tenant(&TenantKey::parse("ten_0193a6f21c2b7d3e8f000123456789ab").expect("id"));
+        assert_eq!((known.epoch(&tenant), known.last_counted(&tenant)), (None, None));
+        known.note_count(&tenant, 100, 3, Some(5));
+        known.note_count(&tenant, 100, 0, Some(4));
+        known.note_count(&tenant, 100, 0, None);
+        assert_eq!((known.epoch(&tenant), known.last_counted(&tenant)), (Some(5), Some(100)));
+        assert_eq!((known.room(&tenant, 100), known.room(&tenant, 101)), (Some(0), None));
     }
 }

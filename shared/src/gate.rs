@@ -79,8 +79,9 @@ impl Gate {
     }
 
     /// The request's rate-limit standing: counted once, by whichever asks first (the
-    /// edge asks at once, beside the handler). `None`: not limited, or the count failed
-    /// (logged; the request goes through).
+    /// edge asks at once, beside the handler); not counted in DynamoDB when this
+    /// instance's last count of the window left no room. `None`: not limited, or the
+    /// count failed (logged; the request goes through).
     pub async fn standing(&self) -> Option<Standing> {
         *self
             .standing
@@ -89,6 +90,11 @@ impl Gate {
                     return None;
                 }
                 let now = chrono::Utc::now().timestamp();
+                // The window is only ever filled, so once a count left no room in it,
+                // every later request of the window is over the limit.
+                if self.auth.known.room(&self.tenant, now.div_euclid(60)) == Some(0) {
+                    return Some(Standing::used_up(self.auth.rate_limit, now));
+                }
                 let counted = crate::rate_limit::count(
                     &self.auth.client,
                     &self.auth.tables,

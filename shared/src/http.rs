@@ -117,7 +117,7 @@ async fn require_api_key(State(auth): State<AuthState>, mut request: Request, ne
         }
         let since = match live_at {
             Some(live_at) => {
-                let counted = gate.standing().await.map(|standing| standing.keys_epoch);
+                let counted = gate.standing().await.and_then(|standing| standing.keys_epoch);
                 if counted == Some(live_at) {
                     return Ok(());
                 }
@@ -127,9 +127,10 @@ async fn require_api_key(State(auth): State<AuthState>, mut request: Request, ne
             }
             None => epoch_before,
         };
+        let sent = std::time::SystemTime::now();
         match crate::auth::tenant_of(&auth.client, &auth.tables, &hash).await {
             Ok(live) if live == tenant => {
-                auth.known.remember(&hash, &tenant, since);
+                auth.known.remember(&hash, &tenant, since.map(|epoch| (epoch, sent)));
                 Ok(())
             }
             Ok(_) => Err(ApiError::Unauthorized),
@@ -151,9 +152,14 @@ async fn require_api_key(State(auth): State<AuthState>, mut request: Request, ne
             auth.known.forget(&hash);
             return ApiError::Unauthorized.into_response();
         }
-        crate::gate::Outcome::Refused(crate::gate::Refusal::RateLimited { retry_after }) => {
-            ApiError::RateLimited { retry_after }.into_response()
-        }
+        // A refused key is told so before a used-up limit.
+        crate::gate::Outcome::Refused(crate::gate::Refusal::RateLimited { retry_after }) => match verified {
+            Err(error) => {
+                auth.known.forget(&hash);
+                return error.into_response();
+            }
+            Ok(()) => ApiError::RateLimited { retry_after }.into_response(),
+        },
         // (The edge's gate refuses for the key and the limit only.)
         crate::gate::Outcome::Open | crate::gate::Outcome::Refused(crate::gate::Refusal::IdempotencyHeld) => {
             match (verified, standing) {

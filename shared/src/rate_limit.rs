@@ -51,11 +51,22 @@ pub struct Standing {
     /// The window (Unix minute) the request was counted in.
     pub window: i64,
     /// The tenant's keys epoch when the request was counted: it moves on with every
-    /// revocation of one of the tenant's keys ([`keys_changed`]).
-    pub keys_epoch: u64,
+    /// revocation of one of the tenant's keys ([`keys_changed`]). `None`: not counted in
+    /// DynamoDB ([`Standing::used_up`]).
+    pub keys_epoch: Option<u64>,
 }
 
 impl Standing {
+    /// The standing of a request in window `window` (of `now`) that an earlier count
+    /// already used up: over the limit, with no DynamoDB call. Requests beyond the limit
+    /// are not counted, so a flood of them does not write the tenant's item.
+    #[must_use]
+    pub fn used_up(limit: u32, now: i64) -> Self {
+        let window = now.div_euclid(60);
+        let reset = u64::try_from(((window + 1) * 60 - now).clamp(1, 60)).unwrap_or(60);
+        Self { limit, remaining: 0, reset, exceeded: true, window, keys_epoch: None }
+    }
+
     /// Adds the `X-RateLimit-*` headers.
     pub fn write_headers(&self, headers: &mut HeaderMap) {
         headers.insert("x-ratelimit-limit", HeaderValue::from(self.limit));
@@ -111,7 +122,7 @@ pub async fn count(
                     reset: u64::try_from(((window + 1) * 60 - now).clamp(1, 60)).unwrap_or(60),
                     exceeded: used > u64::from(limit),
                     window,
-                    keys_epoch: number(&item, "keys_epoch").unwrap_or(0),
+                    keys_epoch: Some(number(&item, "keys_epoch").unwrap_or(0)),
                 });
             }
             // Stored: this window or a later one (a clock ahead of ours) counts this request.

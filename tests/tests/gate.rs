@@ -171,6 +171,25 @@ async fn a_write_over_the_rate_limit_gets_429_and_writes_nothing() {
     }
 }
 
+/// A revoked key is told it is refused (401) before it is told the limit is used up
+/// (429), although the instance knows the window is full before it knows the key's fate.
+#[tokio::test]
+async fn a_revoked_key_over_the_limit_gets_401_not_429() {
+    let env = api_tests::env().await;
+    let auth = auth(&env, 1);
+    let t = env.tenant().await;
+    let now = shared::time::format(chrono::Utc::now());
+    let (key_id, key) = infra::admin::create_key(&env.client, &env.tables, &t.id, &now).await.expect("key");
+    let route = |marker: &str| Route { env: env.clone(), revoke_first: None, operations: 1, marker: marker.to_owned() };
+    let first = format!("gate-full-{}", uuid::Uuid::now_v7());
+    assert_eq!(call(&app(&env, &auth, route(&first)), &key).await.status(), 201, "the window's one request");
+    infra::admin::revoke_key(&env.client, &env.tables, key_id.as_str(), &now).await.expect("revoked");
+    let second = format!("gate-full-{}", uuid::Uuid::now_v7());
+    let response = call(&app(&env, &auth, route(&second)), &key).await;
+    assert_eq!(response.status(), 401);
+    assert_eq!(written(&env, &t.id, &second).await, 0);
+}
+
 /// An effect outside DynamoDB (a Stripe call) cannot carry the key's condition: the
 /// gate reads the key before it. A key revoked while the request runs causes no effect.
 #[tokio::test]
