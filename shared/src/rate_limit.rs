@@ -1,15 +1,17 @@
 //! The per-tenant request rate limit: a fixed window per minute, shared by every
 //! function through one DynamoDB item per tenant, its *standing* (table `rate-limits`,
 //! sort key `window` = [`STANDING`]): the minute it counts (`counted_window`), the
-//! requests counted in it (`requests`) and the tenant's keys epoch (`keys_epoch`).
+//! requests counted in it (`requests`), the token of the count that started that minute
+//! (`started_by`) and the tenant's keys epoch (`keys_epoch`).
 //!
 //! `RATE_LIMIT_PER_MINUTE` (default 1200; 0 turns it off). Every authenticated response
 //! carries `X-RateLimit-Limit`, `X-RateLimit-Remaining` and `X-RateLimit-Reset` (seconds
 //! until the window resets); beyond the limit the answer is 429 `rate_limited` with
 //! `Retry-After`. Requests refused with 401 are not counted.
 //!
-//! A count is one conditional `UpdateItem` (add one if the item counts this minute),
-//! except for the first request of a minute, which starts the window with a second one.
+//! A count is one conditional `UpdateItem` (add one if the item counts this minute); an
+//! instance that has not counted the tenant in this minute yet sends the start of the
+//! minute beside it, and exactly one of the two applies ([`count`]).
 //! It returns the keys epoch with the count: every revocation of a tenant's key adds one
 //! to it in the revocation's own transaction ([`keys_changed`]), so the count that a warm
 //! request makes anyway also tells it whether any key of its tenant was revoked since
@@ -92,10 +94,12 @@ fn number<T: std::str::FromStr>(item: &std::collections::HashMap<String, Attribu
 
 /// Counts this request in the tenant's current window (`now` in Unix seconds). A clock
 /// behind the one that started the stored window counts in the stored window.
-/// `last_counted`: the window this instance last counted the tenant in, if it knows;
-/// when that is an earlier one, the count starts the new window first (one call, where
-/// adding to the stored window would fail first: a tenant that sends a request every few
-/// minutes pays one call, not two).
+/// `last_counted`: the window this instance last counted the tenant in, if it knows.
+/// When that is this window, the count adds to it. Otherwise (a cold instance, or the
+/// first count of a new minute) the item may count this window or an earlier one: the
+/// add and the start are sent side by side, and exactly one applies (the start carries
+/// a token that the add's condition excludes, so an add that arrives after its own
+/// start does not count the request twice). Either way one round trip.
 ///
 /// # Errors
 /// The update's [`StoreError`]; [`StoreError::Conflict`] when the window kept moving
@@ -109,10 +113,21 @@ pub async fn count(
     last_counted: Option<i64>,
 ) -> Result<Standing, StoreError> {
     let mut window = now.div_euclid(60);
-    let mut start = last_counted.is_some_and(|last| last < window);
+    let mut sure = last_counted == Some(window);
+    let token = uuid::Uuid::now_v7().to_string();
+    let update = |window, step| update(client, tables, tenant, window, step, &token);
     for _ in 0..4 {
-        let step = if start { Step::Start } else { Step::Add };
-        let counted = update(client, tables, tenant, window, step).await?;
+        let counted = if sure {
+            update(window, Step::Add).await?
+        } else {
+            match tokio::join!(update(window, Step::Add), update(window, Step::Start)) {
+                (Ok(Counted::In(item)), _) | (_, Ok(Counted::In(item))) => Counted::In(item),
+                (Ok(Counted::Elsewhere(added)), Ok(Counted::Elsewhere(started))) => {
+                    Counted::Elsewhere(added.max(started))
+                }
+                (Err(error), _) | (_, Err(error)) => return Err(error),
+            }
+        };
         match counted {
             Counted::In(item) => {
                 let used = number::<u64>(&item, "requests").unwrap_or(1);
@@ -126,9 +141,9 @@ pub async fn count(
                 });
             }
             // Stored: this window or a later one (a clock ahead of ours) counts this request.
-            Counted::Elsewhere(Some(stored)) if stored >= window => (window, start) = (stored, false),
-            // None yet, or an earlier one: this request starts the window.
-            Counted::Elsewhere(_) => start = true,
+            Counted::Elsewhere(Some(stored)) if stored >= window => (window, sure) = (stored, true),
+            // None yet, or an earlier one (both raced with another start): again.
+            Counted::Elsewhere(_) => sure = false,
         }
     }
     Err(StoreError::Conflict)
@@ -137,7 +152,7 @@ pub async fn count(
 /// How a count changes the standing item.
 #[derive(Clone, Copy)]
 enum Step {
-    /// Add this request, if the item counts the window.
+    /// Add this request, if the item counts the window and this count did not start it.
     Add,
     /// Start the window with this request, if the item counts none or an earlier one.
     Start,
@@ -150,11 +165,15 @@ async fn update(
     tenant: &TenantId,
     window: i64,
     step: Step,
+    token: &str,
 ) -> Result<Counted, StoreError> {
     let (update, condition) = match step {
-        Step::Add => ("ADD requests :one", "counted_window = :window"),
+        Step::Add => (
+            "ADD requests :one",
+            "counted_window = :window AND (attribute_not_exists(started_by) OR started_by <> :token)",
+        ),
         Step::Start => (
-            "SET counted_window = :window, requests = :one",
+            "SET counted_window = :window, requests = :one, started_by = :token",
             "attribute_not_exists(counted_window) OR counted_window < :window",
         ),
     };
@@ -167,6 +186,7 @@ async fn update(
         .condition_expression(condition)
         .expression_attribute_values(":one", n(1))
         .expression_attribute_values(":window", n(window))
+        .expression_attribute_values(":token", s(token))
         .return_values(ReturnValue::AllNew)
         .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
         .send()

@@ -127,3 +127,29 @@ async fn the_standing_counts_a_minute_restarts_the_next_and_carries_the_keys_epo
     infra::admin::revoke_key(&env.client, &env.tables, key_id.as_str(), &now()).await.expect("revoked");
     assert_eq!(count(minute + 73).await.keys_epoch, Some(epoch + 1), "a revocation moves the epoch on");
 }
+
+/// Many counts at once from instances that have not counted the tenant in this minute
+/// (each sends the add and the start side by side): each request is counted exactly
+/// once, whoever starts the minute (an add that reached the item after its own start
+/// would count its request twice), in a fresh minute and in the next ones.
+#[tokio::test]
+async fn counts_at_once_from_cold_instances_count_each_request_once() {
+    let env = api_tests::env().await;
+    let t = env.tenant().await;
+    let tenant = shared::auth::trusted::tenant(&shared::ids::TenantKey::parse(&t.id).expect("tenant id"));
+    let minute = 30_000_100 * 60;
+    // Six minutes: the first with no count known, the others after one the minute before.
+    for round in 0..6 {
+        let (now, last) = (minute + 60 * round + 5, (round > 0).then_some(minute / 60 + round - 1));
+        let counts = (0..16).map(|_| {
+            let (client, tables, tenant) = (env.client.clone(), env.tables.clone(), tenant.clone());
+            tokio::spawn(async move { shared::rate_limit::count(&client, &tables, &tenant, 100, now, last).await })
+        });
+        let mut remaining = Vec::new();
+        for count in counts.collect::<Vec<_>>() {
+            remaining.push(count.await.expect("joined").expect("counted").remaining);
+        }
+        remaining.sort_unstable();
+        assert_eq!(remaining, (84..100).collect::<Vec<_>>(), "each counted once (now {now})");
+    }
+}
