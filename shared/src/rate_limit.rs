@@ -9,9 +9,9 @@
 //! until the window resets); beyond the limit the answer is 429 `rate_limited` with
 //! `Retry-After`. Requests refused with 401 are not counted.
 //!
-//! A count is one conditional `UpdateItem` (add one if the item counts this minute); an
-//! instance that has not counted the tenant in this minute yet sends the start of the
-//! minute beside it, and exactly one of the two applies ([`count`]).
+//! A count is one conditional `UpdateItem` (add one if the item counts this minute); a
+//! warm instance's first count of a new minute sends the start of the minute beside
+//! it, and exactly one of the two applies ([`count`]).
 //! It returns the keys epoch with the count: every revocation of a tenant's key adds one
 //! to it in the revocation's own transaction ([`keys_changed`]), so the count that a warm
 //! request makes anyway also tells it whether any key of its tenant was revoked since
@@ -95,11 +95,19 @@ fn number<T: std::str::FromStr>(item: &std::collections::HashMap<String, Attribu
 /// Counts this request in the tenant's current window (`now` in Unix seconds). A clock
 /// behind the one that started the stored window counts in the stored window.
 /// `last_counted`: the window this instance last counted the tenant in, if it knows.
-/// When that is this window, the count adds to it. Otherwise (a cold instance, or the
-/// first count of a new minute) the item may count this window or an earlier one: the
-/// add and the start are sent side by side, and exactly one applies (the start carries
-/// a token that the add's condition excludes, so an add that arrives after its own
-/// start does not count the request twice). Either way one round trip.
+///
+/// - The same window, or none known (a cold instance): the count adds to the stored
+///   window, and starts this one if the item counts an earlier one (a second call, on the
+///   connection the first one opened).
+/// - An earlier window (a warm instance's first count of a new minute): the item may count
+///   this window (another instance started it) or an earlier one. The add and the start
+///   are sent side by side on the instance's open connections, and exactly one applies:
+///   the start writes a token that the add's condition excludes, so an add that reaches
+///   the item after its own start does not count the request twice. One round trip.
+///
+/// A cold instance does not send both: each call beside another needs a connection of
+/// its own, and a new TLS connection costs more than the second call (README, cold
+/// starts).
 ///
 /// # Errors
 /// The update's [`StoreError`]; [`StoreError::Conflict`] when the window kept moving
@@ -113,20 +121,23 @@ pub async fn count(
     last_counted: Option<i64>,
 ) -> Result<Standing, StoreError> {
     let mut window = now.div_euclid(60);
-    let mut sure = last_counted == Some(window);
+    let mut next = match last_counted {
+        Some(last) if last < window => Next::Both,
+        _ => Next::Add,
+    };
     let token = uuid::Uuid::now_v7().to_string();
     let update = |window, step| update(client, tables, tenant, window, step, &token);
     for _ in 0..4 {
-        let counted = if sure {
-            update(window, Step::Add).await?
-        } else {
-            match tokio::join!(update(window, Step::Add), update(window, Step::Start)) {
+        let counted = match next {
+            Next::Add => update(window, Step::Add).await?,
+            Next::Start => update(window, Step::Start).await?,
+            Next::Both => match tokio::join!(update(window, Step::Add), update(window, Step::Start)) {
                 (Ok(Counted::In(item)), _) | (_, Ok(Counted::In(item))) => Counted::In(item),
                 (Ok(Counted::Elsewhere(added)), Ok(Counted::Elsewhere(started))) => {
                     Counted::Elsewhere(added.max(started))
                 }
                 (Err(error), _) | (_, Err(error)) => return Err(error),
-            }
+            },
         };
         match counted {
             Counted::In(item) => {
@@ -141,12 +152,20 @@ pub async fn count(
                 });
             }
             // Stored: this window or a later one (a clock ahead of ours) counts this request.
-            Counted::Elsewhere(Some(stored)) if stored >= window => (window, sure) = (stored, true),
-            // None yet, or an earlier one (both raced with another start): again.
-            Counted::Elsewhere(_) => sure = false,
+            Counted::Elsewhere(Some(stored)) if stored >= window => (window, next) = (stored, Next::Add),
+            // None yet, or an earlier one: this request starts the window.
+            Counted::Elsewhere(_) => next = Next::Start,
         }
     }
     Err(StoreError::Conflict)
+}
+
+/// What a count sends next.
+#[derive(Clone, Copy)]
+enum Next {
+    Add,
+    Start,
+    Both,
 }
 
 /// How a count changes the standing item.

@@ -128,12 +128,13 @@ async fn the_standing_counts_a_minute_restarts_the_next_and_carries_the_keys_epo
     assert_eq!(count(minute + 73).await.keys_epoch, Some(epoch + 1), "a revocation moves the epoch on");
 }
 
-/// Many counts at once from instances that have not counted the tenant in this minute
-/// (each sends the add and the start side by side): each request is counted exactly
-/// once, whoever starts the minute (an add that reached the item after its own start
-/// would count its request twice), in a fresh minute and in the next ones.
+/// Many counts at once at the start of a minute, each request counted exactly once:
+/// from cold instances (each adds, then starts the minute when the add found none) and
+/// from warm instances that last counted the minute before (each sends the add and the
+/// start side by side; an add that reached the item after its own start would count its
+/// request twice), whoever starts the minute.
 #[tokio::test]
-async fn counts_at_once_from_cold_instances_count_each_request_once() {
+async fn counts_at_once_at_the_start_of_a_minute_count_each_request_once() {
     let env = api_tests::env().await;
     let t = env.tenant().await;
     let tenant = shared::auth::trusted::tenant(&shared::ids::TenantKey::parse(&t.id).expect("tenant id"));
