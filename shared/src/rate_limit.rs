@@ -65,8 +65,7 @@ impl Standing {
     #[must_use]
     pub fn used_up(limit: u32, now: i64) -> Self {
         let window = now.div_euclid(60);
-        let reset = u64::try_from(((window + 1) * 60 - now).clamp(1, 60)).unwrap_or(60);
-        Self { limit, remaining: 0, reset, exceeded: true, window, keys_epoch: None }
+        Self { limit, remaining: 0, reset: reset(window, now), exceeded: true, window, keys_epoch: None }
     }
 
     /// Adds the `X-RateLimit-*` headers.
@@ -145,7 +144,7 @@ pub async fn count(
                 return Ok(Standing {
                     limit,
                     remaining: u32::try_from(u64::from(limit).saturating_sub(used)).unwrap_or(0),
-                    reset: u64::try_from(((window + 1) * 60 - now).clamp(1, 60)).unwrap_or(60),
+                    reset: reset(window, now),
                     exceeded: used > u64::from(limit),
                     window,
                     keys_epoch: Some(number(&item, "keys_epoch").unwrap_or(0)),
@@ -158,6 +157,12 @@ pub async fn count(
         }
     }
     Err(StoreError::Conflict)
+}
+
+/// Seconds from `now` until `window` (a minute) ends, 1 to 60: a window started by a
+/// clock ahead of ours is still said to end within a minute.
+fn reset(window: i64, now: i64) -> u64 {
+    u64::try_from(((window + 1) * 60 - now).clamp(1, 60)).unwrap_or(60)
 }
 
 /// What a count sends next.
