@@ -6,14 +6,21 @@
 //! the physical limit of a read; run interleaved so the machine's noise hits all three.
 //! (a) is the edge as it was first built; on a warm instance the handler now makes two
 //! calls side by side, the count (whose keys epoch proves the key live) and the item
-//! (README, "Rate limit"), so its critical path is one round trip.
+//! (README, "Rate limit"), so its critical path is one round trip. (c) is those two
+//! calls made raw side by side, the floor of that design: the handler's distance to (c)
+//! is its own code, the distance from (c) to (b) what the count costs DynamoDB Local.
+//! Then the CPU this process spends per request (its whole `/proc/self/stat` time over
+//! 1,000 requests), through the handler and for (c): the difference is what Cairn's own
+//! code costs a warm instance per request, whatever DynamoDB's speed.
 //!
 //! Then `POST /checkpoints` with a 1 KiB state, without and with an `Idempotency-Key`,
 //! divided by the raw calls the write itself needs: one GetItem of the execution and one
-//! TransactWriteItems (the checkpoint's item and the execution's update).
+//! TransactWriteItems of the same operations as the handler's, on copies of the items
+//! it wrote (the execution, the checkpoint's entries by id and by execution, the
+//! condition on the API key's item and, with a key, the key's record).
 //!
 //! Run with `make bench`. Goals: (a) <= 1.3 (issue 7), (b) <= 1.2 and the write <= 1.3
-//! (issue 16).
+//! (issue 16); (c) has none, it shows where the time goes.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -32,6 +39,29 @@ async fn edge_calls(client: &Client, tables: &Tables, key_hash: &str, tenant: &T
     get_item(client, tables.name(Table::ApiKeys), &[("key_hash", key_hash)]).await.expect("key");
     let now = chrono::Utc::now().timestamp();
     shared::rate_limit::count(client, tables, tenant, 1_000_000, now, Some(now / 60)).await.expect("window");
+}
+
+/// The warm handler's own calls made raw: the item and the count side by side.
+async fn pair(client: &Client, tables: &Tables, tenant: &TenantId, item: Table, keys: &[(&str, &str)]) {
+    let now = chrono::Utc::now().timestamp();
+    let (read, counted) = tokio::join!(
+        get_item(client, tables.name(item), keys),
+        shared::rate_limit::count(client, tables, tenant, 1_000_000, now, Some(now / 60))
+    );
+    read.expect("item").expect("exists");
+    counted.expect("window");
+}
+
+/// CPU time this process has used, user and system, in milliseconds (`/proc/self/stat`,
+/// in clock ticks of 10 ms, exact enough over a thousand requests).
+fn process_cpu_ms() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").expect("/proc/self/stat");
+    // The fields after the command name, which is in parentheses: utime and stime are
+    // the 12th and 13th of them.
+    let after_name = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).expect("cpu ticks");
+    (ticks(11) + ticks(12)) * 10.0
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> f64 {
@@ -65,26 +95,24 @@ async fn main() {
         "request", "p50 ms", "raw p50", "p99 ms", "raw p99", "p50 x", "p99 x"
     );
     let execution_path = format!("/api/v1/executions/{execution_id}");
+    let mut cpu = Vec::new();
     for (label, app, path, item) in [
         ("GET /billing/balance", &billing, "/api/v1/billing/balance".to_owned(), (Table::Accounts, None)),
         ("GET /executions/{id}", &executions, execution_path, (Table::Executions, Some(execution_id.as_str()))),
     ] {
+        let mut keys = vec![("tenant_id", t.as_str())];
+        if let Some(id) = item.1 {
+            keys.push(("id", id));
+        }
         let raw = || async {
             edge_calls(&client, &tables, &key_hash, &tenant_id).await;
-            let mut keys = vec![("tenant_id", t.as_str())];
-            if let Some(id) = item.1 {
-                keys.push(("id", id));
-            }
             get_item(&client, tables.name(item.0), &keys).await.expect("item").expect("exists");
         };
         let one = || async {
-            let mut keys = vec![("tenant_id", t.as_str())];
-            if let Some(id) = item.1 {
-                keys.push(("id", id));
-            }
             get_item(&client, tables.name(item.0), &keys).await.expect("item").expect("exists");
         };
-        let (mut handler_times, mut raw_times, mut one_times) = (Vec::new(), Vec::new(), Vec::new());
+        let side_by_side = || Box::pin(pair(&client, &tables, &tenant_id, item.0, &keys));
+        let mut times: [Vec<Duration>; 4] = Default::default();
         for i in 0..iterations + 40 {
             let started = Instant::now();
             call(app, &key, Method::GET, &path, None).await;
@@ -93,64 +121,52 @@ async fn main() {
             raw().await;
             let direct = started.elapsed();
             let started = Instant::now();
+            side_by_side().await;
+            let floor = started.elapsed();
+            let started = Instant::now();
             one().await;
             let single = started.elapsed();
             if i >= 40 {
-                handler_times.push(handler);
-                raw_times.push(direct);
-                one_times.push(single);
+                for (list, time) in times.iter_mut().zip([handler, direct, floor, single]) {
+                    list.push(time);
+                }
             }
         }
-        handler_times.sort_unstable();
-        raw_times.sort_unstable();
-        one_times.sort_unstable();
-        let (h50, r50) = (percentile(&handler_times, 0.5), percentile(&raw_times, 0.5));
-        let (h99, r99) = (percentile(&handler_times, 0.99), percentile(&raw_times, 0.99));
-        let (o50, o99) = (percentile(&one_times, 0.5), percentile(&one_times, 0.99));
-        println!("{label:<26} {h50:>9.2} {r50:>9.2} {h99:>9.2} {r99:>9.2} {:>8.2} {:>8.2}", h50 / r50, h99 / r99);
-        println!(
-            "{:<26} {:>9} {o50:>9.2} {:>9} {o99:>9.2} {:>8.2} {:>8.2}",
-            "  vs one raw GetItem",
-            "",
-            "",
-            h50 / o50,
-            h99 / o99
-        );
+        for list in &mut times {
+            list.sort_unstable();
+        }
+        let [handler_times, raw_times, floor_times, one_times] = &times;
+        let (h50, h99) = (percentile(handler_times, 0.5), percentile(handler_times, 0.99));
+        println!("{label:<26} {h50:>9.2} {:>9} {h99:>9.2}", "");
+        for (name, baseline) in [
+            ("  vs the three in a row", raw_times),
+            ("  vs GetItem | count", floor_times),
+            ("  vs one raw GetItem", one_times),
+        ] {
+            let (b50, b99) = (percentile(baseline, 0.5), percentile(baseline, 0.99));
+            println!("{name:<26} {:>9} {b50:>9.2} {:>9} {b99:>9.2} {:>8.2} {:>8.2}", "", "", h50 / b50, h99 / b99);
+        }
+        const CPU_RUNS: u32 = 1000;
+        let before = process_cpu_ms();
+        for _ in 0..CPU_RUNS {
+            call(app, &key, Method::GET, &path, None).await;
+        }
+        let through_handler = process_cpu_ms() - before;
+        let before = process_cpu_ms();
+        for _ in 0..CPU_RUNS {
+            side_by_side().await;
+        }
+        let raw_calls = process_cpu_ms() - before;
+        cpu.push((label, through_handler / f64::from(CPU_RUNS), raw_calls / f64::from(CPU_RUNS)));
     }
     let checkpoints = checkpoints::app(client.clone(), tables.clone(), Arc::new(SystemClock));
     let state = json!({"notes": "x".repeat(1000)});
-    let raw_write = |i: usize| {
-        let (client, tables, t, execution_id, state) =
-            (client.clone(), tables.clone(), t.clone(), execution_id.clone(), state.to_string());
-        async move {
-            let keys = [("tenant_id", t.as_str()), ("id", execution_id.as_str())];
-            get_item(&client, tables.name(Table::Executions), &keys).await.expect("execution").expect("exists");
-            let put = aws_sdk_dynamodb::types::Put::builder()
-                .table_name(tables.name(Table::Checkpoints))
-                .item("tenant_id", s(&t))
-                .item("entry", s(format!("raw#{i:08}")))
-                .item("state", s(state))
-                .condition_expression("attribute_not_exists(entry)")
-                .build()
-                .expect("put");
-            let update = aws_sdk_dynamodb::types::Update::builder()
-                .table_name(tables.name(Table::Executions))
-                .key("tenant_id", s(&t))
-                .key("id", s("exec_raw_bench"))
-                .update_expression("ADD checkpoint_count :one")
-                .expression_attribute_values(":one", n(1))
-                .build()
-                .expect("update");
-            client
-                .transact_write_items()
-                .transact_items(aws_sdk_dynamodb::types::TransactWriteItem::builder().put(put).build())
-                .transact_items(aws_sdk_dynamodb::types::TransactWriteItem::builder().update(update).build())
-                .send()
-                .await
-                .expect("transaction");
-        }
-    };
     let body = json!({"execution_id": execution_id, "name": "step", "state": state});
+    let templates = WriteTemplates::made_by(&checkpoints, &key, &body, &client, &tables, &t).await;
+    let raw_write = |i: usize, with_key: bool| {
+        let (client, tables, templates) = (client.clone(), tables.clone(), &templates);
+        async move { templates.write(&client, &tables, i, with_key).await }
+    };
     for with_key in [false, true] {
         let (mut handler_times, mut raw_times) = (Vec::new(), Vec::new());
         for i in 0..iterations + 40 {
@@ -160,7 +176,7 @@ async fn main() {
             call_with(&checkpoints, &key, (Method::POST, "/api/v1/checkpoints"), Some(&body), headers).await;
             let handler = started.elapsed();
             let started = Instant::now();
-            raw_write(i + if with_key { 100_000 } else { 0 }).await;
+            raw_write(i + if with_key { 100_000 } else { 0 }, with_key).await;
             let direct = started.elapsed();
             if i >= 40 {
                 handler_times.push(handler);
@@ -174,9 +190,17 @@ async fn main() {
         let label = if with_key { "POST /checkpoints + key" } else { "POST /checkpoints" };
         println!("{label:<26} {h50:>9.2} {r50:>9.2} {h99:>9.2} {r99:>9.2} {:>8.2} {:>8.2}", h50 / r50, h99 / r99);
     }
-    println!("(raw: the key lookup, the rate-limit window and the item one after the other; goal <= 1.3)");
+    println!("(the three in a row: the key lookup, the rate-limit window and the item; goal <= 1.3)");
+    println!("(GetItem | count: the warm handler's own two calls made raw side by side; no goal)");
     println!("(one raw GetItem: the item alone, the physical limit of a read; goal <= 1.2)");
-    println!("(POST /checkpoints: raw is the execution's GetItem and a two-item transaction; goal <= 1.3)");
+    println!("(POST /checkpoints: raw is the execution's GetItem and the write's own transaction; goal <= 1.3)");
+    println!();
+    println!("CPU of this process per request, 1,000 requests each (ms)");
+    println!("{:<26} {:>9} {:>9} {:>9}", "request", "handler", "raw calls", "Cairn");
+    for (label, handler, raw) in cpu {
+        println!("{label:<26} {handler:>9.3} {raw:>9.3} {:>9.3}", handler - raw);
+    }
+    println!("(raw calls: GetItem | count made raw; Cairn: the difference, the handler's own code)");
     round_trips(
         &Apps {
             workflows,
@@ -190,6 +214,112 @@ async fn main() {
         &execution_id,
     )
     .await;
+}
+
+/// The items one `POST /checkpoints` writes, as the handler wrote them (copied from the
+/// table): the execution, the checkpoint's entry by id and by execution, and the
+/// `Idempotency-Key`'s record. [`WriteTemplates::write`] makes the write's own calls
+/// raw with copies under new keys: the execution's GetItem, then one transaction of the
+/// same operations the handler's has, the condition on the API key's item included.
+struct WriteTemplates {
+    tenant: String,
+    key_hash: String,
+    execution: shared::dynamo::Item,
+    by_id: shared::dynamo::Item,
+    by_execution: shared::dynamo::Item,
+    idempotency: shared::dynamo::Item,
+}
+
+impl WriteTemplates {
+    async fn made_by(
+        checkpoints: &axum::Router,
+        key: &str,
+        body: &serde_json::Value,
+        client: &Client,
+        tables: &Tables,
+        tenant: &str,
+    ) -> Self {
+        let headers = [("idempotency-key", "bench-template")];
+        let made = call_with(checkpoints, key, (Method::POST, "/api/v1/checkpoints"), Some(body), &headers).await;
+        let (id, sequence) = (made["id"].as_str().expect("id"), made["sequence"].as_u64().expect("sequence"));
+        let execution_id = made["execution_id"].as_str().expect("execution id");
+        let by_execution = format!("{execution_id}#{sequence:010}");
+        let read = |table: Table, name: &'static str, value: String| async move {
+            get_item(client, tables.name(table), &[("tenant_id", tenant), (name, value.as_str())])
+                .await
+                .expect("template")
+                .expect("the handler's item")
+        };
+        let mut execution = read(Table::Executions, "id", execution_id.to_owned()).await;
+        execution.insert("id".to_owned(), s("exec_raw_bench"));
+        let keys = client
+            .query()
+            .table_name(tables.name(Table::Idempotency))
+            .key_condition_expression("tenant_id = :t")
+            .expression_attribute_values(":t", s(tenant))
+            .limit(1)
+            .send()
+            .await
+            .expect("idempotency records");
+        Self {
+            tenant: tenant.to_owned(),
+            key_hash: shared::auth::hash_key(key),
+            execution,
+            by_id: read(Table::Checkpoints, "entry", id.to_owned()).await,
+            by_execution: read(Table::Checkpoints, "entry", by_execution).await,
+            idempotency: keys.items().first().cloned().expect("the handler's idempotency record"),
+        }
+    }
+
+    async fn write(&self, client: &Client, tables: &Tables, i: usize, with_key: bool) {
+        use aws_sdk_dynamodb::types::{ConditionCheck, Put, TransactWriteItem};
+        let execution =
+            get_item(client, tables.name(Table::Executions), &[("tenant_id", &self.tenant), ("id", "exec_raw_bench")])
+                .await
+                .expect("execution");
+        let version = execution
+            .as_ref()
+            .and_then(|item| item.get("version"))
+            .and_then(|v| v.as_n().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        let mut next = self.execution.clone();
+        next.insert("version".to_owned(), n(version.map_or(1, |v| v + 1)));
+        let replace = Put::builder().table_name(tables.name(Table::Executions)).set_item(Some(next));
+        let replace = match version {
+            Some(v) => {
+                replace.condition_expression("version = :expected").expression_attribute_values(":expected", n(v))
+            }
+            None => replace.condition_expression("attribute_not_exists(id)"),
+        };
+        let copy = |table: Table, template: &shared::dynamo::Item, name: &str, value: String| {
+            let mut item = template.clone();
+            item.insert(name.to_owned(), s(value));
+            let put = Put::builder()
+                .table_name(tables.name(table))
+                .set_item(Some(item))
+                .condition_expression(format!("attribute_not_exists({name})"))
+                .build()
+                .expect("put");
+            TransactWriteItem::builder().put(put).build()
+        };
+        let key_live = ConditionCheck::builder()
+            .table_name(tables.name(Table::ApiKeys))
+            .key("key_hash", s(&self.key_hash))
+            .condition_expression("tenant_id = :tenant AND attribute_not_exists(revoked_at)")
+            .expression_attribute_values(":tenant", s(&self.tenant))
+            .build()
+            .expect("check");
+        let mut operations = vec![
+            TransactWriteItem::builder().put(replace.build().expect("put")).build(),
+            copy(Table::Checkpoints, &self.by_id, "entry", format!("cp_raw{i:026}")),
+            copy(Table::Checkpoints, &self.by_execution, "entry", format!("exec_raw_bench#{i:010}")),
+            TransactWriteItem::builder().condition_check(key_live).build(),
+        ];
+        if with_key {
+            operations.push(copy(Table::Idempotency, &self.idempotency, "idempotency_key", format!("raw-{i}")));
+        }
+        client.transact_write_items().set_transact_items(Some(operations)).send().await.expect("transaction");
+    }
 }
 
 struct Apps {

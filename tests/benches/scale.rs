@@ -200,9 +200,16 @@ async fn main() {
         ),
         ("executions", "/api/v1/executions?created_after=1969-12-31T12:00:00.000Z&created_before=2100-01-01T00:00:00.000Z&status=running".into()),
     ];
+    // Each request is sent twice unmeasured first, so that both measures are of warm
+    // instances whose proof of the key is fresh: an instance's first two requests with
+    // a key read it (before the work, then beside it), and so does its first after the
+    // proof's 5 minutes (README, "Rate limit"); growing the lists takes minutes.
     let measure = || async {
         let mut capacity = Vec::new();
         for (area, path) in &requests {
+            for _ in 0..2 {
+                call(&apps[area], &key, Method::GET, path, None).await;
+            }
             let (_, usage) = metered(call(&apps[area], &key, Method::GET, path, None)).await;
             capacity.push(usage.capacity);
         }
@@ -238,5 +245,5 @@ async fn main() {
     let (_, deep) =
         metered(call(&apps["executions"], &key, Method::GET, "/api/v1/executions?page=101&page_size=100", None)).await;
     println!("{:<70} {:>23.1}", "/api/v1/executions?page=101&page_size=100 (the deepest) @100,000", deep.capacity);
-    println!("(capacity includes the key lookup and the rate-limit window every request makes; goal: ratio <= 1.1)");
+    println!("(warm instances: capacity includes the rate-limit count every request makes; goal: ratio <= 1.1)");
 }
