@@ -9,12 +9,12 @@ dev:
 test:
 	bash infra/scripts/test.sh
 
-## The five functions for Lambda: release, arm64, zipped, with their sizes
+## Every function for Lambda: release, arm64, zipped, with their sizes
 ## (FUNCTIONS="billing" builds one alone).
 build:
 	bash infra/scripts/build.sh
 
-## Changes billing's code alone, rebuilds, and shows the other four bootstraps
+## Changes billing's code alone, rebuilds, and shows every other bootstrap
 ## byte-identical (reproducible, independent builds).
 independent-builds:
 	bash infra/scripts/independent_builds.sh

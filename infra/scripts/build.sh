@@ -8,7 +8,7 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
 ensure_tools
-read -r -a functions <<<"${FUNCTIONS:-workflows executions checkpoints failures billing keys dashboard}"
+read -r -a functions <<<"${FUNCTIONS:-workflows executions checkpoints failures billing keys dashboard janitor}"
 bins=()
 for function in "${functions[@]}"; do bins+=(--bin "$function"); done
 log "cargo lambda build --release --arm64 --output-format zip ${bins[*]}"

@@ -18,7 +18,7 @@ require_free_port "$DDB_PORT"
 require_free_port "$API_PORT"
 require_free_port "$STRIPE_PORT"
 
-cleanup() { stop_group "${LOCALSTRIPE_PID:-}"; stop_group "${DYNAMODB_PID:-}"; }
+cleanup() { stop_group "${JANITOR_PID:-}"; stop_group "${LOCALSTRIPE_PID:-}"; stop_group "${DYNAMODB_PID:-}"; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
@@ -38,6 +38,11 @@ admin="$target_dir/debug/cairn-admin"
 "$admin" tables create
 key=$("$admin" demo --key-file "$LOCAL/demo-key")
 
+# The janitor's schedule (template.yaml: every 5 minutes), which cargo lambda watch does
+# not play: finishes deletions left unfinished (README, "Keys, writes and deletion").
+setsid bash -c "while sleep 300; do '$admin' janitor || true; done" >>"$LOCAL/janitor.log" 2>&1 &
+JANITOR_PID=$!
+
 cat >&2 <<BANNER
 
   Cairn is starting on http://127.0.0.1:$API_PORT/api/v1
@@ -55,6 +60,7 @@ cat >&2 <<BANNER
     cairn executions list
   (CAIRN_COMPRESS_REQUESTS=0: cargo lambda watch cannot take compressed bodies; API Gateway can.)
 
+  The janitor runs every 5 minutes (log: .local/janitor.log).
   Ctrl-C stops the API and DynamoDB Local; the data stays for the next run.
 
 BANNER

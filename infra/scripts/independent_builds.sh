@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
 # `make independent-builds`: shows that a change to one function's code changes that
-# function's deployable alone. Builds the five release arm64 bootstraps, changes only
+# function's deployable alone. Builds every release arm64 bootstrap, changes only
 # billing's code (a probe line in functions/billing/src/main.rs, restored on exit),
 # forces every function crate to compile and link again from scratch (`cargo clean -p`;
 # the shared and domain crates stay cached, as they are unchanged), builds again, and
-# compares: the other four bootstraps must be byte-identical (reproducible builds) and
+# compares: every other bootstrap must be byte-identical (reproducible builds) and
 # billing's must differ. SAM uploads and deploys a function only when its artifact
 # changes, so the same change redeploys billing alone.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
 ensure_tools
-functions=(workflows executions checkpoints failures billing keys dashboard)
+functions=(workflows executions checkpoints failures billing keys dashboard janitor)
 bins=()
 for function in "${functions[@]}"; do bins+=(--bin "$function"); done
 target_dir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
@@ -24,7 +24,7 @@ build() {
   done
 }
 
-log "building the five bootstraps"
+log "building every bootstrap"
 before=$(build)
 
 main=functions/billing/src/main.rs

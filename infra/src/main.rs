@@ -46,6 +46,10 @@ enum Command {
         #[command(subcommand)]
         command: MigrateCommand,
     },
+    /// Finishes the deletions clients left unfinished (a 202 not followed up for 10
+    /// minutes), as the scheduled janitor function does; for the local stack, which has
+    /// no scheduler.
+    Janitor,
     /// Makes sure a demo tenant with a live key and credits exists and prints the key
     /// (kept in FILE with the tenant id, so the same key is printed on the next run).
     Demo {
@@ -110,8 +114,9 @@ enum TablesCommand {
 #[derive(Debug, Subcommand)]
 enum MigrateCommand {
     /// Mirrors the hidden checkpoints of unfinished rollbacks and deletions into each
-    /// tenant's hidden item, which `GET /checkpoints/{id}` reads (for data written
-    /// before it existed). Safe to run while the service runs, and again.
+    /// tenant's hidden item, which `GET /checkpoints/{id}` reads, and puts unfinished
+    /// deletions into the janitor's index (for data written before they existed). Safe
+    /// to run while the service runs, and again.
     HiddenCheckpoints {
         /// Only this tenant's (default: every tenant's, one scan of the table).
         #[arg(long)]
@@ -179,8 +184,14 @@ async fn run(cli: Cli) -> Result<()> {
                 None => None,
             };
             let store = domain::runs::store::ExecutionStore::new(client.clone(), tables.clone());
-            let found = store.mirror_hidden(tenant.as_ref()).await?;
+            let found = store.mirror_hidden(tenant.as_ref(), chrono::Utc::now()).await?;
             eprintln!("mirrored the hidden checkpoints of {found} executions");
+        }
+        Command::Janitor => {
+            let runs =
+                domain::runs::Runs::new(client.clone(), tables.clone(), shared::config::execution_cost_credits());
+            let done = runs.finish_deletions(&shared::time::SystemClock, || true).await?;
+            eprintln!("finished {} deletions in {} rounds ({} failed)", done.finished, done.rounds, done.failed);
         }
         Command::Demo { key_file } => println!("{}", demo(&client, tables, &key_file).await?),
     }

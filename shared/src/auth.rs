@@ -55,6 +55,21 @@ pub mod trusted {
     }
 }
 
+/// The tenant of a record found by maintenance (the janitor finishing a deletion the
+/// tenant started): the tenant is the partition the record was read from, never a name a
+/// caller gives. A test allows this in one place only, the store that lists unfinished
+/// deletions.
+pub mod stored {
+    use super::TenantId;
+    use crate::ids::TenantKey;
+
+    /// The owner of a record read from partition `tenant_id` (`None`: not a tenant id).
+    #[must_use]
+    pub fn owner(tenant_id: &str) -> Option<TenantId> {
+        TenantKey::parse(tenant_id).map(|t| TenantId(t.as_str().to_owned()))
+    }
+}
+
 /// Stripe webhooks: authenticated by their `Stripe-Signature`, not by an API key.
 pub mod stripe {
     use hmac::{Hmac, Mac};

@@ -399,10 +399,26 @@ async fn the_upgrade_step_hides_again_what_older_versions_left_hidden() {
         api.get(&t.key, &format!("/checkpoints/{cp}")).await.expect(200);
     }
 
+    // Nor was the marker of the deletion in the janitor's index.
+    let marker = [
+        ("tenant_id".to_owned(), shared::dynamo::s(&t.id)),
+        ("id".to_owned(), shared::dynamo::s(format!("purge#{deleted}"))),
+    ];
+    let indexed = || async {
+        let item = env.client.get_item().table_name(table).set_key(Some(marker.clone().into())).send().await;
+        let item = item.expect("read").item.expect("the marker");
+        (item.contains_key("purge_shard"), item.contains_key("purge_since"))
+    };
+    assert_eq!(indexed().await, (true, true), "a marker is put into the janitor's index");
+    let unindex = env.client.update_item().table_name(table).set_key(Some(marker.clone().into()));
+    unindex.update_expression("REMOVE purge_shard, purge_since").send().await.expect("update");
+
     let store = domain::runs::store::ExecutionStore::new(env.client.clone(), env.tables.clone());
     let tenant = shared::auth::trusted::tenant(&shared::ids::TenantKey::parse(&t.id).expect("tenant id"));
-    assert_eq!(store.mirror_hidden(Some(&tenant)).await.expect("mirror"), 2, "the range and the deletion");
-    assert_eq!(store.mirror_hidden(Some(&tenant)).await.expect("again"), 2);
+    let now = chrono::Utc::now();
+    assert_eq!(store.mirror_hidden(Some(&tenant), now).await.expect("mirror"), 2, "the range and the deletion");
+    assert_eq!(store.mirror_hidden(Some(&tenant), now).await.expect("again"), 2);
+    assert_eq!(indexed().await, (true, true), "the migration put the old marker into the index");
     for cp in &hidden {
         api.get(&t.key, &format!("/checkpoints/{cp}")).await.expect_problem(404, "not_found");
     }

@@ -3,7 +3,8 @@
 //! Stripe webhook with signed events); the SDK interceptor notes each call's IAM action
 //! and table (`shared::metering::recorded`), and each must be granted by the policy of
 //! the function that made it. The list comes from the code's calls, not from a hand list
-//! that can drift.
+//! that can drift. The janitor, which has no route, is checked the same way where its
+//! run is tested (`keys_and_writes.rs`).
 
 use std::collections::BTreeSet;
 

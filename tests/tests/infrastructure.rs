@@ -110,6 +110,11 @@ fn only_authentication_and_the_admin_tool_make_a_tenant_id() {
                 if text.contains("trusted::") || text.contains("auth::trusted") {
                     offenders.push(path.display().to_string());
                 }
+                // The owner of a stored record: only where the janitor's list of
+                // unfinished deletions is read, from each marker's own partition.
+                if text.contains("stored::owner") && !path.ends_with("domain/src/runs/store.rs") {
+                    offenders.push(path.display().to_string());
+                }
             }
         }
     }

@@ -412,6 +412,75 @@ async fn a_large_execution_is_deleted_over_several_requests() {
     api.delete(&t.key, &format!("/executions/{e}")).await.expect_problem(404, "not_found");
 }
 
+/// A deletion whose client stopped after a 202 is finished by the scheduled janitor once
+/// its marker is `ABANDONED_AFTER` old, and not before (the client may still be at it):
+/// its checkpoints leave storage, the tenant's hidden item drops its entry, and DELETE
+/// is then 404. A run out of time starts nothing. The janitor's calls are all granted by
+/// its policy in `template.yaml`.
+/// In process, with a clock standing in 2001: the janitor lists every tenant's
+/// deletions, and no other test's is that old.
+#[tokio::test]
+async fn the_janitor_finishes_a_deletion_its_client_left() {
+    use domain::runs::{ABANDONED_AFTER, Janitored, PURGE_CHECKPOINTS, Runs};
+    use shared::dynamo::{Table, get_item};
+    let env = api_tests::env().await;
+    let clock = shared::time::ManualClock::new(shared::time::parse("2001-02-03T04:05:06Z").expect("time"));
+    let api = Api::new(api_tests::Transport::in_process_with_clock(&env, std::sync::Arc::new(clock.clone())));
+    let t = env.tenant().await;
+    let e = start(&api, &t.key).await;
+    let mut ids = Vec::new();
+    for i in 0..PURGE_CHECKPOINTS + 5 {
+        ids.push(id(&checkpoint(&api, &t.key, &e, json!({"key": format!("k{i}")})).await));
+    }
+    api.delete(&t.key, &format!("/executions/{e}")).await.expect(202);
+    let oldest = &ids[0];
+    let stored = || async {
+        let key = [("tenant_id", t.id.as_str()), ("entry", oldest.as_str())];
+        get_item(&env.client, env.tables.name(Table::Checkpoints), &key).await.expect("read").is_some()
+    };
+    let hidden = || async {
+        let key = [("tenant_id", t.id.as_str()), ("id", "hidden")];
+        let item = get_item(&env.client, env.tables.name(Table::Executions), &key).await.expect("read");
+        item.is_some_and(|item| item.contains_key(e.as_str()))
+    };
+    assert!(stored().await && hidden().await, "left by the client");
+
+    let runs = Runs::new(env.client.clone(), env.tables.clone(), 1);
+    let deadline = u64::try_from((chrono::Utc::now() + chrono::TimeDelta::minutes(5)).timestamp_millis()).expect("ms");
+    clock.advance(ABANDONED_AFTER - chrono::TimeDelta::seconds(1));
+    let early = janitor::sweep(&runs, &clock, deadline).await.expect("sweep");
+    assert_eq!(early, Janitored::default(), "not abandoned yet");
+    assert!(stored().await && hidden().await);
+
+    clock.advance(chrono::TimeDelta::seconds(2));
+    // With no time left (its deadline passed) a run starts no round.
+    let late = janitor::sweep(&runs, &clock, 0).await.expect("sweep");
+    assert!(late.stopped && late.rounds == 0, "{late:?}");
+    assert!(stored().await && hidden().await);
+    let (done, calls) = shared::metering::recorded(Box::pin(janitor::sweep(&runs, &clock, deadline))).await;
+    let done = done.expect("sweep");
+    assert_eq!((done.finished, done.failed, done.stopped), (1, 0, false), "{done:?}");
+    assert!(!stored().await, "its checkpoints are deleted");
+    assert!(!hidden().await, "the hidden item no longer lists it");
+    api.delete(&t.key, &format!("/executions/{e}")).await.expect_problem(404, "not_found");
+    let again = janitor::sweep(&runs, &clock, deadline).await.expect("sweep");
+    assert_eq!(again.finished, 0, "nothing left: {again:?}");
+
+    let grants = infra::template::Template::embedded().expect("template").grants("janitor").expect("grants");
+    let prefix = std::env::var("TABLE_PREFIX").expect("TABLE_PREFIX is set by make test");
+    assert!(!calls.is_empty());
+    let missing: std::collections::BTreeSet<String> = calls
+        .into_iter()
+        .map(|call| {
+            let table = call.table.strip_prefix(&prefix).expect("a table of this run").to_owned();
+            infra::template::Grant { action: call.action, table, index: call.index }
+        })
+        .filter(|needed| !grants.contains(needed))
+        .map(|needed| format!("{} on {}{}", needed.action, needed.table, if needed.index { " (index)" } else { "" }))
+        .collect();
+    assert!(missing.is_empty(), "the janitor's policy lacks: {missing:?}");
+}
+
 async fn deleting_a_checkpoint_takes_its_state_key_and_writes(api: Api, env: Env) {
     let t = env.tenant().await;
     let e = start(&api, &t.key).await;

@@ -25,7 +25,7 @@ use shared::time::Clock;
 use self::checkpoint::{Checkpoint, CheckpointStore, Entry, PackedState, StoredCheckpoint};
 use self::failure::{CommandStatus, Failure, FailureStatus, Settlement};
 use self::model::{Action, Discarded, Execution, ExecutionError, ExecutionStatus};
-use self::store::ExecutionStore;
+use self::store::{ExecutionStore, UnfinishedDeletion};
 use crate::Error;
 use crate::credits::{EntryType, Ledger, NewEntry};
 use crate::workflows::model::WorkflowStatus;
@@ -133,6 +133,30 @@ pub enum Deleted {
 /// Checkpoints one deletion request deletes at most (its cost stays bounded: about
 /// [`PURGE_BATCH`]-operation transactions of a few checkpoints each).
 pub const PURGE_CHECKPOINTS: usize = 200;
+
+/// How long a deletion's purge marker stands before the janitor finishes the deletion
+/// itself: a client that sends DELETE again after each 202 deletes 200 checkpoints a
+/// request and is done by then (120,000 checkpoints in ten minutes at one request a
+/// second), so the janitor and the client seldom work on the same items. When they do,
+/// a transaction that conflicts is answered 503 (retryable) and nothing is lost: every
+/// round deletes what is left.
+pub const ABANDONED_AFTER: chrono::TimeDelta = chrono::TimeDelta::minutes(10);
+
+/// Unfinished deletions the janitor lists per run (the next run takes the rest).
+pub const JANITOR_LIST: usize = 1000;
+
+/// What one run of [`Runs::finish_deletions`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Janitored {
+    /// Deletions it finished.
+    pub finished: usize,
+    /// Deletion rounds it ran (each at most [`PURGE_CHECKPOINTS`] checkpoints).
+    pub rounds: usize,
+    /// Deletions that failed (logged; the next run tries them again).
+    pub failed: usize,
+    /// Whether it stopped for time with deletions left.
+    pub stopped: bool,
+}
 
 /// The run operations over their stores.
 #[derive(Debug, Clone)]
@@ -712,13 +736,13 @@ impl Runs {
     /// # Errors
     /// [`Error::NotFound`] when neither the execution nor an unfinished deletion of it
     /// exists, storage errors.
-    pub async fn delete(&self, tenant: &TenantId, id: &ExecutionId) -> Result<Deleted, Error> {
+    pub async fn delete(&self, tenant: &TenantId, id: &ExecutionId, clock: &dyn Clock) -> Result<Deleted, Error> {
         let removed: bool = retry_races(|| async move {
             let Some(current) = self.executions.get(tenant, id).await? else {
                 return Ok::<_, Error>(Attempt::Done(false));
             };
             let mut tx = Transaction::new();
-            self.executions.stage_delete(&mut tx, tenant, &current)?;
+            self.executions.stage_delete(&mut tx, tenant, &current, clock.now())?;
             match tx.commit(self.executions.client()).await {
                 Ok(()) => Ok(Attempt::Done(true)),
                 Err(e) => Ok(Attempt::raced_on(e, &[Part::Execution])?),
@@ -755,6 +779,46 @@ impl Runs {
         })
         .await?;
         Ok(Deleted::Done)
+    }
+
+    /// Finishes deletions their clients left unfinished: every execution deletion whose
+    /// purge marker is older than [`ABANDONED_AFTER`] at `clock`'s now (a client still
+    /// sending DELETE finishes well within that), oldest first, each with further
+    /// [`Self::delete`] rounds of [`PURGE_CHECKPOINTS`] until it is done, while
+    /// `go_on()` says there is time for another round. What the scheduled janitor
+    /// function runs; each deletion acts in its own tenant's partition only.
+    ///
+    /// # Errors
+    /// The list's storage error; a deletion that fails is counted in
+    /// [`Janitored::failed`] and the others go on.
+    pub async fn finish_deletions(&self, clock: &dyn Clock, go_on: impl Fn() -> bool) -> Result<Janitored, Error> {
+        let before = clock.now() - ABANDONED_AFTER;
+        let mut done = Janitored::default();
+        for deletion in self.executions.unfinished_deletions(before, JANITOR_LIST).await? {
+            let UnfinishedDeletion { tenant, execution } = &deletion;
+            loop {
+                if !go_on() {
+                    done.stopped = true;
+                    return Ok(done);
+                }
+                done.rounds += 1;
+                match self.delete(tenant, execution, clock).await {
+                    Ok(Deleted::More) => {}
+                    Ok(Deleted::Done) => {
+                        done.finished += 1;
+                        break;
+                    }
+                    // Finished since the (eventually consistent) index listed it.
+                    Err(Error::NotFound { .. }) => break,
+                    Err(e) => {
+                        tracing::warn!(tenant = tenant.as_str(), execution = execution.as_str(), error = %e, "janitor: deletion failed");
+                        done.failed += 1;
+                        break;
+                    }
+                }
+            }
+        }
+        Ok(done)
     }
 
     /// The tenant's failure `id`.

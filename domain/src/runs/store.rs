@@ -7,6 +7,9 @@
 //! are compressed and inline when small, else in `blobs` (`exec_…#input`, `#output`).
 //! Beside the executions, outside their id ranges: key pointers (`key#…`), purge
 //! markers (`purge#…`) and the tenant's `hidden` item (see [`ExecutionStore::hidden_key`]).
+//! GSI `by_purge` (`purge_shard`, `purge_since`; keys only) holds the purge markers
+//! alone, of every tenant, oldest first: the janitor's list of unfinished deletions
+//! ([`ExecutionStore::unfinished_deletions`]).
 //!
 //! Table `failures` (`tenant_id`, `id`), GSI `by_status` (`tenant_status`, `id`).
 //!
@@ -270,6 +273,29 @@ fn purge_marker(id: &ExecutionId) -> String {
     format!("purge#{id}")
 }
 
+/// The index of purge markers (a sparse GSI: no other item has its key attributes).
+const BY_PURGE: &str = "by_purge";
+
+/// Partitions of [`BY_PURGE`]: every deletion writes its marker to the index and removes
+/// it, so the markers of all tenants are spread over this many partition keys (by the
+/// last hex digit of the execution's id, which is random) rather than one.
+const PURGE_SHARDS: &[u8; 16] = b"0123456789abcdef";
+
+/// The [`BY_PURGE`] partition of the marker of execution `id`.
+fn purge_shard(id: &ExecutionId) -> String {
+    format!("purge#{}", id.as_str().chars().last().unwrap_or('0'))
+}
+
+/// A deletion a client started and has not finished: the execution is gone, some of
+/// its checkpoints are not (`DELETE /executions/{id}` answered 202).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnfinishedDeletion {
+    /// Whose execution it was.
+    pub tenant: TenantId,
+    /// The deleted execution.
+    pub execution: ExecutionId,
+}
+
 /// The id of the tenant's item that lists, per execution, the checkpoints hidden from
 /// clients while they are being deleted (sorts outside `exec_` ranges): the ranges a
 /// rollback discarded and, for a deleted execution, all of them. It mirrors the
@@ -277,8 +303,9 @@ fn purge_marker(id: &ExecutionId) -> String {
 /// so that `GET /checkpoints/{id}` reads it beside the checkpoint's entry in one round
 /// trip (the checkpoint id does not name its execution). Empty (its keys alone) unless a
 /// deletion or a large rollback is unfinished; an entry stays as long as its execution's
-/// deletion or cleanup does (a client that stops sending DELETE after a 202, a cleanup
-/// interrupted and never retried), about 70 bytes each.
+/// deletion or cleanup does, about 70 bytes each. A deletion a client stops sending
+/// after a 202 is finished by the janitor ([`crate::runs::Runs::finish_deletions`]);
+/// a rollback's cleanup interrupted by a failure waits for the execution's next rollback.
 const HIDDEN: &str = "hidden";
 
 /// `ranges` as an attribute (a list of `{after, through}`).
@@ -471,7 +498,9 @@ impl ExecutionStore {
 
     /// Mirrors, into the hidden item of `tenant` (of every tenant: `None`), the
     /// `discarded` ranges and purge markers of executions written before that item
-    /// existed (an upgrade's one-off step, `cairn-admin migrate hidden-checkpoints`).
+    /// existed (an upgrade's one-off step, `cairn-admin migrate hidden-checkpoints`),
+    /// and puts purge markers written before the janitor's index into it, as if put at
+    /// `now`.
     /// Safe while the service runs and to run again: it never replaces an entry, and an
     /// entry it adds late hides only checkpoints already deleted (a range's sequences
     /// are never given again; a deleted execution's id never comes back). Returns the
@@ -482,7 +511,7 @@ impl ExecutionStore {
     ///
     /// # Errors
     /// The scan's or a write's [`StoreError`].
-    pub async fn mirror_hidden(&self, tenant: Option<&TenantId>) -> Result<usize, StoreError> {
+    pub async fn mirror_hidden(&self, tenant: Option<&TenantId>, now: DateTime<Utc>) -> Result<usize, StoreError> {
         let table = self.tables.name(Table::Executions);
         let mut found = 0;
         let mut start = None;
@@ -492,7 +521,7 @@ impl ExecutionStore {
                 ($request:expr) => {{
                     let page = $request
                         .table_name(table)
-                        .projection_expression("tenant_id, id, discarded")
+                        .projection_expression("tenant_id, id, discarded, purge_since")
                         .set_exclusive_start_key(start)
                         .consistent_read(true)
                         .send()
@@ -526,6 +555,11 @@ impl ExecutionStore {
                 if ranges.is_empty() {
                     continue;
                 }
+                if let Some(marked) = text("id").strip_prefix("purge#").and_then(ExecutionId::parse)
+                    && !item.contains_key("purge_since")
+                {
+                    self.index_marker(&tenant, &marked, now).await?;
+                }
                 self.client
                     .update_item()
                     .table_name(table)
@@ -543,6 +577,28 @@ impl ExecutionStore {
             if start.is_none() {
                 return Ok(found);
             }
+        }
+    }
+
+    /// Puts a purge marker written before the janitor's index existed into that index,
+    /// as put at `now` (so the janitor takes it [`crate::runs::ABANDONED_AFTER`] later);
+    /// nothing if the marker is gone.
+    async fn index_marker(&self, tenant: &str, id: &ExecutionId, now: DateTime<Utc>) -> Result<(), StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(self.tables.name(Table::Executions))
+            .key("tenant_id", s(tenant))
+            .key("id", s(purge_marker(id)))
+            .update_expression("SET purge_shard = :shard, purge_since = if_not_exists(purge_since, :now)")
+            .condition_expression("attribute_exists(id)")
+            .expression_attribute_values(":shard", s(purge_shard(id)))
+            .expression_attribute_values(":now", s(shared::time::format(now)))
+            .send()
+            .await;
+        match result {
+            Err(e) if e.as_service_error().is_some_and(|e| e.is_conditional_check_failed_exception()) => Ok(()),
+            other => other.map(drop).map_err(classify),
         }
     }
 
@@ -651,7 +707,13 @@ impl ExecutionStore {
     ///
     /// # Errors
     /// [`StoreError`] if an operation cannot be built.
-    pub fn stage_delete(&self, tx: &mut Transaction, tenant: &TenantId, e: &Execution) -> Result<(), StoreError> {
+    pub fn stage_delete(
+        &self,
+        tx: &mut Transaction,
+        tenant: &TenantId,
+        e: &Execution,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
         let table = self.tables.name(Table::Executions);
         let key = |id: String| -> Result<TransactWriteItem, StoreError> {
             let delete = aws_sdk_dynamodb::types::Delete::builder()
@@ -673,8 +735,12 @@ impl ExecutionStore {
         for name in ["input", "output"] {
             self.blobs.stage_delete(tx, Part::Blob, tenant, &format!("{}#{name}", e.id))?;
         }
-        let marker =
-            HashMap::from([("tenant_id".to_owned(), s(tenant.as_str())), ("id".to_owned(), s(purge_marker(&e.id)))]);
+        let marker = HashMap::from([
+            ("tenant_id".to_owned(), s(tenant.as_str())),
+            ("id".to_owned(), s(purge_marker(&e.id))),
+            ("purge_shard".to_owned(), s(purge_shard(&e.id))),
+            ("purge_since".to_owned(), s(shared::time::format(now))),
+        ]);
         let put = Put::builder().table_name(table).set_item(Some(marker));
         tx.push(Part::Execution, TransactWriteItem::builder().put(built(put.build())?).build());
         self.stage_hidden(tx, tenant, &e.id, &[ALL])?;
@@ -689,6 +755,59 @@ impl ExecutionStore {
     /// The read's [`StoreError`].
     pub async fn purging(&self, tenant: &TenantId, id: &ExecutionId) -> Result<bool, StoreError> {
         self.has(Table::Executions, tenant, &purge_marker(id)).await
+    }
+
+    /// The deletions of every tenant whose purge marker was put before `before`, oldest
+    /// first, at most `limit`: what the janitor finishes. The index is eventually
+    /// consistent, so a deletion finished a moment ago may still be listed (finishing it
+    /// again finds nothing to do).
+    ///
+    /// # Errors
+    /// A query's [`StoreError`], or [`StoreError::Corrupt`] for a marker of no execution.
+    pub async fn unfinished_deletions(
+        &self,
+        before: DateTime<Utc>,
+        limit: usize,
+    ) -> Result<Vec<UnfinishedDeletion>, StoreError> {
+        let mut found: Vec<(String, UnfinishedDeletion)> = Vec::new();
+        for shard in PURGE_SHARDS {
+            let mut start = None;
+            let mut taken = 0;
+            loop {
+                let page = self
+                    .client
+                    .query()
+                    .table_name(self.tables.name(Table::Executions))
+                    .index_name(BY_PURGE)
+                    .key_condition_expression("purge_shard = :shard AND purge_since < :before")
+                    .expression_attribute_values(":shard", s(format!("purge#{}", char::from(*shard))))
+                    .expression_attribute_values(":before", s(shared::time::format(before)))
+                    .set_exclusive_start_key(start)
+                    .limit(i32::try_from(limit.saturating_sub(taken).clamp(1, 1000)).unwrap_or(1000))
+                    .send()
+                    .await
+                    .map_err(classify)?;
+                for item in page.items.unwrap_or_default() {
+                    let text = |name: &str| item.get(name).and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
+                    let marker = text("id");
+                    let execution = marker
+                        .strip_prefix("purge#")
+                        .and_then(ExecutionId::parse)
+                        .ok_or_else(|| StoreError::Corrupt(format!("purge marker {marker}")))?;
+                    let tenant = shared::auth::stored::owner(&text("tenant_id"))
+                        .ok_or_else(|| StoreError::Corrupt(format!("purge marker {marker} of no tenant")))?;
+                    found.push((text("purge_since"), UnfinishedDeletion { tenant, execution }));
+                    taken += 1;
+                }
+                start = page.last_evaluated_key;
+                if start.is_none() || taken >= limit {
+                    break;
+                }
+            }
+        }
+        found.sort_by(|a, b| a.0.cmp(&b.0));
+        found.truncate(limit);
+        Ok(found.into_iter().map(|(_, deletion)| deletion).collect())
     }
 
     /// Drops the purge marker of execution `id` and its entry in the tenant's hidden

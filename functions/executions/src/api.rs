@@ -215,7 +215,7 @@ pub async fn delete(
     PathId(raw): PathId,
 ) -> Result<Response, ApiError> {
     let id = parse_id(&raw)?;
-    Ok(match state.runs.delete(&tenant, &id).await? {
+    Ok(match state.runs.delete(&tenant, &id, state.clock.as_ref()).await? {
         Deleted::Done => StatusCode::NO_CONTENT.into_response(),
         Deleted::More => {
             let body = serde_json::json!({ "id": id.to_string(), "deleted": true, "remaining": true });

@@ -148,7 +148,8 @@ class APIConnectionError(CairnError):
 
 class DeletionIncomplete(CairnError):
     """A deletion still had more to purge after the most requests allowed (each answered
-    202); sending DELETE again continues it."""
+    202); sending DELETE again continues it, and the service finishes it by itself once
+    it has not been sent for 10 minutes."""
 
     code = "deletion_incomplete"
 
