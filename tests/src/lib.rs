@@ -18,6 +18,7 @@ use shared::time::SystemClock;
 use tower::ServiceExt;
 
 pub mod bench;
+pub mod conflict;
 pub mod down;
 pub mod stripe;
 

@@ -103,3 +103,55 @@ async fn an_idempotent_retry_makes_one_key_and_never_stores_the_secret(api: Api,
     assert_eq!(again.body["key"], Value::Null, "the secret was not kept");
     assert_eq!(api.get(&t.key, "/keys").await.body["total"], 2);
 }
+
+/// A revocation moves the tenant's keys epoch in its own transaction, on the standing
+/// item that every request of the tenant counts itself on, so it can meet a conflict.
+/// Both ways of revoking retry it: `DELETE /keys/{key_id}` and `cairn-admin key revoke`,
+/// each answered with a conflict twice first, revoke the key once (the epoch moves by one
+/// for each) and the key is refused. In process: the conflicts are the client's.
+#[tokio::test]
+async fn a_revocation_that_meets_a_conflict_is_retried() {
+    use shared::dynamo::{Table, n, s};
+    let env = api_tests::env().await;
+    let (client, conflict) = api_tests::conflict::ConflictNext::client(&env);
+    let conflicted = Env { client: client.clone(), tables: env.tables.clone() };
+    let api = Api::new(api_tests::Transport::in_process(&conflicted));
+    let t = env.tenant().await;
+    let now = || shared::time::format(chrono::Utc::now());
+    let mut keys = Vec::new();
+    for _ in 0..2 {
+        keys.push(infra::admin::create_key(&env.client, &env.tables, &t.id, &now()).await.expect("key"));
+    }
+    let epoch = || async {
+        let out = env
+            .client
+            .get_item()
+            .table_name(env.tables.name(Table::RateLimits))
+            .key("tenant_id", s(&t.id))
+            .key("window", n(shared::rate_limit::STANDING))
+            .consistent_read(true)
+            .send()
+            .await
+            .expect("read");
+        out.item.and_then(|item| item.get("keys_epoch")?.as_n().ok()?.parse::<u64>().ok()).unwrap_or(0)
+    };
+    api.get(&t.key, "/keys").await.expect(200);
+    let before = epoch().await;
+
+    let (by_api, key) = &keys[0];
+    conflict.arm(2);
+    api.delete(&t.key, &format!("/keys/{by_api}")).await.expect(204);
+    assert_eq!(conflict.answered(), 2, "two conflicts met");
+    assert_eq!(epoch().await, before + 1, "revoked once");
+    api.get(key, "/workflows").await.expect_problem(401, "unauthorized");
+
+    let (by_admin, key) = &keys[1];
+    conflict.arm(2);
+    let revoked = infra::admin::revoke_key(&client, &env.tables, by_admin.as_str(), &now()).await.expect("revoked");
+    assert!(matches!(revoked, infra::admin::Revoked::Now), "{revoked:?}");
+    assert_eq!(conflict.answered(), 4, "two more conflicts met");
+    assert_eq!(epoch().await, before + 2, "revoked once");
+    api.get(key, "/workflows").await.expect_problem(401, "unauthorized");
+    let listed = items(api.get(&t.key, "/keys").await.expect(200));
+    assert_eq!(listed.iter().filter(|k| k["revoked_at"].is_null()).count(), 1, "the tenant's first key alone is live");
+}
