@@ -412,57 +412,79 @@ async fn a_large_execution_is_deleted_over_several_requests() {
     api.delete(&t.key, &format!("/executions/{e}")).await.expect_problem(404, "not_found");
 }
 
-/// A deletion whose client stopped after a 202 is finished by the scheduled janitor once
-/// its marker is `ABANDONED_AFTER` old, and not before (the client may still be at it):
-/// its checkpoints leave storage, the tenant's hidden item drops its entry, and DELETE
-/// is then 404. A run out of time starts nothing. The janitor's calls are all granted by
-/// its policy in `template.yaml`.
+/// The scheduled janitor finishes what requests leave to delete, once it is
+/// `ABANDONED_AFTER` old and not before: a deletion whose client stopped after a 202 (the
+/// client may still be at it), and the checkpoints beyond the 200 a rollback deletes in
+/// its own request (hidden meanwhile). Their checkpoints leave storage, the tenant's
+/// hidden item drops their entries, the deleted execution is then 404 to DELETE and the
+/// rolled back one keeps its one checkpoint. A run out of time starts nothing. The
+/// janitor's calls are all granted by its policy in `template.yaml`.
 /// In process, with a clock standing in 2001: the janitor lists every tenant's
-/// deletions, and no other test's is that old.
+/// unfinished deletions, and no other test's is that old.
 #[tokio::test]
-async fn the_janitor_finishes_a_deletion_its_client_left() {
+async fn the_janitor_finishes_what_deletions_and_rollbacks_left() {
     use domain::runs::{ABANDONED_AFTER, Janitored, PURGE_CHECKPOINTS, Runs};
     use shared::dynamo::{Table, get_item};
     let env = api_tests::env().await;
     let clock = shared::time::ManualClock::new(shared::time::parse("2001-02-03T04:05:06Z").expect("time"));
     let api = Api::new(api_tests::Transport::in_process_with_clock(&env, std::sync::Arc::new(clock.clone())));
     let t = env.tenant().await;
-    let e = start(&api, &t.key).await;
-    let mut ids = Vec::new();
+    let (deleted, rolled) = (start(&api, &t.key).await, start(&api, &t.key).await);
+    let (mut of_deleted, mut of_rolled) = (Vec::new(), Vec::new());
     for i in 0..PURGE_CHECKPOINTS + 5 {
-        ids.push(id(&checkpoint(&api, &t.key, &e, json!({"key": format!("k{i}")})).await));
+        of_deleted.push(id(&checkpoint(&api, &t.key, &deleted, json!({"key": format!("k{i}")})).await));
     }
-    api.delete(&t.key, &format!("/executions/{e}")).await.expect(202);
-    let oldest = &ids[0];
+    for i in 0..PURGE_CHECKPOINTS + 6 {
+        of_rolled.push(id(&checkpoint(&api, &t.key, &rolled, json!({"key": format!("k{i}")})).await));
+    }
+    api.delete(&t.key, &format!("/executions/{deleted}")).await.expect(202);
+    let rollback = json!({"checkpoint_id": of_rolled[0]});
+    let back = api.post(&t.key, &format!("/executions/{rolled}/rollback"), &rollback).await;
+    assert_eq!(back.expect(200).body["discarded_checkpoints"], PURGE_CHECKPOINTS + 5);
+    // Both delete the highest sequences first: their lowest are left.
+    let left = [(&t.id, &of_deleted[0]), (&t.id, &of_rolled[1])];
     let stored = || async {
-        let key = [("tenant_id", t.id.as_str()), ("entry", oldest.as_str())];
-        get_item(&env.client, env.tables.name(Table::Checkpoints), &key).await.expect("read").is_some()
+        let mut found = Vec::new();
+        for (tenant, checkpoint) in left {
+            let key = [("tenant_id", tenant.as_str()), ("entry", checkpoint.as_str())];
+            found.push(get_item(&env.client, env.tables.name(Table::Checkpoints), &key).await.expect("read").is_some());
+        }
+        found
     };
     let hidden = || async {
         let key = [("tenant_id", t.id.as_str()), ("id", "hidden")];
         let item = get_item(&env.client, env.tables.name(Table::Executions), &key).await.expect("read");
-        item.is_some_and(|item| item.contains_key(e.as_str()))
+        let item = item.unwrap_or_default();
+        (item.contains_key(deleted.as_str()), item.contains_key(rolled.as_str()))
     };
-    assert!(stored().await && hidden().await, "left by the client");
+    assert_eq!(stored().await, [true, true], "left by their requests");
+    assert_eq!(hidden().await, (true, true));
+    api.get(&t.key, &format!("/checkpoints/{}", of_rolled[1])).await.expect_problem(404, "not_found");
+    assert_eq!(api.get(&t.key, &format!("/checkpoints?execution_id={rolled}")).await.body["total"], 1);
 
     let runs = Runs::new(env.client.clone(), env.tables.clone(), 1);
     let deadline = u64::try_from((chrono::Utc::now() + chrono::TimeDelta::minutes(5)).timestamp_millis()).expect("ms");
     clock.advance(ABANDONED_AFTER - chrono::TimeDelta::seconds(1));
     let early = janitor::sweep(&runs, &clock, deadline).await.expect("sweep");
     assert_eq!(early, Janitored::default(), "not abandoned yet");
-    assert!(stored().await && hidden().await);
+    assert_eq!(stored().await, [true, true]);
 
     clock.advance(chrono::TimeDelta::seconds(2));
     // With no time left (its deadline passed) a run starts no round.
     let late = janitor::sweep(&runs, &clock, 0).await.expect("sweep");
     assert!(late.stopped && late.rounds == 0, "{late:?}");
-    assert!(stored().await && hidden().await);
+    assert_eq!(stored().await, [true, true]);
     let (done, calls) = shared::metering::recorded(Box::pin(janitor::sweep(&runs, &clock, deadline))).await;
     let done = done.expect("sweep");
-    assert_eq!((done.finished, done.failed, done.stopped), (1, 0, false), "{done:?}");
-    assert!(!stored().await, "its checkpoints are deleted");
-    assert!(!hidden().await, "the hidden item no longer lists it");
-    api.delete(&t.key, &format!("/executions/{e}")).await.expect_problem(404, "not_found");
+    assert_eq!((done.finished, done.failed, done.stopped), (2, 0, false), "{done:?}");
+    assert_eq!(stored().await, [false, false], "their checkpoints are deleted");
+    assert_eq!(hidden().await, (false, false), "the hidden item lists neither");
+    api.delete(&t.key, &format!("/executions/{deleted}")).await.expect_problem(404, "not_found");
+    let execution = api.get(&t.key, &format!("/executions/{rolled}")).await;
+    assert_eq!(execution.expect(200).body["checkpoint_count"], 1);
+    let key = [("tenant_id", t.id.as_str()), ("id", rolled.as_str())];
+    let item = get_item(&env.client, env.tables.name(Table::Executions), &key).await.expect("read").expect("item");
+    assert!(!item.contains_key("discarded") && !item.contains_key("purge_shard"), "out of the index: {item:?}");
     let again = janitor::sweep(&runs, &clock, deadline).await.expect("sweep");
     assert_eq!(again.finished, 0, "nothing left: {again:?}");
 

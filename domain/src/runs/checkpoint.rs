@@ -773,7 +773,22 @@ impl CheckpointStore {
         sequence: u64,
         limit: usize,
     ) -> Result<Vec<StoredCheckpoint>, StoreError> {
-        let query = self.execution_range(tenant, execution, sequence + 1, LAST_SEQUENCE).scan_index_forward(false);
+        self.in_range(tenant, execution, Discarded { after: sequence, through: LAST_SEQUENCE }, limit).await
+    }
+
+    /// Checkpoints of the execution in `range`, highest first, at most `limit`, with what
+    /// their deletion needs.
+    ///
+    /// # Errors
+    /// The reads' [`StoreError`]s.
+    pub async fn in_range(
+        &self,
+        tenant: &TenantId,
+        execution: &ExecutionId,
+        range: Discarded,
+        limit: usize,
+    ) -> Result<Vec<StoredCheckpoint>, StoreError> {
+        let query = self.execution_range(tenant, execution, range.after + 1, range.through).scan_index_forward(false);
         let items = query_window(query, "entry", 0, limit).await?;
         let stored = items
             .into_iter()

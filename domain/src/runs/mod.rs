@@ -22,7 +22,7 @@ use shared::dynamo::{Attempt, MAX_TRANSACTION_BYTES, Part, Tables, Transaction, 
 use shared::ids::{CheckpointId, ExecutionId, FailureId, WorkflowId};
 use shared::time::Clock;
 
-use self::checkpoint::{Checkpoint, CheckpointStore, Entry, PackedState, StoredCheckpoint};
+use self::checkpoint::{Checkpoint, CheckpointStore, Entry, LAST_SEQUENCE, ListWindow, PackedState, StoredCheckpoint};
 use self::failure::{CommandStatus, Failure, FailureStatus, Settlement};
 use self::model::{Action, Discarded, Execution, ExecutionError, ExecutionStatus};
 use self::store::{ExecutionStore, UnfinishedDeletion};
@@ -358,20 +358,33 @@ impl Runs {
                 // otherwise the rollback commits its decision alone, a hidden range, and
                 // the checkpoints are deleted after it (see `finish_discard`): either way
                 // a client sees the rollback whole or not at all.
+                // The request reads at most PURGE_CHECKPOINTS of them (highest first), so
+                // its memory and time stay bounded; beyond that, the visible ones are
+                // counted without being read.
                 let after = target.checkpoint.sequence;
-                let later = self.checkpoints.later_than(tenant, id, after, usize::MAX).await?;
-                let visible = later.iter().filter(|c| !current.is_discarded(c.checkpoint.sequence)).count() as u64;
+                let later = self.checkpoints.later_than(tenant, id, after, PURGE_CHECKPOINTS).await?;
+                let all = later.len() < PURGE_CHECKPOINTS;
+                let visible = if all {
+                    later.iter().filter(|c| !current.is_discarded(c.checkpoint.sequence)).count() as u64
+                } else {
+                    let window = ListWindow {
+                        from_sequence: after + 1,
+                        through_sequence: LAST_SEQUENCE,
+                        ..ListWindow::default()
+                    };
+                    self.checkpoints.count(tenant, id, &current.discarded, &window, u64::MAX).await?
+                };
                 next.checkpoint_count = current.checkpoint_count.saturating_sub(visible);
                 next.discarded.retain(|range| range.through <= after);
                 let size: usize = later.iter().map(StoredCheckpoint::deletion_size).sum();
-                if size <= ROLLBACK_BATCH {
+                if all && size <= ROLLBACK_BATCH {
                     for stored in &later {
                         self.checkpoints.stage_delete(&mut tx, tenant, stored)?;
                     }
                 } else {
                     let range = Discarded { after, through: current.last_sequence };
                     next.discarded.push(range);
-                    cleanup = Some((range, later));
+                    cleanup = Some((range, later, all));
                 }
                 discarded = Some(visible);
             }
@@ -382,8 +395,8 @@ impl Runs {
             before_commit(&changed);
             match whole.commit(self.executions.client()).await {
                 Ok(()) => {
-                    if let Some((range, checkpoints)) = cleanup {
-                        self.finish_discard(tenant, id, range, &checkpoints).await;
+                    if let Some((range, checkpoints, all)) = cleanup {
+                        self.finish_discard(tenant, id, range, &checkpoints, all).await;
                     }
                     Ok(Attempt::Done(changed))
                 }
@@ -470,39 +483,55 @@ impl Runs {
         }
     }
 
-    /// Deletes the checkpoints a committed rollback discarded (hidden meanwhile), a
-    /// transaction of at most [`ROLLBACK_BATCH`] operations at a time, then drops their
-    /// range from the execution. Deleting what is gone already is harmless, so an
-    /// interrupted cleanup is finished by the execution's next rollback; until then the
-    /// range keeps them hidden. Failures are logged: the rollback itself has happened.
+    /// Deletes `checkpoints` with their states, keys and writes, in transactions of at
+    /// most [`ROLLBACK_BATCH`] operations.
+    async fn delete_checkpoints(&self, tenant: &TenantId, checkpoints: &[StoredCheckpoint]) -> Result<(), Error> {
+        let mut batch = Transaction::new();
+        let mut size = 0;
+        for stored in checkpoints {
+            if size + stored.deletion_size() > ROLLBACK_BATCH && size > 0 {
+                std::mem::take(&mut batch).commit(self.executions.client()).await?;
+                size = 0;
+            }
+            self.checkpoints.stage_delete(&mut batch, tenant, stored)?;
+            size += stored.deletion_size();
+        }
+        if size > 0 {
+            batch.commit(self.executions.client()).await?;
+        }
+        Ok(())
+    }
+
+    /// Deletes the checkpoints a committed rollback discarded and read (hidden meanwhile;
+    /// at most [`PURGE_CHECKPOINTS`], so the request's cost stays bounded), and drops
+    /// their range from the execution when they were `all` of them. What a larger
+    /// rollback leaves, hidden, the janitor deletes ([`Self::finish_discards`]), as it
+    /// does after a failure here (logged: the rollback itself has happened). Deleting
+    /// what is gone already is harmless.
     async fn finish_discard(
         &self,
         tenant: &TenantId,
         id: &ExecutionId,
         range: Discarded,
         checkpoints: &[StoredCheckpoint],
+        all: bool,
     ) {
-        let mut batch = Transaction::new();
-        let mut size = 0;
-        for stored in checkpoints {
-            if size + stored.deletion_size() > ROLLBACK_BATCH {
-                if let Err(error) = std::mem::take(&mut batch).commit(self.executions.client()).await {
-                    tracing::warn!(execution = %id, error = %error, "discarded checkpoints left hidden");
-                    return;
-                }
-                size = 0;
-            }
-            if let Err(error) = self.checkpoints.stage_delete(&mut batch, tenant, stored) {
-                tracing::warn!(execution = %id, error = %error, "discarded checkpoints left hidden");
-                return;
-            }
-            size += stored.deletion_size();
-        }
-        if let Err(error) = batch.commit(self.executions.client()).await {
+        if let Err(error) = self.delete_checkpoints(tenant, checkpoints).await {
             tracing::warn!(execution = %id, error = %error, "discarded checkpoints left hidden");
             return;
         }
-        let dropped = retry_races(|| async move {
+        if !all {
+            return;
+        }
+        if let Err(error) = self.drop_range(tenant, id, range).await {
+            tracing::warn!(execution = %id, error = %error, "a deleted rollback range left in place");
+        }
+    }
+
+    /// Drops `range` from the discarded ranges of execution `id`: its checkpoints are
+    /// deleted.
+    async fn drop_range(&self, tenant: &TenantId, id: &ExecutionId, range: Discarded) -> Result<(), Error> {
+        retry_races(|| async move {
             let Some(current) = self.executions.get(tenant, id).await? else { return Ok(Attempt::Done(())) };
             if !current.discarded.contains(&range) {
                 return Ok(Attempt::Done(()));
@@ -517,11 +546,26 @@ impl Runs {
                 Err(e) => Ok(Attempt::raced_on(e, &[Part::Execution])?),
             }
         })
-        .await;
-        if let Err(error) = dropped {
-            let error: Error = error;
-            tracing::warn!(execution = %id, error = %error, "a deleted rollback range left in place");
+        .await
+    }
+
+    /// One round of the cleanup that rollbacks of execution `id` left (its discarded
+    /// ranges): deletes at most [`PURGE_CHECKPOINTS`] checkpoints of its first range and
+    /// drops the range once none is left. [`Deleted::More`] while ranges remain;
+    /// [`Deleted::Done`] when none does (or the execution is gone). For the janitor.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub async fn finish_discards(&self, tenant: &TenantId, id: &ExecutionId) -> Result<Deleted, Error> {
+        let Some(current) = self.executions.get(tenant, id).await? else { return Ok(Deleted::Done) };
+        let Some(&range) = current.discarded.first() else { return Ok(Deleted::Done) };
+        let left = self.checkpoints.in_range(tenant, id, range, PURGE_CHECKPOINTS).await?;
+        self.delete_checkpoints(tenant, &left).await?;
+        if left.len() == PURGE_CHECKPOINTS {
+            return Ok(Deleted::More);
         }
+        self.drop_range(tenant, id, range).await?;
+        Ok(if current.discarded.len() == 1 { Deleted::Done } else { Deleted::More })
     }
 
     async fn open_failures(&self, tenant: &TenantId, execution: &Execution) -> Result<Vec<Failure>, Error> {
@@ -753,19 +797,7 @@ impl Runs {
             return Err(Error::not_found("execution", id.as_str()));
         }
         let left = self.checkpoints.later_than(tenant, id, 0, PURGE_CHECKPOINTS).await?;
-        let mut batch = Transaction::new();
-        let mut size = 0;
-        for stored in &left {
-            if size + stored.deletion_size() > ROLLBACK_BATCH && size > 0 {
-                std::mem::take(&mut batch).commit(self.executions.client()).await?;
-                size = 0;
-            }
-            self.checkpoints.stage_delete(&mut batch, tenant, stored)?;
-            size += stored.deletion_size();
-        }
-        if size > 0 {
-            batch.commit(self.executions.client()).await?;
-        }
+        self.delete_checkpoints(tenant, &left).await?;
         if left.len() == PURGE_CHECKPOINTS {
             return Ok(Deleted::More);
         }
@@ -781,12 +813,14 @@ impl Runs {
         Ok(Deleted::Done)
     }
 
-    /// Finishes deletions their clients left unfinished: every execution deletion whose
-    /// purge marker is older than [`ABANDONED_AFTER`] at `clock`'s now (a client still
-    /// sending DELETE finishes well within that), oldest first, each with further
-    /// [`Self::delete`] rounds of [`PURGE_CHECKPOINTS`] until it is done, while
-    /// `go_on()` says there is time for another round. What the scheduled janitor
-    /// function runs; each deletion acts in its own tenant's partition only.
+    /// Finishes unfinished deletions: every execution deletion whose purge marker is
+    /// older than [`ABANDONED_AFTER`] at `clock`'s now (a client still sending DELETE
+    /// finishes well within that), and the cleanup of every execution whose rollbacks
+    /// left discarded checkpoints and that was last written before then, oldest first,
+    /// each with rounds of [`PURGE_CHECKPOINTS`] ([`Self::delete`],
+    /// [`Self::finish_discards`]) until it is done, while `go_on()` says there is time for
+    /// another round. What the scheduled janitor function runs; each acts in its own
+    /// tenant's partition only.
     ///
     /// # Errors
     /// The list's storage error; a deletion that fails is counted in
@@ -795,14 +829,19 @@ impl Runs {
         let before = clock.now() - ABANDONED_AFTER;
         let mut done = Janitored::default();
         for deletion in self.executions.unfinished_deletions(before, JANITOR_LIST).await? {
-            let UnfinishedDeletion { tenant, execution } = &deletion;
+            let UnfinishedDeletion { tenant, execution, deleted } = &deletion;
             loop {
                 if !go_on() {
                     done.stopped = true;
                     return Ok(done);
                 }
                 done.rounds += 1;
-                match self.delete(tenant, execution, clock).await {
+                let round = if *deleted {
+                    self.delete(tenant, execution, clock).await
+                } else {
+                    self.finish_discards(tenant, execution).await
+                };
+                match round {
                     Ok(Deleted::More) => {}
                     Ok(Deleted::Done) => {
                         done.finished += 1;

@@ -111,6 +111,12 @@ struct ExecutionRecord {
     tenant_status: String,
     tenant_workflow: String,
     tenant_workflow_status: String,
+    /// While `discarded` is not empty: the execution is in the janitor's index
+    /// ([`BY_PURGE`]), since it was last written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    purge_shard: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    purge_since: Option<String>,
 }
 
 /// A [`Discarded`] range as stored.
@@ -193,6 +199,8 @@ impl ExecutionRecord {
             tenant_status: format!("{t}#{}", e.status.wire()),
             tenant_workflow: format!("{t}#{}", e.workflow_id),
             tenant_workflow_status: format!("{t}#{}#{}", e.workflow_id, e.status.wire()),
+            purge_shard: (!e.discarded.is_empty()).then(|| purge_shard(&e.id)),
+            purge_since: (!e.discarded.is_empty()).then(|| shared::time::format(e.updated_at)),
         };
         (record, blobs)
     }
@@ -286,14 +294,17 @@ fn purge_shard(id: &ExecutionId) -> String {
     format!("purge#{}", id.as_str().chars().last().unwrap_or('0'))
 }
 
-/// A deletion a client started and has not finished: the execution is gone, some of
-/// its checkpoints are not (`DELETE /executions/{id}` answered 202).
+/// Checkpoints being deleted and not all gone yet: of an execution a client deleted
+/// (`DELETE /executions/{id}` answered 202), or that a rollback discarded and deleted
+/// only in part (the execution's `discarded` ranges).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnfinishedDeletion {
-    /// Whose execution it was.
+    /// Whose execution it is (or was).
     pub tenant: TenantId,
-    /// The deleted execution.
+    /// The execution.
     pub execution: ExecutionId,
+    /// Whether the execution itself is deleted (its purge marker), not rolled back.
+    pub deleted: bool,
 }
 
 /// The id of the tenant's item that lists, per execution, the checkpoints hidden from
@@ -499,8 +510,8 @@ impl ExecutionStore {
     /// Mirrors, into the hidden item of `tenant` (of every tenant: `None`), the
     /// `discarded` ranges and purge markers of executions written before that item
     /// existed (an upgrade's one-off step, `cairn-admin migrate hidden-checkpoints`),
-    /// and puts purge markers written before the janitor's index into it, as if put at
-    /// `now`.
+    /// and puts purge markers and executions with discarded ranges written before the
+    /// janitor's index into it, as of `now`.
     /// Safe while the service runs and to run again: it never replaces an entry, and an
     /// entry it adds late hides only checkpoints already deleted (a range's sequences
     /// are never given again; a deleted execution's id never comes back). Returns the
@@ -555,10 +566,11 @@ impl ExecutionStore {
                 if ranges.is_empty() {
                     continue;
                 }
-                if let Some(marked) = text("id").strip_prefix("purge#").and_then(ExecutionId::parse)
-                    && !item.contains_key("purge_since")
-                {
-                    self.index_marker(&tenant, &marked, now).await?;
+                if !item.contains_key("purge_since") {
+                    let raw = text("id");
+                    let indexed = ExecutionId::parse(raw.strip_prefix("purge#").unwrap_or(&raw))
+                        .ok_or_else(|| StoreError::Corrupt(format!("{raw} has discarded ranges")))?;
+                    self.index(&tenant, &raw, &indexed, now).await?;
                 }
                 self.client
                     .update_item()
@@ -580,16 +592,16 @@ impl ExecutionStore {
         }
     }
 
-    /// Puts a purge marker written before the janitor's index existed into that index,
-    /// as put at `now` (so the janitor takes it [`crate::runs::ABANDONED_AFTER`] later);
-    /// nothing if the marker is gone.
-    async fn index_marker(&self, tenant: &str, id: &ExecutionId, now: DateTime<Utc>) -> Result<(), StoreError> {
+    /// Puts item `item` (a purge marker, or an execution with discarded ranges) written
+    /// before the janitor's index existed into that index, as of `now` (so the janitor
+    /// takes it [`crate::runs::ABANDONED_AFTER`] later); nothing if the item is gone.
+    async fn index(&self, tenant: &str, item: &str, id: &ExecutionId, now: DateTime<Utc>) -> Result<(), StoreError> {
         let result = self
             .client
             .update_item()
             .table_name(self.tables.name(Table::Executions))
             .key("tenant_id", s(tenant))
-            .key("id", s(purge_marker(id)))
+            .key("id", s(item))
             .update_expression("SET purge_shard = :shard, purge_since = if_not_exists(purge_since, :now)")
             .condition_expression("attribute_exists(id)")
             .expression_attribute_values(":shard", s(purge_shard(id)))
@@ -757,10 +769,11 @@ impl ExecutionStore {
         self.has(Table::Executions, tenant, &purge_marker(id)).await
     }
 
-    /// The deletions of every tenant whose purge marker was put before `before`, oldest
-    /// first, at most `limit`: what the janitor finishes. The index is eventually
-    /// consistent, so a deletion finished a moment ago may still be listed (finishing it
-    /// again finds nothing to do).
+    /// The unfinished deletions of every tenant in the janitor's index since before
+    /// `before` (a purge marker put, or an execution with discarded ranges last written,
+    /// then), oldest first, at most `limit`. The index is eventually consistent, so a
+    /// deletion finished a moment ago may still be listed (finishing it again finds
+    /// nothing to do).
     ///
     /// # Errors
     /// A query's [`StoreError`], or [`StoreError::Corrupt`] for a marker of no execution.
@@ -789,14 +802,13 @@ impl ExecutionStore {
                     .map_err(classify)?;
                 for item in page.items.unwrap_or_default() {
                     let text = |name: &str| item.get(name).and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
-                    let marker = text("id");
-                    let execution = marker
-                        .strip_prefix("purge#")
-                        .and_then(ExecutionId::parse)
-                        .ok_or_else(|| StoreError::Corrupt(format!("purge marker {marker}")))?;
+                    let indexed = text("id");
+                    let deleted = indexed.starts_with("purge#");
+                    let execution = ExecutionId::parse(indexed.strip_prefix("purge#").unwrap_or(&indexed))
+                        .ok_or_else(|| StoreError::Corrupt(format!("{indexed} in {BY_PURGE}")))?;
                     let tenant = shared::auth::stored::owner(&text("tenant_id"))
-                        .ok_or_else(|| StoreError::Corrupt(format!("purge marker {marker} of no tenant")))?;
-                    found.push((text("purge_since"), UnfinishedDeletion { tenant, execution }));
+                        .ok_or_else(|| StoreError::Corrupt(format!("{indexed} in {BY_PURGE} of no tenant")))?;
+                    found.push((text("purge_since"), UnfinishedDeletion { tenant, execution, deleted }));
                     taken += 1;
                 }
                 start = page.last_evaluated_key;
