@@ -1,6 +1,6 @@
 //! `cairn-admin`: the dashboard's stand-in for operators and the local stack.
 //!
-//! Talks to DynamoDB through the SDK's standard configuration (`AWS_REGION`,
+//! Talks to DynamoDB through the SDK's full default configuration chain (`AWS_REGION`,
 //! credentials, `AWS_ENDPOINT_URL_DYNAMODB` for DynamoDB Local) and `TABLE_PREFIX`.
 
 use std::path::PathBuf;
@@ -141,7 +141,7 @@ fn now() -> String {
 
 async fn run(cli: Cli) -> Result<()> {
     let config = Config::from_env()?;
-    let client = shared::dynamo::client().await;
+    let client = shared::dynamo::client_with_default_chain().await;
     let tables = &config.tables;
     match cli.command {
         Command::Tenant { command: TenantCommand::Create { name } } => {

@@ -8,7 +8,8 @@
 //! | `RATE_LIMIT_PER_MINUTE` | requests per tenant and minute (0: off), see `rate_limit` | 1200 |
 //! | `STRIPE_WEBHOOK_SECRET` | the signing secret of the Stripe webhook endpoint | unset: webhooks are 503 |
 //!
-//! Region and credentials come from the SDK's standard chain (`AWS_REGION`, …).
+//! Region and credentials come from the environment (`AWS_REGION`, `AWS_ACCESS_KEY_ID`,
+//! …, as Lambda sets them): see `dynamo::config`.
 
 use crate::dynamo::Tables;
 

@@ -8,10 +8,10 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use aws_config::BehaviorVersion;
-use aws_config::retry::RetryConfig;
-use aws_config::timeout::TimeoutConfig;
 use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::config::BehaviorVersion;
+use aws_sdk_dynamodb::config::retry::RetryConfig;
+use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::operation::transact_get_items::TransactGetItemsError;
@@ -126,43 +126,63 @@ const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(2);
 /// Time to connect.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// Builds the DynamoDB client from the SDK's standard configuration chain: region,
-/// credentials and `AWS_ENDPOINT_URL_DYNAMODB` (DynamoDB Local) all come from the
-/// environment. Timeouts and retries are bounded so a failing dependency gives a
-/// 503, never a hang. Every call's consumed capacity is added to the serving request's
-/// total ([`crate::metering`]).
+/// Builds a function's DynamoDB client from [`config`]. Every call's consumed capacity
+/// is added to the serving request's total ([`crate::metering`]).
 pub async fn client() -> Client {
-    let config = aws_sdk_dynamodb::config::Builder::from(&sdk_config().await)
-        .interceptor(crate::metering::CapacityMeter)
-        .build();
-    Client::from_conf(config)
+    Client::from_conf(config().interceptor(crate::metering::CapacityMeter).build())
 }
 
-/// The SDK configuration [`client`] is built from, for callers that add to it (tests
-/// point it at a DynamoDB Local of their own).
+/// A function's DynamoDB client configuration, read from the environment alone, as
+/// Lambda gives it: the region (`AWS_REGION`), the instance's credentials
+/// (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`) and, for DynamoDB
+/// Local, `AWS_ENDPOINT_URL_DYNAMODB` (or `AWS_ENDPOINT_URL`). Timeouts and retries are
+/// bounded so a failing dependency gives a 503, never a hang. For tests that add to it.
 ///
-/// Under Lambda the credentials and the region are environment variables. When they are
-/// set, only the environment is read: the default chains would also look for profile
-/// files, SSO, web identity and instance metadata, which costs cold-start time
-/// (`make bench`, cold starts).
-pub async fn sdk_config() -> aws_config::SdkConfig {
-    let mut loader = aws_config::defaults(BehaviorVersion::latest())
-        .timeout_config(
-            TimeoutConfig::builder()
-                .operation_timeout(OPERATION_TIMEOUT)
-                .operation_attempt_timeout(ATTEMPT_TIMEOUT)
-                .connect_timeout(CONNECT_TIMEOUT)
-                .build(),
-        )
+/// It does not use `aws-config`'s default chains (profile files, SSO, web identity, STS,
+/// instance metadata): a function never needs them, and linking them cost each
+/// bootstrap about 0.4 MB (README, "Deploying"). `cairn-admin`, which runs on an
+/// operator's machine, does: [`client_with_default_chain`].
+#[must_use]
+pub fn config() -> aws_sdk_dynamodb::config::Builder {
+    use aws_sdk_dynamodb::config::{Credentials, Region};
+    let env = |name: &str| std::env::var(name).ok().filter(|value| !value.is_empty());
+    let mut builder = aws_sdk_dynamodb::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .timeout_config(timeouts())
         .retry_config(RetryConfig::standard().with_max_attempts(3))
         .http_client(https_client());
-    if std::env::var_os("AWS_ACCESS_KEY_ID").is_some() && std::env::var_os("AWS_SECRET_ACCESS_KEY").is_some() {
-        loader = loader.credentials_provider(aws_config::environment::EnvironmentVariableCredentialsProvider::new());
+    if let Some(region) = env("AWS_REGION").or_else(|| env("AWS_DEFAULT_REGION")) {
+        builder = builder.region(Region::new(region));
     }
-    if let Some(region) = std::env::var("AWS_REGION").ok().filter(|r| !r.is_empty()) {
-        loader = loader.region(aws_config::Region::new(region));
+    if let (Some(id), Some(secret)) = (env("AWS_ACCESS_KEY_ID"), env("AWS_SECRET_ACCESS_KEY")) {
+        builder =
+            builder.credentials_provider(Credentials::new(id, secret, env("AWS_SESSION_TOKEN"), None, "environment"));
     }
-    loader.load().await
+    if let Some(endpoint) = env("AWS_ENDPOINT_URL_DYNAMODB").or_else(|| env("AWS_ENDPOINT_URL")) {
+        builder = builder.endpoint_url(endpoint);
+    }
+    builder
+}
+
+/// A DynamoDB client from the SDK's full default chains (profiles, SSO, web identity,
+/// instance metadata, as well as the environment), with the timeouts and retries of
+/// [`config`]: for `cairn-admin` on an operator's machine.
+pub async fn client_with_default_chain() -> Client {
+    let sdk = aws_config::defaults(BehaviorVersion::latest())
+        .timeout_config(timeouts())
+        .retry_config(RetryConfig::standard().with_max_attempts(3))
+        .http_client(https_client())
+        .load()
+        .await;
+    Client::from_conf(aws_sdk_dynamodb::config::Builder::from(&sdk).interceptor(crate::metering::CapacityMeter).build())
+}
+
+fn timeouts() -> TimeoutConfig {
+    TimeoutConfig::builder()
+        .operation_timeout(OPERATION_TIMEOUT)
+        .operation_attempt_timeout(ATTEMPT_TIMEOUT)
+        .connect_timeout(CONNECT_TIMEOUT)
+        .build()
 }
 
 /// The SDK's HTTPS client (hyper and rustls, the SDK's default) with ring as rustls's

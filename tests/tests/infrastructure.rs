@@ -121,6 +121,37 @@ fn only_authentication_and_the_admin_tool_make_a_tenant_id() {
     assert!(offenders.is_empty(), "function and domain code must not forge a TenantId: {offenders:?}");
 }
 
+/// A function builds its DynamoDB client from the environment alone
+/// (`shared::dynamo::client`); the SDK's default chains, about 0.34 MB of every zipped
+/// bootstrap, are for `cairn-admin` only (README, "Deploying").
+#[test]
+fn functions_do_not_link_the_sdks_default_credential_chains() {
+    let mut offenders = Vec::new();
+    let mut stack = vec![root().join("functions"), root().join("domain")];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).expect("dir") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).expect("source");
+                if text.contains("client_with_default_chain") || text.contains("aws_config") {
+                    offenders.push(path.display().to_string());
+                }
+            }
+        }
+    }
+    assert!(offenders.is_empty(), "function and domain code must build clients with shared::dynamo: {offenders:?}");
+    for entry in std::fs::read_dir(root().join("functions")).expect("functions") {
+        let name = entry.expect("entry").file_name().to_string_lossy().into_owned();
+        assert!(
+            !dependencies(&format!("functions/{name}")).contains("aws-config"),
+            "functions/{name} names aws-config"
+        );
+    }
+    assert!(!dependencies("domain").contains("aws-config"), "domain names aws-config");
+}
+
 /// The normal dependencies a crate's manifest names.
 fn dependencies(crate_dir: &str) -> BTreeSet<String> {
     let manifest: toml::Table = toml::from_str(&read(&format!("{crate_dir}/Cargo.toml"))).expect("manifest");
