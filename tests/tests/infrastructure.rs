@@ -96,9 +96,9 @@ fn every_function_in_the_template_is_an_arm64_cargo_lambda_build_of_a_workspace_
     }
 }
 
-#[test]
-fn only_authentication_and_the_admin_tool_make_a_tenant_id() {
-    let mut offenders = Vec::new();
+/// Every Rust source file of the function and domain crates, with its text.
+fn function_and_domain_sources() -> Vec<(PathBuf, String)> {
+    let mut sources = Vec::new();
     let mut stack = vec![root().join("functions"), root().join("domain")];
     while let Some(dir) = stack.pop() {
         for entry in std::fs::read_dir(&dir).expect("dir") {
@@ -107,17 +107,26 @@ fn only_authentication_and_the_admin_tool_make_a_tenant_id() {
                 stack.push(path);
             } else if path.extension().is_some_and(|e| e == "rs") {
                 let text = std::fs::read_to_string(&path).expect("source");
-                if text.contains("trusted::") || text.contains("auth::trusted") {
-                    offenders.push(path.display().to_string());
-                }
-                // The owner of a stored record: only where the janitor's list of
-                // unfinished deletions is read, from each marker's own partition.
-                if text.contains("stored::owner") && !path.ends_with("domain/src/runs/store.rs") {
-                    offenders.push(path.display().to_string());
-                }
+                sources.push((path, text));
             }
         }
     }
+    sources
+}
+
+#[test]
+fn only_authentication_and_the_admin_tool_make_a_tenant_id() {
+    let offenders: Vec<String> = function_and_domain_sources()
+        .into_iter()
+        .filter(|(path, text)| {
+            text.contains("trusted::")
+                || text.contains("auth::trusted")
+                // The owner of a stored record: only where the janitor's list of
+                // unfinished deletions is read, from each marker's own partition.
+                || (text.contains("stored::owner") && !path.ends_with("domain/src/runs/store.rs"))
+        })
+        .map(|(path, _)| path.display().to_string())
+        .collect();
     assert!(offenders.is_empty(), "function and domain code must not forge a TenantId: {offenders:?}");
 }
 
@@ -126,21 +135,11 @@ fn only_authentication_and_the_admin_tool_make_a_tenant_id() {
 /// bootstrap, are for `cairn-admin` only (README, "Deploying").
 #[test]
 fn functions_do_not_link_the_sdks_default_credential_chains() {
-    let mut offenders = Vec::new();
-    let mut stack = vec![root().join("functions"), root().join("domain")];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).expect("dir") {
-            let path = entry.expect("entry").path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                let text = std::fs::read_to_string(&path).expect("source");
-                if text.contains("client_with_default_chain") || text.contains("aws_config") {
-                    offenders.push(path.display().to_string());
-                }
-            }
-        }
-    }
+    let offenders: Vec<String> = function_and_domain_sources()
+        .into_iter()
+        .filter(|(_, text)| text.contains("client_with_default_chain") || text.contains("aws_config"))
+        .map(|(path, _)| path.display().to_string())
+        .collect();
     assert!(offenders.is_empty(), "function and domain code must build clients with shared::dynamo: {offenders:?}");
     for entry in std::fs::read_dir(root().join("functions")).expect("functions") {
         let name = entry.expect("entry").file_name().to_string_lossy().into_owned();
