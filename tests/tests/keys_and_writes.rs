@@ -429,7 +429,11 @@ async fn the_janitor_finishes_what_deletions_and_rollbacks_left() {
     let clock = shared::time::ManualClock::new(shared::time::parse("2001-02-03T04:05:06Z").expect("time"));
     let api = Api::new(api_tests::Transport::in_process_with_clock(&env, std::sync::Arc::new(clock.clone())));
     let t = env.tenant().await;
-    let (deleted, rolled) = (start(&api, &t.key).await, start(&api, &t.key).await);
+    let deleted = start(&api, &t.key).await;
+    // An input stored in parts, read with the execution when its range is dropped.
+    let wf = workflow(&api, &t.key).await;
+    let input = json!({"workflow_id": wf, "input": {"noise": api_tests::noise(7, 150_000)}});
+    let rolled = id(&api.post(&t.key, "/executions", &input).await.expect(201).body);
     let (mut of_deleted, mut of_rolled) = (Vec::new(), Vec::new());
     for i in 0..PURGE_CHECKPOINTS + 5 {
         of_deleted.push(id(&checkpoint(&api, &t.key, &deleted, json!({"key": format!("k{i}")})).await));
@@ -441,8 +445,9 @@ async fn the_janitor_finishes_what_deletions_and_rollbacks_left() {
     let rollback = json!({"checkpoint_id": of_rolled[0]});
     let back = api.post(&t.key, &format!("/executions/{rolled}/rollback"), &rollback).await;
     assert_eq!(back.expect(200).body["discarded_checkpoints"], PURGE_CHECKPOINTS + 5);
-    // Both delete the highest sequences first: their lowest are left.
-    let left = [(&t.id, &of_deleted[0]), (&t.id, &of_rolled[1])];
+    // A deletion takes the highest sequences first, a rollback's cleanup the lowest (those
+    // just above its target): the deletion's lowest and the rollback's highest are left.
+    let left = [(&t.id, &of_deleted[0]), (&t.id, &of_rolled[PURGE_CHECKPOINTS + 5])];
     let stored = || async {
         let mut found = Vec::new();
         for (tenant, checkpoint) in left {
@@ -459,7 +464,11 @@ async fn the_janitor_finishes_what_deletions_and_rollbacks_left() {
     };
     assert_eq!(stored().await, [true, true], "left by their requests");
     assert_eq!(hidden().await, (true, true));
-    api.get(&t.key, &format!("/checkpoints/{}", of_rolled[1])).await.expect_problem(404, "not_found");
+    let hidden_one = &of_rolled[PURGE_CHECKPOINTS + 5];
+    api.get(&t.key, &format!("/checkpoints/{hidden_one}")).await.expect_problem(404, "not_found");
+    let just_above = [("tenant_id", t.id.as_str()), ("entry", of_rolled[1].as_str())];
+    let gone = get_item(&env.client, env.tables.name(Table::Checkpoints), &just_above).await.expect("read");
+    assert!(gone.is_none(), "the rollback deleted the checkpoints just above its target first");
     assert_eq!(api.get(&t.key, &format!("/checkpoints?execution_id={rolled}")).await.body["total"], 1);
 
     let runs = Runs::new(env.client.clone(), env.tables.clone(), 1);

@@ -773,11 +773,11 @@ impl CheckpointStore {
         sequence: u64,
         limit: usize,
     ) -> Result<Vec<StoredCheckpoint>, StoreError> {
-        self.in_range(tenant, execution, Discarded { after: sequence, through: LAST_SEQUENCE }, limit).await
+        self.in_range(tenant, execution, Discarded { after: sequence, through: LAST_SEQUENCE }, limit, false).await
     }
 
-    /// Checkpoints of the execution in `range`, highest first, at most `limit`, with what
-    /// their deletion needs.
+    /// Checkpoints of the execution in `range`, lowest first when `lowest_first` (else
+    /// highest first), at most `limit`, with what their deletion needs.
     ///
     /// # Errors
     /// The reads' [`StoreError`]s.
@@ -787,8 +787,10 @@ impl CheckpointStore {
         execution: &ExecutionId,
         range: Discarded,
         limit: usize,
+        lowest_first: bool,
     ) -> Result<Vec<StoredCheckpoint>, StoreError> {
-        let query = self.execution_range(tenant, execution, range.after + 1, range.through).scan_index_forward(false);
+        let query =
+            self.execution_range(tenant, execution, range.after + 1, range.through).scan_index_forward(lowest_first);
         let items = query_window(query, "entry", 0, limit).await?;
         let stored = items
             .into_iter()

@@ -358,11 +358,13 @@ impl Runs {
                 // otherwise the rollback commits its decision alone, a hidden range, and
                 // the checkpoints are deleted after it (see `finish_discard`): either way
                 // a client sees the rollback whole or not at all.
-                // The request reads at most PURGE_CHECKPOINTS of them (highest first), so
-                // its memory and time stay bounded; beyond that, the visible ones are
-                // counted without being read.
+                // The request reads at most PURGE_CHECKPOINTS of them, so its memory and
+                // time stay bounded; beyond that, the visible ones are counted without
+                // being read. Lowest first: the ones just above the target go first, and
+                // with them the keys a client that runs its steps again reuses first.
                 let after = target.checkpoint.sequence;
-                let later = self.checkpoints.later_than(tenant, id, after, PURGE_CHECKPOINTS).await?;
+                let range = Discarded { after, through: LAST_SEQUENCE };
+                let later = self.checkpoints.in_range(tenant, id, range, PURGE_CHECKPOINTS, true).await?;
                 let all = later.len() < PURGE_CHECKPOINTS;
                 let visible = if all {
                     later.iter().filter(|c| !current.is_discarded(c.checkpoint.sequence)).count() as u64
@@ -559,7 +561,7 @@ impl Runs {
     pub async fn finish_discards(&self, tenant: &TenantId, id: &ExecutionId) -> Result<Deleted, Error> {
         let Some(current) = self.executions.get(tenant, id).await? else { return Ok(Deleted::Done) };
         let Some(&range) = current.discarded.first() else { return Ok(Deleted::Done) };
-        let left = self.checkpoints.in_range(tenant, id, range, PURGE_CHECKPOINTS).await?;
+        let left = self.checkpoints.in_range(tenant, id, range, PURGE_CHECKPOINTS, true).await?;
         self.delete_checkpoints(tenant, &left).await?;
         if left.len() == PURGE_CHECKPOINTS {
             return Ok(Deleted::More);
@@ -816,7 +818,7 @@ impl Runs {
     /// Finishes unfinished deletions: every execution deletion whose purge marker is
     /// older than [`ABANDONED_AFTER`] at `clock`'s now (a client still sending DELETE
     /// finishes well within that), and the cleanup of every execution whose rollbacks
-    /// left discarded checkpoints and that was last written before then, oldest first,
+    /// left discarded checkpoints and that was created before then, oldest first,
     /// each with rounds of [`PURGE_CHECKPOINTS`] ([`Self::delete`],
     /// [`Self::finish_discards`]) until it is done, while `go_on()` says there is time for
     /// another round. What the scheduled janitor function runs; each acts in its own

@@ -112,7 +112,7 @@ struct ExecutionRecord {
     tenant_workflow: String,
     tenant_workflow_status: String,
     /// While `discarded` is not empty: the execution is in the janitor's index
-    /// ([`BY_PURGE`]), since it was last written.
+    /// ([`BY_PURGE`]), as of its creation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     purge_shard: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -200,7 +200,9 @@ impl ExecutionRecord {
             tenant_workflow: format!("{t}#{}", e.workflow_id),
             tenant_workflow_status: format!("{t}#{}#{}", e.workflow_id, e.status.wire()),
             purge_shard: (!e.discarded.is_empty()).then(|| purge_shard(&e.id)),
-            purge_since: (!e.discarded.is_empty()).then(|| shared::time::format(e.updated_at)),
+            // The execution's creation, which no write moves: a cleanup is the janitor's
+            // once the execution is ABANDONED_AFTER old, however often it is written.
+            purge_since: (!e.discarded.is_empty()).then(|| shared::time::format(e.created_at)),
         };
         (record, blobs)
     }
@@ -770,13 +772,14 @@ impl ExecutionStore {
     }
 
     /// The unfinished deletions of every tenant in the janitor's index since before
-    /// `before` (a purge marker put, or an execution with discarded ranges last written,
+    /// `before` (a purge marker put, or an execution with discarded ranges created,
     /// then), oldest first, at most `limit`. The index is eventually consistent, so a
     /// deletion finished a moment ago may still be listed (finishing it again finds
     /// nothing to do).
     ///
     /// # Errors
-    /// A query's [`StoreError`], or [`StoreError::Corrupt`] for a marker of no execution.
+    /// A query's [`StoreError`] (an indexed item that names no execution or tenant is
+    /// logged and skipped).
     pub async fn unfinished_deletions(
         &self,
         before: DateTime<Utc>,
@@ -804,10 +807,13 @@ impl ExecutionStore {
                     let text = |name: &str| item.get(name).and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
                     let indexed = text("id");
                     let deleted = indexed.starts_with("purge#");
-                    let execution = ExecutionId::parse(indexed.strip_prefix("purge#").unwrap_or(&indexed))
-                        .ok_or_else(|| StoreError::Corrupt(format!("{indexed} in {BY_PURGE}")))?;
-                    let tenant = shared::auth::stored::owner(&text("tenant_id"))
-                        .ok_or_else(|| StoreError::Corrupt(format!("{indexed} in {BY_PURGE} of no tenant")))?;
+                    let execution = ExecutionId::parse(indexed.strip_prefix("purge#").unwrap_or(&indexed));
+                    let tenant = shared::auth::stored::owner(&text("tenant_id"));
+                    // One item that is not ours must not stop the others' cleanup.
+                    let (Some(execution), Some(tenant)) = (execution, tenant) else {
+                        tracing::warn!(item = %indexed, "janitor: an item of {BY_PURGE} names no execution or tenant");
+                        continue;
+                    };
                     found.push((text("purge_since"), UnfinishedDeletion { tenant, execution, deleted }));
                     taken += 1;
                 }
