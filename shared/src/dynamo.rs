@@ -149,7 +149,7 @@ pub fn config() -> aws_sdk_dynamodb::config::Builder {
     let mut builder = aws_sdk_dynamodb::Config::builder()
         .behavior_version(BehaviorVersion::latest())
         .timeout_config(timeouts())
-        .retry_config(RetryConfig::standard().with_max_attempts(3))
+        .retry_config(retries())
         .http_client(https_client());
     if let Some(region) = env("AWS_REGION").or_else(|| env("AWS_DEFAULT_REGION")) {
         builder = builder.region(Region::new(region));
@@ -170,11 +170,15 @@ pub fn config() -> aws_sdk_dynamodb::config::Builder {
 pub async fn client_with_default_chain() -> Client {
     let sdk = aws_config::defaults(BehaviorVersion::latest())
         .timeout_config(timeouts())
-        .retry_config(RetryConfig::standard().with_max_attempts(3))
+        .retry_config(retries())
         .http_client(https_client())
         .load()
         .await;
     Client::from_conf(aws_sdk_dynamodb::config::Builder::from(&sdk).interceptor(crate::metering::CapacityMeter).build())
+}
+
+fn retries() -> RetryConfig {
+    RetryConfig::standard().with_max_attempts(3)
 }
 
 fn timeouts() -> TimeoutConfig {

@@ -402,3 +402,23 @@ macro_rules! both_paths {
         }
     };
 }
+
+/// The DynamoDB permissions among `accesses` that `function`'s policy in `template.yaml`
+/// does not grant, each as `<action> on <table>` (` (index)` for an index).
+#[must_use]
+pub fn ungranted<'a>(function: &str, accesses: impl IntoIterator<Item = &'a shared::metering::Access>) -> Vec<String> {
+    let grants = infra::template::Template::embedded().expect("template").grants(function).expect("grants");
+    let prefix = required_env("TABLE_PREFIX");
+    let mut missing: Vec<String> = accesses
+        .into_iter()
+        .map(|access| {
+            let table = access.table.strip_prefix(&prefix).expect("a table of this run").to_owned();
+            infra::template::Grant { action: access.action.clone(), table, index: access.index }
+        })
+        .filter(|needed| !grants.contains(needed))
+        .map(|needed| format!("{} on {}{}", needed.action, needed.table, if needed.index { " (index)" } else { "" }))
+        .collect();
+    missing.sort();
+    missing.dedup();
+    missing
+}

@@ -11,7 +11,6 @@ use std::collections::BTreeSet;
 use api_tests::stripe::{local, signed};
 use api_tests::{Api, Transport};
 use http::Method;
-use infra::template::{Grant, Template};
 use serde_json::{Value, json};
 
 fn id(reply: &api_tests::Reply) -> String {
@@ -176,26 +175,13 @@ async fn every_functions_policy_grants_every_dynamodb_call_its_code_makes() {
     let t = env.tenant_with_credits(1_000).await;
     drive_every_route(&api, &t.key, &t.id).await;
 
-    let template = Template::embedded().expect("template");
-    let prefix = std::env::var("TABLE_PREFIX").expect("TABLE_PREFIX is set by make test");
     let noted = recorder.lock().expect("recorder").clone();
     let functions: BTreeSet<&str> = noted.iter().map(|(f, _)| f.as_str()).collect();
     assert_eq!(functions.len(), 6, "the scenario reached every function: {functions:?}");
     let mut missing = Vec::new();
     for function in functions {
-        let grants: BTreeSet<Grant> = template.grants(function).expect("grants").into_iter().collect();
-        for (_, access) in noted.iter().filter(|(f, _)| f == function) {
-            let table = access.table.strip_prefix(&prefix).expect("a table of this run").to_owned();
-            let needed = Grant { action: access.action.clone(), table, index: access.index };
-            if !grants.contains(&needed) {
-                missing.push(format!(
-                    "{function}: {} on {}{}",
-                    needed.action,
-                    needed.table,
-                    if needed.index { " (index)" } else { "" }
-                ));
-            }
-        }
+        let calls = noted.iter().filter(|(f, _)| f == function).map(|(_, access)| access);
+        missing.extend(api_tests::ungranted(function, calls).into_iter().map(|m| format!("{function}: {m}")));
     }
     assert!(missing.is_empty(), "template.yaml's policies lack what the code calls:\n{}", missing.join("\n"));
     let kinds: BTreeSet<&str> = noted.iter().map(|(_, a)| a.action.as_str()).collect();

@@ -497,18 +497,8 @@ async fn the_janitor_finishes_what_deletions_and_rollbacks_left() {
     let again = janitor::sweep(&runs, &clock, deadline).await.expect("sweep");
     assert_eq!(again.finished, 0, "nothing left: {again:?}");
 
-    let grants = infra::template::Template::embedded().expect("template").grants("janitor").expect("grants");
-    let prefix = std::env::var("TABLE_PREFIX").expect("TABLE_PREFIX is set by make test");
     assert!(!calls.is_empty());
-    let missing: std::collections::BTreeSet<String> = calls
-        .into_iter()
-        .map(|call| {
-            let table = call.table.strip_prefix(&prefix).expect("a table of this run").to_owned();
-            infra::template::Grant { action: call.action, table, index: call.index }
-        })
-        .filter(|needed| !grants.contains(needed))
-        .map(|needed| format!("{} on {}{}", needed.action, needed.table, if needed.index { " (index)" } else { "" }))
-        .collect();
+    let missing = api_tests::ungranted("janitor", &calls);
     assert!(missing.is_empty(), "the janitor's policy lacks: {missing:?}");
 }
 

@@ -291,9 +291,14 @@ const BY_PURGE: &str = "by_purge";
 /// last hex digit of the execution's id, which is random) rather than one.
 const PURGE_SHARDS: &[u8; 16] = b"0123456789abcdef";
 
-/// The [`BY_PURGE`] partition of the marker of execution `id`.
+/// The [`BY_PURGE`] partition of the items of execution `id`.
 fn purge_shard(id: &ExecutionId) -> String {
-    format!("purge#{}", id.as_str().chars().last().unwrap_or('0'))
+    shard_key(id.as_str().chars().last().unwrap_or('0'))
+}
+
+/// The [`BY_PURGE`] partition key of shard `digit` (one of [`PURGE_SHARDS`]).
+fn shard_key(digit: char) -> String {
+    format!("purge#{digit}")
 }
 
 /// Checkpoints being deleted and not all gone yet: of an execution a client deleted
@@ -796,7 +801,7 @@ impl ExecutionStore {
                     .table_name(self.tables.name(Table::Executions))
                     .index_name(BY_PURGE)
                     .key_condition_expression("purge_shard = :shard AND purge_since < :before")
-                    .expression_attribute_values(":shard", s(format!("purge#{}", char::from(*shard))))
+                    .expression_attribute_values(":shard", s(shard_key(char::from(*shard))))
                     .expression_attribute_values(":before", s(shared::time::format(before)))
                     .set_exclusive_start_key(start)
                     .limit(i32::try_from(limit.saturating_sub(taken).clamp(1, 1000)).unwrap_or(1000))
