@@ -464,7 +464,7 @@ fn heavy_metadata_map() -> std::collections::BTreeMap<String, String> {
 #[tokio::test]
 async fn the_largest_checkpoint_and_execution_items_fit_dynamodbs_400_kb() {
     use domain::runs::checkpoint::{Checkpoint, CheckpointStore, INLINE_STATE_MAX, PackedState};
-    use domain::runs::model::{Execution, ExecutionError, MAX_ATTEMPTS};
+    use domain::runs::model::{Discarded, Execution, ExecutionError, MAX_ATTEMPTS};
     use shared::dynamo::{MAX_ITEM_BYTES, Transaction};
     use shared::ids::{CheckpointId, ExecutionId, FailureId, WorkflowId};
     let env = api_tests::env().await;
@@ -497,7 +497,8 @@ async fn the_largest_checkpoint_and_execution_items_fit_dynamodbs_400_kb() {
     println!("checkpoint with the largest inline state: {} bytes in 2 items (limit {MAX_ITEM_BYTES} each)", tx.size());
 
     // An execution with inline input and output at their largest, the longest error
-    // message and cancellation reason, full metadata and a failure id per attempt.
+    // message and cancellation reason, full metadata, a failure id per attempt, and
+    // rollback ranges left to the janitor (which put it into its index).
     let (input, _) = largest_under(domain::runs::store::INLINE_VALUE_MAX, 2);
     let (output, _) = largest_under(domain::runs::store::INLINE_VALUE_MAX, 3);
     let mut execution =
@@ -507,6 +508,8 @@ async fn the_largest_checkpoint_and_execution_items_fit_dynamodbs_400_kb() {
     execution.cancel_reason = Some(heavy(1000));
     execution.failure_ids = (0..MAX_ATTEMPTS).map(|_| FailureId::generate()).collect();
     execution.current_checkpoint_id = Some(CheckpointId::generate());
+    execution.discarded =
+        (0..10).map(|i| Discarded { after: i * 1_000_000_000, through: i * 1_000_000_000 + 999_999_999 }).collect();
     let mut tx = Transaction::new();
     domain::runs::store::ExecutionStore::new(env.client, env.tables)
         .stage_create(&mut tx, &tenant, &execution)
