@@ -58,6 +58,9 @@ def sign_in(page: Page, dashboard_url: str, key: str) -> None:
     tid(page, "signin-submit").click()
     expect(page).to_have_url(re.compile(r"#/executions$"))
     expect(tid(page, "signout")).to_be_visible()
+    # Signed in means the first page has loaded too: a test that changes the key's state
+    # next must not race that page's own requests.
+    expect(page.locator("[aria-busy=true]")).to_have_count(0)
 
 
 def test_signin_page_loads_clean(
