@@ -4,22 +4,29 @@ interface by default) and with its state in a file of ours instead of
 /tmp/localstripe.pickle.
 
 localstripe lacks Checkout Sessions, Billing Portal sessions, the
-`customer.subscription.updated` and `invoice.paid` events, and its Stripe.js stand-in
-cannot pay with a card typed into its card Element. The TEST-ONLY ADDITIONS below
-add minimal versions of them. They exist only here, in the local stand-in; Cairn's
+`customer.subscription.updated` and `invoice.paid` events, its Stripe.js stand-in
+cannot pay with a card typed into its card Element, and it sends each webhook once
+where Stripe retries a delivery that failed. The TEST-ONLY ADDITIONS below add minimal
+versions of them. They exist only here, in the local stand-in; Cairn's
 functions call Stripe's real API paths and never these helpers.
 
 Usage: python3 run_localstripe.py PORT STATE_FILE (named so as not to shadow the package)
 Prices: one plan per STRIPE_PRICE_DEVELOPER|PRO|ENTERPRISE found in the environment.
 """
 
+import asyncio
 import builtins
+import hashlib
+import hmac
 import html
+import json
 import logging
 import os
 import socket
 import sys
+import time
 
+import aiohttp
 from aiohttp import web
 
 import localstripe.resources as resources
@@ -27,6 +34,7 @@ from localstripe import server
 from localstripe.errors import UserError
 from localstripe.resources import (Customer, Event, Invoice, PaymentIntent, PaymentMethod,
                                    Plan, Subscription, random_id, store)
+import localstripe.webhooks as webhooks
 from localstripe.webhooks import schedule_webhook
 
 DEFAULT_STATE = "/tmp/localstripe.pickle"
@@ -52,6 +60,56 @@ class Exported:
 
     def _export(self, expand=None):
         return dict(self.data)
+
+
+# Stripe retries a webhook delivery answered with anything but a 2xx, or not answered
+# (with backoff, for days in live mode); localstripe sends each once. The local stack's
+# gateway (cargo lambda watch) now and then answers with a 500 of its own before any
+# function runs (README, "The two commands"), which lost a top-up's credits for good.
+# Here a failed delivery is sent again after 1, 2, 4 and 8 s, each attempt signed at
+# its own time as Stripe signs it; Cairn's webhook applies an event once however often
+# it arrives.
+WEBHOOK_RETRY_DELAYS = (1, 2, 4, 8)
+
+
+async def _deliver(webhook, event_type, payload):
+    logger = logging.getLogger("aiohttp.access")
+    for attempt, delay in enumerate((0, *WEBHOOK_RETRY_DELAYS), start=1):
+        await asyncio.sleep(delay)
+        signed_at = int(time.time())
+        signature = hmac.new(webhook.secret.encode("utf-8"), b"%d.%s" % (signed_at, payload), hashlib.sha256)
+        headers = {
+            "Content-Type": "application/json; charset=utf-8",
+            "Stripe-Signature": f"t={signed_at},v1={signature.hexdigest()}",
+        }
+        try:
+            async with aiohttp.ClientSession() as session:
+                async with session.post(webhook.url, data=payload, headers=headers) as answer:
+                    if 200 <= answer.status < 300:
+                        logger.info('webhook "%s" delivered (attempt %d)', event_type, attempt)
+                        return
+                    logger.info('webhook "%s" answered %d (attempt %d)', event_type, answer.status, attempt)
+        except aiohttp.ClientError as error:
+            logger.info('webhook "%s" failed (attempt %d): %s', event_type, attempt, error)
+    logger.warning('webhook "%s" given up after %d attempts', event_type, len(WEBHOOK_RETRY_DELAYS) + 1)
+
+
+async def _send_webhook(event):
+    """localstripe's own sender (the event's JSON, 1 s later, to every webhook that takes
+    its type), with Stripe's retries."""
+    payload = json.dumps(event._export(), indent=2, sort_keys=True).encode("utf-8")
+    await asyncio.sleep(1)
+    await asyncio.gather(
+        *(
+            _deliver(webhook, event.type, payload)
+            for webhook in list(webhooks._webhooks.values())
+            if webhook.events is None or event.type in webhook.events
+        )
+    )
+
+
+# schedule_webhook (every localstripe module's) looks this name up when it runs.
+webhooks._send_webhook = _send_webhook
 
 
 def base_url(request):

@@ -122,12 +122,17 @@ class Api:
         self.client = httpx.Client(base_url=base_url, headers={"X-API-Key": key}, timeout=30.0)
 
     def call(self, method: str, path: str, *, expect: tuple[int, ...] = (200,), **kwargs: Any) -> Any:
+        # cargo lambda watch rarely answers a request with a 500 of its own (never a
+        # function's problem+json); as the README's harness does, such a GET or POST is
+        # sent again, at most twice. Every POST carries an Idempotency-Key, so a POST sent
+        # again runs at most once.
+        if method == "POST":
+            kwargs["headers"] = {"Idempotency-Key": f"browser-test-{uuid.uuid4()}", **kwargs.get("headers", {})}
         response = None
         for attempt in range(3):
             response = self.client.request(method, path, **kwargs)
-            # cargo lambda watch rarely answers a GET with a 500 of its own (never a
-            # function's problem+json); the README's harness sends such a GET again.
-            if method == "GET" and response.status_code == 500 and "httpstatuses.com" in response.text and attempt < 2:
+            lost = method in ("GET", "POST") and _emulators_own_500(response.status_code, response.content)
+            if lost and attempt < 2:
                 time.sleep(0.5)
                 continue
             break
@@ -309,8 +314,9 @@ def page(browser: Browser, console: Console, dashboard_url: str) -> Iterator[Pag
     context.add_init_script(CSP_RECORDER)
     context.set_default_timeout(20_000)
     # cargo lambda watch rarely answers a request with a 500 of its own (never a
-    # function's problem+json); as the README's harness does, a GET that gets one is sent
-    # again (at most twice) before the page sees it.
+    # function's problem+json); as the README's harness does, a GET or POST that gets one
+    # is sent again (at most twice) before the page sees it, a POST with an
+    # Idempotency-Key added on its first try, so that it runs at most once.
     context.route("**/*", _retry_the_emulators_own_500)
     pg = context.new_page()
     pg.on("console", lambda message: console.messages.append(message))
@@ -322,13 +328,23 @@ def page(browser: Browser, console: Console, dashboard_url: str) -> Iterator[Pag
 EMULATOR_500 = b'{"type":"https://httpstatuses.com/500"'
 
 
+def _emulators_own_500(status: int, body: bytes) -> bool:
+    return status == 500 and body.startswith(EMULATOR_500)
+
+
 def _retry_the_emulators_own_500(route: Any) -> None:
-    response = route.fetch()
+    request = route.request
+    headers = dict(request.headers)
+    # The gateway's 500 is the local API's; POSTs elsewhere (localstripe) go as they are.
+    resend = request.method == "GET" or (request.method == "POST" and "/api/v1/" in request.url)
+    if resend and request.method == "POST" and not any(name.lower() == "idempotency-key" for name in headers):
+        headers["idempotency-key"] = f"browser-test-{uuid.uuid4()}"
+    response = route.fetch(headers=headers)
     for _ in range(2):
-        if route.request.method != "GET" or response.status != 500 or not response.body().startswith(EMULATOR_500):
+        if not resend or not _emulators_own_500(response.status, response.body()):
             break
         time.sleep(0.3)
-        response = route.fetch()
+        response = route.fetch(headers=headers)
     route.fulfill(response=response)
 
 

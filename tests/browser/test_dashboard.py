@@ -130,6 +130,8 @@ def test_dashboard_walkthrough(
     tid(page, "execution-filter-status").select_option("failed")
     tid(page, "execution-filter-submit").click()
     expect(page).to_have_url(re.compile(r"#/executions\?status=failed$"))
+    # One row: not the list before (two rows) nor its loading state (none).
+    expect(tid(page, "execution-row")).to_have_count(1)
     expect(tid(page, "execution-row", id=seeded.failed_id)).to_be_visible()
     expect(tid(page, "execution-row", id=seeded.paused_id)).to_have_count(0)
     page.goto(at(dashboard_url, "/executions"))
@@ -137,9 +139,9 @@ def test_dashboard_walkthrough(
     # ---- one execution: fields, checkpoints, state
     tid(page, "execution-row", id=seeded.paused_id).get_by_role("link", name=seeded.paused_id).click()
     expect(page).to_have_url(re.compile(rf"#/executions/{seeded.paused_id}$"))
+    expect(tid(page, "checkpoint-row")).to_have_count(2)  # the execution's page, not the list's last frame
     expect(tid(page, "execution-status")).to_have_text("paused")
     expect(tid(page, "execution-attempt")).to_have_text("1")
-    expect(tid(page, "checkpoint-row")).to_have_count(2)
     first, second = seeded.checkpoint_ids
     expect(tid(page, "checkpoint-row", id=first)).to_have_attribute("data-sequence", "1")
     expect(tid(page, "checkpoint-row", id=second)).to_have_attribute("data-sequence", "2")
@@ -276,7 +278,7 @@ def test_dashboard_walkthrough(
     type_card("4242424242424242")
     tid(page, "card-pay").click()
     expect(tid(page, "card-paid")).to_contain_text("Paid $5.00")
-    expect(tid(page, "balance")).to_have_text(f"{credits + 500:,}", timeout=15_000)
+    expect(tid(page, "balance")).to_have_text(f"{credits + 500:,}")
     expect(tid(page, "transaction-row").first).to_contain_text("topup")
     screenshot(page, "billing")
 

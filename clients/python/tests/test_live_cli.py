@@ -17,8 +17,13 @@ from .conftest import URL
 pytestmark = pytest.mark.live
 
 
+# The command's process resends the local gateway's own 500s like this one (resending.py).
+SITE = str(Path(__file__).parent / "sitecustomize")
+
+
 def cli(key: str, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "CAIRN_API_KEY": key, "CAIRN_API_URL": URL or "", "XDG_CONFIG_HOME": "/nonexistent"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [SITE, os.environ.get("PYTHONPATH")]))
     return subprocess.run(
         [sys.executable, "-m", "cairn.cli", *args], capture_output=True, text=True, env=env, input=input
     )
