@@ -558,6 +558,43 @@ def test_writes_wait_for_the_put_of_their_checkpoint(fake: FakeCairn, saver: Cai
     assert back.pending_writes == [("task", "x", 1)]
 
 
+def test_writes_wait_while_the_threads_earlier_puts_run(
+    fake: FakeCairn, saver: CairnSaver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """LangGraph stores a thread's checkpoints one after another and sends a checkpoint's
+    writes without waiting: with puts running behind, writes wait past the grace for
+    as long as the thread has a put under way (a slow upload of a large state)."""
+    import threading
+
+    monkeypatch.setattr("cairn.langgraph._PUT_GRACE", 0.05)
+    first = put(saver)
+    later = checkpoint()
+    failed: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            saver.put_writes(config(checkpoint_id=later["id"]), [("x", 1)], "task")
+        except BaseException as error:  # reported by the test
+            failed.append(error)
+
+    with saver._putting_checkpoint("t1", "the-checkpoint-before"):  # an earlier put, under way
+        asked = len(fake.requests)
+        writer = threading.Thread(target=write)
+        writer.start()
+        while len(fake.requests) == asked and writer.is_alive():
+            time.sleep(0.01)  # the writer found its checkpoint unstored and waits
+        time.sleep(0.3)  # six graces
+        assert not failed, failed
+        assert writer.is_alive(), "still waiting"
+        meta: Any = {"source": "loop", "step": 1, "parents": {}}
+        saver.put(config(checkpoint_id=first["configurable"]["checkpoint_id"]), later, meta, {})  # type: ignore[arg-type]
+    writer.join()
+    assert not failed, failed
+    back = saver.get_tuple(config(checkpoint_id=later["id"]))
+    assert back is not None
+    assert back.pending_writes == [("task", "x", 1)]
+
+
 def test_writes_to_a_checkpoint_never_stored_are_not_found(
     fake: FakeCairn, saver: CairnSaver, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -59,9 +59,10 @@ too).
   (``interrupt_before``/``interrupt_after``) write no interrupt: the execution stays
   running.
 - LangGraph sends a step's writes concurrently, without waiting for the ``put`` of
-  their checkpoint: ``put_writes`` waits for that ``put`` when this saver has it under
-  way, and a pause or failure waits for the thread's other writes under way in this
-  saver, then is applied once. A write of the same run that reaches the saver after it
+  their checkpoint: ``put_writes`` waits for that ``put`` while this saver has it, or an
+  earlier ``put`` of the thread, under way (up to 5 minutes; 2 s once none is), and a
+  pause or failure waits for the thread's other writes under way in this saver, then
+  is applied once. A write of the same run that reaches the saver after it
   (a parallel task that was still running) is stored (a replay) and the pause or failure
   applied again (a failure then is recorded twice); errors of tasks cancelled because
   another failed are not stored. A run starts by reading its thread's checkpoint
@@ -147,8 +148,10 @@ _WORKFLOW_ID = re.compile(r"wf_[0-9A-Za-z]+")
 _ERROR_TYPE = re.compile(r"[A-Z][A-Z0-9_]{0,63}")
 _CACHE_SIZE = 10_000
 _STRIPES = 64
-#: How long ``put_writes`` waits for the ``put`` of its checkpoint: one this saver has
-#: not started yet, and one under way.
+#: How long ``put_writes`` waits for the ``put`` of its checkpoint: at most
+#: ``_PUT_WAIT`` in all, and ``_PUT_GRACE`` since the thread last had a ``put`` under way
+#: (LangGraph starts a checkpoint's ``put`` once the one before is stored, so a thread
+#: whose puts run behind its steps has one under way until its writes' checkpoint is in).
 _PUT_GRACE, _PUT_WAIT = 2.0, 300.0
 
 
@@ -639,26 +642,35 @@ class CairnSaver(BaseCheckpointSaver[int]):
         with self._mutex:
             return self._writing.get(thread_id, 0) > 1
 
-    def _put_waits(self, unstored: _Unstored, started: float) -> bool:
-        """Whether to wait more for the ``put`` of the checkpoint ``put_writes`` needs."""
+    def _put_waits(self, unstored: _Unstored, started: float, idle_since: float) -> float | None:
+        """Whether to wait more for the ``put`` of the checkpoint ``put_writes`` needs:
+        None when not, else since when the thread has had no ``put`` under way (now, while
+        one is: any of the thread's, since its puts run one after another)."""
         k = (unstored.thread_id, unstored.key)
-        elapsed = time.monotonic() - started
+        now = time.monotonic()
         with self._mutex:
             if k in self._put:
-                return False
-            if k in self._putting:
-                return elapsed < _PUT_WAIT
-        return elapsed < _PUT_GRACE
+                return None
+            busy = any(thread_id == unstored.thread_id for thread_id, _ in self._putting)
+        if now - started >= _PUT_WAIT:
+            return None
+        if busy:
+            return now
+        return idle_since if now - idle_since < _PUT_GRACE else None
 
     def _await_put(self, unstored: _Unstored) -> None:
         started = time.monotonic()
-        while self._put_waits(unstored, started):
+        idle_since = self._put_waits(unstored, started, started)
+        while idle_since is not None:
             time.sleep(0.01)
+            idle_since = self._put_waits(unstored, started, idle_since)
 
     async def _aawait_put(self, unstored: _Unstored) -> None:
         started = time.monotonic()
-        while self._put_waits(unstored, started):  # noqa: ASYNC110 (the put may run in another thread)
-            await asyncio.sleep(0.01)
+        idle_since = self._put_waits(unstored, started, started)
+        while idle_since is not None:
+            await asyncio.sleep(0.01)  # the put may run in another thread
+            idle_since = self._put_waits(unstored, started, idle_since)
 
     def _lock(self, thread_id: str) -> threading.Lock:
         return self._locks[hash(thread_id) % _STRIPES]
