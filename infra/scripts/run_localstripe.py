@@ -89,7 +89,7 @@ async def _deliver(webhook, event_type, payload):
                         logger.info('webhook "%s" delivered (attempt %d)', event_type, attempt)
                         return
                     logger.info('webhook "%s" answered %d (attempt %d)', event_type, answer.status, attempt)
-        except aiohttp.ClientError as error:
+        except (aiohttp.ClientError, asyncio.TimeoutError) as error:
             logger.info('webhook "%s" failed (attempt %d): %s', event_type, attempt, error)
     logger.warning('webhook "%s" given up after %d attempts', event_type, len(WEBHOOK_RETRY_DELAYS) + 1)
 

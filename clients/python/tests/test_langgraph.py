@@ -558,12 +558,14 @@ def test_writes_wait_for_the_put_of_their_checkpoint(fake: FakeCairn, saver: Cai
     assert back.pending_writes == [("task", "x", 1)]
 
 
-def test_writes_wait_while_the_threads_earlier_puts_run(
-    fake: FakeCairn, saver: CairnSaver, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("sending", ["an earlier put", "an earlier checkpoint's writes"])
+def test_writes_wait_while_the_thread_sends_what_comes_before(
+    fake: FakeCairn, saver: CairnSaver, monkeypatch: pytest.MonkeyPatch, sending: str
 ) -> None:
-    """LangGraph stores a thread's checkpoints one after another and sends a checkpoint's
-    writes without waiting: with puts running behind, writes wait past the grace for
-    as long as the thread has a put under way (a slow upload of a large state)."""
+    """LangGraph stores a thread's checkpoints, and the writes before each, one after
+    another, and sends a checkpoint's writes without waiting: with puts running behind,
+    writes wait past the grace for as long as the thread has a put or a write being sent
+    (a slow upload of a large state)."""
     import threading
 
     monkeypatch.setattr("cairn.langgraph._PUT_GRACE", 0.05)
@@ -577,7 +579,12 @@ def test_writes_wait_while_the_threads_earlier_puts_run(
         except BaseException as error:  # reported by the test
             failed.append(error)
 
-    with saver._putting_checkpoint("t1", "the-checkpoint-before"):  # an earlier put, under way
+    under_way = (
+        saver._putting_checkpoint("t1", "the-checkpoint-before")
+        if sending == "an earlier put"
+        else saver._sending_thread("t1")
+    )
+    with under_way:
         asked = len(fake.requests)
         writer = threading.Thread(target=write)
         writer.start()
@@ -593,6 +600,38 @@ def test_writes_wait_while_the_threads_earlier_puts_run(
     back = saver.get_tuple(config(checkpoint_id=later["id"]))
     assert back is not None
     assert back.pending_writes == [("task", "x", 1)]
+
+
+def test_writes_stop_waiting_when_the_put_of_their_checkpoint_fails(
+    fake: FakeCairn, saver: CairnSaver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    monkeypatch.setattr("cairn.langgraph._PUT_GRACE", 60.0)
+    first = put(saver)
+    later = checkpoint()
+    failed: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            saver.put_writes(config(checkpoint_id=later["id"]), [("x", 1)], "task")
+        except BaseException as error:  # reported by the test
+            failed.append(error)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+
+    def refuse(method: str, path: str) -> None:
+        if (method, path) == ("POST", "/checkpoints"):
+            raise OSError("the upload broke")
+
+    fake.before = refuse
+    meta: Any = {"source": "loop", "step": 1, "parents": {}}
+    with pytest.raises(OSError, match="upload broke"):
+        saver.put(config(checkpoint_id=first["configurable"]["checkpoint_id"]), later, meta, {})  # type: ignore[arg-type]
+    writer.join(timeout=10)
+    assert not writer.is_alive(), "the writes stop waiting, not after the 60 s grace"
+    assert [type(e) for e in failed] == [errors.NotFound], failed
 
 
 def test_writes_to_a_checkpoint_never_stored_are_not_found(

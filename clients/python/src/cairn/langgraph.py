@@ -59,13 +59,13 @@ too).
   (``interrupt_before``/``interrupt_after``) write no interrupt: the execution stays
   running.
 - LangGraph sends a step's writes concurrently, without waiting for the ``put`` of
-  their checkpoint: ``put_writes`` waits for that ``put`` while this saver has it, or an
-  earlier ``put`` of the thread, under way (up to 5 minutes; 2 s once none is), and a
-  pause or failure waits for the thread's other writes under way in this saver, then
-  is applied once. A write of the same run that reaches the saver after it
-  (a parallel task that was still running) is stored (a replay) and the pause or failure
-  applied again (a failure then is recorded twice); errors of tasks cancelled because
-  another failed are not stored. A run starts by reading its thread's checkpoint
+  their checkpoint: ``put_writes`` waits for that ``put`` while this saver sends the
+  thread's checkpoints or writes (up to 5 minutes; 2 s once it sends none; not once
+  that ``put`` failed), and a pause or failure waits for the thread's other writes under
+  way in this saver, then is applied once. A write of the same run that reaches the
+  saver after it (a parallel task that was still running) is stored (a replay) and the
+  pause or failure applied again (a failure then is recorded twice); errors of tasks
+  cancelled because another failed are not stored. A run starts by reading its thread's checkpoint
   (``get_tuple`` of the root namespace): that ends "the same run".
 
 ``delete_thread`` deletes the execution (its checkpoints and writes); ``copy_thread``
@@ -149,9 +149,10 @@ _ERROR_TYPE = re.compile(r"[A-Z][A-Z0-9_]{0,63}")
 _CACHE_SIZE = 10_000
 _STRIPES = 64
 #: How long ``put_writes`` waits for the ``put`` of its checkpoint: at most
-#: ``_PUT_WAIT`` in all, and ``_PUT_GRACE`` since the thread last had a ``put`` under way
-#: (LangGraph starts a checkpoint's ``put`` once the one before is stored, so a thread
-#: whose puts run behind its steps has one under way until its writes' checkpoint is in).
+#: ``_PUT_WAIT`` in all, and ``_PUT_GRACE`` since the thread last had a put or write
+#: being sent (LangGraph starts a checkpoint's ``put`` once the one before and its
+#: writes are stored, so a thread whose puts run behind its steps sends until its
+#: writes' checkpoint is in). Not at all once that ``put`` failed.
 _PUT_GRACE, _PUT_WAIT = 2.0, 300.0
 
 
@@ -485,7 +486,11 @@ class CairnSaver(BaseCheckpointSaver[int]):
         self._mutex = threading.Lock()
         self._putting: dict[tuple[str, str], int] = {}
         self._writing: dict[str, int] = {}
+        #: Per thread: its puts and its writes being sent (not those waiting for a put).
+        self._sending: dict[str, int] = {}
         self._put: OrderedDict[tuple[str, str], None] = OrderedDict()
+        #: Checkpoints whose last put failed (their writes stop waiting at once).
+        self._put_failed: OrderedDict[tuple[str, str], None] = OrderedDict()
         self._locks = [threading.Lock() for _ in range(_STRIPES)]
         self._alocks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, builtins.list[asyncio.Lock]] = (
             weakref.WeakKeyDictionary()
@@ -604,13 +609,15 @@ class CairnSaver(BaseCheckpointSaver[int]):
 
     @contextlib.contextmanager
     def _putting_checkpoint(self, thread_id: str, key: str) -> Iterator[None]:
-        """Marks a ``put`` under way, then done when it stored the checkpoint."""
+        """Marks a ``put`` under way, then done when it stored the checkpoint (or
+        failed, when no other ``put`` of it is under way)."""
         k = (thread_id, key)
         with self._mutex:
             self._putting[k] = self._putting.get(k, 0) + 1
         stored = False
         try:
-            yield
+            with self._sending_thread(thread_id):
+                yield
             stored = True
         finally:
             with self._mutex:
@@ -618,9 +625,28 @@ class CairnSaver(BaseCheckpointSaver[int]):
                 if not self._putting[k]:
                     del self._putting[k]
                 if stored:
+                    self._put_failed.pop(k, None)
                     self._put[k] = None
                     while len(self._put) > _CACHE_SIZE:
                         self._put.popitem(last=False)
+                elif k not in self._putting:
+                    self._put_failed[k] = None
+                    while len(self._put_failed) > _CACHE_SIZE:
+                        self._put_failed.popitem(last=False)
+
+    @contextlib.contextmanager
+    def _sending_thread(self, thread_id: str) -> Iterator[None]:
+        """Counts a put or a write of the thread being sent: LangGraph starts the next
+        checkpoint's ``put`` only after it, so writes waiting for that ``put`` wait on."""
+        with self._mutex:
+            self._sending[thread_id] = self._sending.get(thread_id, 0) + 1
+        try:
+            yield
+        finally:
+            with self._mutex:
+                self._sending[thread_id] -= 1
+                if not self._sending[thread_id]:
+                    del self._sending[thread_id]
 
     @contextlib.contextmanager
     def _writing_thread(self, thread_id: str) -> Iterator[None]:
@@ -644,15 +670,17 @@ class CairnSaver(BaseCheckpointSaver[int]):
 
     def _put_waits(self, unstored: _Unstored, started: float, idle_since: float) -> float | None:
         """Whether to wait more for the ``put`` of the checkpoint ``put_writes`` needs:
-        None when not, else since when the thread has had no ``put`` under way (now, while
-        one is: any of the thread's, since its puts run one after another)."""
+        None when not (it is stored, it failed, or the wait is over), else since when the
+        thread has had nothing being sent (now, while it has: LangGraph stores a thread's
+        checkpoints, and the writes before each, one after another)."""
         k = (unstored.thread_id, unstored.key)
         now = time.monotonic()
         with self._mutex:
             if k in self._put:
                 return None
-            busy = any(thread_id == unstored.thread_id for thread_id, _ in self._putting)
-        if now - started >= _PUT_WAIT:
+            putting, failed = k in self._putting, k in self._put_failed
+            busy = unstored.thread_id in self._sending
+        if now - started >= _PUT_WAIT or (failed and not putting):
             return None
         if busy:
             return now
@@ -1363,12 +1391,12 @@ class CairnSaver(BaseCheckpointSaver[int]):
         thread_id = _thread_of(config)
         with self._writing_thread(thread_id):
             try:
-                with self._lock(thread_id):
+                with self._sending_thread(thread_id), self._lock(thread_id):
                     self._run(self._put_writes_flow(config, writes, task_id, task_path))
             except _Unstored as unstored:
                 self._await_put(unstored)
                 try:
-                    with self._lock(thread_id):
+                    with self._sending_thread(thread_id), self._lock(thread_id):
                         self._run(self._put_writes_flow(config, writes, task_id, task_path))
                 except _Unstored as again:
                     raise again.not_found() from None
@@ -1383,13 +1411,15 @@ class CairnSaver(BaseCheckpointSaver[int]):
         thread_id = _thread_of(config)
         with self._writing_thread(thread_id):
             try:
-                async with self._alock(thread_id):
-                    await self._arun(self._put_writes_flow(config, writes, task_id, task_path))
+                with self._sending_thread(thread_id):
+                    async with self._alock(thread_id):
+                        await self._arun(self._put_writes_flow(config, writes, task_id, task_path))
             except _Unstored as unstored:
                 await self._aawait_put(unstored)
                 try:
-                    async with self._alock(thread_id):
-                        await self._arun(self._put_writes_flow(config, writes, task_id, task_path))
+                    with self._sending_thread(thread_id):
+                        async with self._alock(thread_id):
+                            await self._arun(self._put_writes_flow(config, writes, task_id, task_path))
                 except _Unstored as again:
                     raise again.not_found() from None
 
