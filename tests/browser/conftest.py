@@ -131,7 +131,7 @@ class Api:
         response = None
         for attempt in range(3):
             response = self.client.request(method, path, **kwargs)
-            lost = method in ("GET", "POST") and _emulators_own_500(response.status_code, response.content)
+            lost = method in ("GET", "POST") and emulators_own_500(response.status_code, response.content)
             if lost and attempt < 2:
                 time.sleep(0.5)
                 continue
@@ -328,7 +328,8 @@ def page(browser: Browser, console: Console, dashboard_url: str) -> Iterator[Pag
 EMULATOR_500 = b'{"type":"https://httpstatuses.com/500"'
 
 
-def _emulators_own_500(status: int, body: bytes) -> bool:
+def emulators_own_500(status: int, body: bytes) -> bool:
+    """Whether an answer is the local gateway's own 500 (never a function's problem+json)."""
     return status == 500 and body.startswith(EMULATOR_500)
 
 
@@ -341,7 +342,7 @@ def _retry_the_emulators_own_500(route: Any) -> None:
         headers["idempotency-key"] = f"browser-test-{uuid.uuid4()}"
     response = route.fetch(headers=headers)
     for _ in range(2):
-        if not resend or not _emulators_own_500(response.status, response.body()):
+        if not resend or not emulators_own_500(response.status, response.body()):
             break
         time.sleep(0.3)
         response = route.fetch(headers=headers)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import operator
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -432,7 +433,6 @@ def test_late_writes_of_the_same_run_keep_the_runs_status(fake: FakeCairn, saver
 
 
 def test_a_pause_waits_for_the_writes_of_the_thread_under_way(fake: FakeCairn, saver: CairnSaver) -> None:
-    import threading
 
     stored = put(saver)
     slowed = threading.Event()
@@ -538,7 +538,6 @@ def test_ended_threads_raise_a_typed_error(fake: FakeCairn, saver: CairnSaver) -
 
 
 def test_writes_wait_for_the_put_of_their_checkpoint(fake: FakeCairn, saver: CairnSaver) -> None:
-    import threading
 
     first = put(saver)
     later = checkpoint()
@@ -558,6 +557,24 @@ def test_writes_wait_for_the_put_of_their_checkpoint(fake: FakeCairn, saver: Cai
     assert back.pending_writes == [("task", "x", 1)]
 
 
+Writer = tuple[threading.Thread, list[BaseException]]
+
+
+def write_in_background(saver: CairnSaver, checkpoint_id: str) -> Writer:
+    """``put_writes`` on a checkpoint in a thread of its own, and what it raised."""
+    failed: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            saver.put_writes(config(checkpoint_id=checkpoint_id), [("x", 1)], "task")
+        except BaseException as error:  # reported by the test
+            failed.append(error)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    return writer, failed
+
+
 @pytest.mark.parametrize("sending", ["an earlier put", "an earlier checkpoint's writes"])
 def test_writes_wait_while_the_thread_sends_what_comes_before(
     fake: FakeCairn, saver: CairnSaver, monkeypatch: pytest.MonkeyPatch, sending: str
@@ -566,19 +583,9 @@ def test_writes_wait_while_the_thread_sends_what_comes_before(
     another, and sends a checkpoint's writes without waiting: with puts running behind,
     writes wait past the grace for as long as the thread has a put or a write being sent
     (a slow upload of a large state)."""
-    import threading
-
     monkeypatch.setattr("cairn.langgraph._PUT_GRACE", 0.05)
     first = put(saver)
     later = checkpoint()
-    failed: list[BaseException] = []
-
-    def write() -> None:
-        try:
-            saver.put_writes(config(checkpoint_id=later["id"]), [("x", 1)], "task")
-        except BaseException as error:  # reported by the test
-            failed.append(error)
-
     under_way = (
         saver._putting_checkpoint("t1", "the-checkpoint-before")
         if sending == "an earlier put"
@@ -586,8 +593,7 @@ def test_writes_wait_while_the_thread_sends_what_comes_before(
     )
     with under_way:
         asked = len(fake.requests)
-        writer = threading.Thread(target=write)
-        writer.start()
+        writer, failed = write_in_background(saver, later["id"])
         while len(fake.requests) == asked and writer.is_alive():
             time.sleep(0.01)  # the writer found its checkpoint unstored and waits
         time.sleep(0.3)  # six graces
@@ -605,21 +611,10 @@ def test_writes_wait_while_the_thread_sends_what_comes_before(
 def test_writes_stop_waiting_when_the_put_of_their_checkpoint_fails(
     fake: FakeCairn, saver: CairnSaver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import threading
-
     monkeypatch.setattr("cairn.langgraph._PUT_GRACE", 60.0)
     first = put(saver)
     later = checkpoint()
-    failed: list[BaseException] = []
-
-    def write() -> None:
-        try:
-            saver.put_writes(config(checkpoint_id=later["id"]), [("x", 1)], "task")
-        except BaseException as error:  # reported by the test
-            failed.append(error)
-
-    writer = threading.Thread(target=write)
-    writer.start()
+    writer, failed = write_in_background(saver, later["id"])
 
     def refuse(method: str, path: str) -> None:
         if (method, path) == ("POST", "/checkpoints"):

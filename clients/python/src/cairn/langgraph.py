@@ -635,31 +635,26 @@ class CairnSaver(BaseCheckpointSaver[int]):
                         self._put_failed.popitem(last=False)
 
     @contextlib.contextmanager
-    def _sending_thread(self, thread_id: str) -> Iterator[None]:
+    def _counted(self, counts: dict[str, int], thread_id: str) -> Iterator[None]:
+        """Counts the thread in ``counts`` while the block runs (absent at zero)."""
+        with self._mutex:
+            counts[thread_id] = counts.get(thread_id, 0) + 1
+        try:
+            yield
+        finally:
+            with self._mutex:
+                counts[thread_id] -= 1
+                if not counts[thread_id]:
+                    del counts[thread_id]
+
+    def _sending_thread(self, thread_id: str) -> contextlib.AbstractContextManager[None]:
         """Counts a put or a write of the thread being sent: LangGraph starts the next
         checkpoint's ``put`` only after it, so writes waiting for that ``put`` wait on."""
-        with self._mutex:
-            self._sending[thread_id] = self._sending.get(thread_id, 0) + 1
-        try:
-            yield
-        finally:
-            with self._mutex:
-                self._sending[thread_id] -= 1
-                if not self._sending[thread_id]:
-                    del self._sending[thread_id]
+        return self._counted(self._sending, thread_id)
 
-    @contextlib.contextmanager
-    def _writing_thread(self, thread_id: str) -> Iterator[None]:
+    def _writing_thread(self, thread_id: str) -> contextlib.AbstractContextManager[None]:
         """Counts a write of the thread under way (waiting for its lock included)."""
-        with self._mutex:
-            self._writing[thread_id] = self._writing.get(thread_id, 0) + 1
-        try:
-            yield
-        finally:
-            with self._mutex:
-                self._writing[thread_id] -= 1
-                if not self._writing[thread_id]:
-                    del self._writing[thread_id]
+        return self._counted(self._writing, thread_id)
 
     def _others_writing(self, thread_id: str) -> bool:
         """Whether writes of the thread other than the current one are under way: a
