@@ -342,10 +342,10 @@ impl AuthState {
 /// key by itself: every request still proves its key live ([`crate::http`],
 /// [`crate::gate`]), so a revoked key is refused on its very next request.
 ///
-/// A key is *live at epoch e* when a read of its item found it live after a count of its
-/// tenant had returned keys epoch `e` ([`crate::rate_limit`]): a revocation of the key
-/// after that read moves the epoch past `e`, so while a count still returns `e` the key
-/// is still live. That proof lasts [`KnownKeys::LIVE_AT_FOR`] at most.
+/// A key is *live at epoch e* when a read of its item found it live after a count or a
+/// read of its tenant's standing had returned keys epoch `e` ([`crate::rate_limit`]): a
+/// revocation of the key after that read moves the epoch past `e`, so while the
+/// standing still says `e` the key is still live. That proof lasts [`KnownKeys::LIVE_AT_FOR`] at most.
 #[derive(Debug, Clone, Default)]
 pub struct KnownKeys(std::sync::Arc<std::sync::Mutex<Known>>);
 
@@ -354,7 +354,7 @@ struct Known {
     keys: std::collections::HashMap<String, Seen>,
     /// Tenant -> (window, requests left in it after the last count).
     room: std::collections::HashMap<TenantId, (i64, u32)>,
-    /// Tenant -> the highest keys epoch a finished count returned.
+    /// Tenant -> the highest keys epoch a finished count or read of the standing returned.
     epochs: std::collections::HashMap<TenantId, u64>,
 }
 
@@ -408,7 +408,8 @@ impl KnownKeys {
         }
     }
 
-    /// The highest keys epoch of `tenant` that a finished count returned.
+    /// The highest keys epoch of `tenant` that a finished count or read of its standing
+    /// returned.
     #[must_use]
     pub fn epoch(&self, tenant: &TenantId) -> Option<u64> {
         self.0.lock().ok()?.epochs.get(tenant).copied()
@@ -437,10 +438,18 @@ impl KnownKeys {
                 known.epochs.clear();
             }
             known.room.insert(tenant.clone(), (window, left));
-            if let Some(keys_epoch) = keys_epoch {
-                let epoch = known.epochs.entry(tenant.clone()).or_insert(keys_epoch);
-                *epoch = (*epoch).max(keys_epoch);
+        }
+        self.note_epoch(tenant, keys_epoch);
+    }
+
+    /// Notes a keys epoch of `tenant` that a count or a read of its standing returned.
+    pub fn note_epoch(&self, tenant: &TenantId, keys_epoch: Option<u64>) {
+        if let (Ok(mut known), Some(keys_epoch)) = (self.0.lock(), keys_epoch) {
+            if known.epochs.len() >= Self::MAX {
+                known.epochs.clear();
             }
+            let epoch = known.epochs.entry(tenant.clone()).or_insert(keys_epoch);
+            *epoch = (*epoch).max(keys_epoch);
         }
     }
 }
@@ -528,6 +537,7 @@ mod tests {
         known.note_count(&tenant, 100, 3, Some(5));
         known.note_count(&tenant, 100, 0, Some(4));
         known.note_count(&tenant, 100, 0, None);
+        known.note_epoch(&tenant, Some(3));
         assert_eq!((known.epoch(&tenant), known.last_counted(&tenant)), (Some(5), Some(100)));
         assert_eq!((known.room(&tenant, 100), known.room(&tenant, 101)), (Some(0), None));
     }

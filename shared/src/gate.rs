@@ -5,10 +5,11 @@
 //! transaction ([`crate::dynamo::transact`], which every store commits through, calls it
 //! as its [`crate::dynamo::WriteGate`]):
 //!
-//! - waits for the request's rate-limit count (started by the edge beside the handler,
-//!   so it overlaps the handler's own reads), unless the instance's last count in this
-//!   window left the tenant room; over the limit, nothing is written and the request is
-//!   answered 429;
+//! - waits for the request's look at its tenant's rate-limit standing (started by the
+//!   edge beside the handler, so it overlaps the handler's own reads), unless the
+//!   instance's last count in this window left the tenant room; over the limit, nothing
+//!   is written and the request is answered 429 (the request is counted after its
+//!   answer, [`Gate::count`]);
 //! - when the key was taken from the instance's memory rather than read for this
 //!   request, carries a `ConditionCheck` on the key's item (it exists, is not revoked and
 //!   is the tenant's), so a key revoked at any moment before the commit writes nothing
@@ -78,10 +79,11 @@ impl Gate {
         })
     }
 
-    /// The request's rate-limit standing: counted once, by whichever asks first (the
-    /// edge asks at once, beside the handler); not counted in DynamoDB when this
-    /// instance's last count of the window left no room. `None`: not limited, or the
-    /// count failed (logged; the request goes through).
+    /// The request's rate-limit standing: looked at once, by whichever asks first (the
+    /// edge asks at once, beside the handler), with one read of the tenant's standing
+    /// item ([`crate::rate_limit::look`]); not read when this instance's last count of
+    /// the window left no room. `None`: not limited, or the read failed (logged; the
+    /// request goes through). The request is counted after its answer ([`Gate::count`]).
     pub async fn standing(&self) -> Option<Standing> {
         *self
             .standing
@@ -95,28 +97,50 @@ impl Gate {
                 if self.auth.known.room(&self.tenant, now.div_euclid(60)) == Some(0) {
                     return Some(Standing::used_up(self.auth.rate_limit, now));
                 }
-                let counted = crate::rate_limit::count(
+                let looked = crate::rate_limit::look(
                     &self.auth.client,
                     &self.auth.tables,
                     &self.tenant,
                     self.auth.rate_limit,
                     now,
-                    self.auth.known.last_counted(&self.tenant),
                 )
                 .await;
-                match counted {
+                match looked {
                     Ok(standing) => {
-                        let left = if standing.exceeded { 0 } else { standing.remaining };
-                        self.auth.known.note_count(&self.tenant, standing.window, left, standing.keys_epoch);
+                        self.auth.known.note_epoch(&self.tenant, standing.keys_epoch);
                         Some(standing)
                     }
                     Err(error) => {
-                        tracing::warn!(error = %error, "rate limit not counted");
+                        tracing::warn!(error = %error, "rate limit not read");
                         None
                     }
                 }
             })
             .await
+    }
+
+    /// The work that counts the request in its tenant's window, to run once it has been
+    /// answered ([`crate::lambda::AfterAnswer`]): one conditional update (two side by
+    /// side at a warm instance's first count of a minute). What it finds is noted for
+    /// the instance's next requests: the room left in the window (none: they are
+    /// answered 429 without a read) and the keys epoch. `None` with no limit.
+    #[must_use]
+    pub fn count(&self) -> Option<impl Future<Output = ()> + Send + 'static> {
+        if self.auth.rate_limit == 0 {
+            return None;
+        }
+        let (auth, tenant) = (self.auth.clone(), self.tenant.clone());
+        Some(async move {
+            let now = chrono::Utc::now().timestamp();
+            let last = auth.known.last_counted(&tenant);
+            match crate::rate_limit::count(&auth.client, &auth.tables, &tenant, auth.rate_limit, now, last).await {
+                Ok(standing) => {
+                    let left = if standing.exceeded { 0 } else { standing.remaining };
+                    auth.known.note_count(&tenant, standing.window, left, standing.keys_epoch);
+                }
+                Err(error) => tracing::warn!(error = %error, "rate limit not counted"),
+            }
+        })
     }
 
     /// Where the request's writes stand.
@@ -132,8 +156,8 @@ impl Gate {
         StoreError::Refused(refusal)
     }
 
-    /// Lets a transaction of `items` through, or refuses it: waits for the rate-limit
-    /// count (see [`Gate::must_wait_for_count`]), and gives the key's condition to add
+    /// Lets a transaction of `items` through, or refuses it: waits for the look at the
+    /// rate-limit standing (see [`Gate::must_wait_for_look`]), and gives the key's condition to add
     /// when the key is not yet proven live (reading the key now when the transaction has
     /// no room for it, or writes the key's own item).
     ///
@@ -172,7 +196,7 @@ impl Gate {
         if let Outcome::Refused(refusal) = self.outcome() {
             return Err(StoreError::Refused(refusal));
         }
-        if self.must_wait_for_count()
+        if self.must_wait_for_look()
             && let Some(standing) = self.standing().await
             && standing.exceeded
             && self.outcome() == Outcome::Open
@@ -200,11 +224,12 @@ impl Gate {
         }
     }
 
-    /// Whether a write must wait for the request's rate-limit count: unless this
-    /// instance's last count in the current window left the tenant room. (An instance
-    /// serves one request at a time, so a tenant overshoots its limit by at most one
-    /// write per instance that had not yet learnt the window was used up.)
-    fn must_wait_for_count(&self) -> bool {
+    /// Whether a write must wait for the request's look at the rate-limit standing:
+    /// unless this instance's last count in the current window left the tenant room. (An
+    /// instance serves one request at a time and counts it before the next, so a tenant
+    /// overshoots its limit by at most one write per instance that had not yet learnt
+    /// the window was used up.)
+    fn must_wait_for_look(&self) -> bool {
         if self.auth.rate_limit == 0 {
             return false;
         }

@@ -86,9 +86,9 @@ async fn require_api_key(State(auth): State<AuthState>, mut request: Request, ne
         return ApiError::Unauthorized.into_response();
     };
     // On a warm instance that has seen this key live, the request's own work starts at
-    // once, read or write, and the key is proven live beside it: by the keys epoch the
-    // rate-limit count returns anyway when the key was proven live at that epoch (no
-    // read of the key), else by a read of the key's item. A write's transaction carries
+    // once, read or write, and the key is proven live beside it: by the keys epoch of the
+    // tenant's rate-limit standing, read anyway, when the key was proven live at that
+    // epoch (no read of the key), else by a read of the key's item. A write's transaction carries
     // a condition on the key's item as well ([`crate::gate`]). So a revoked key writes
     // nothing and is refused on its very next request. Otherwise the key is read first.
     let known = auth.known.get(&hash);
@@ -108,8 +108,8 @@ async fn require_api_key(State(auth): State<AuthState>, mut request: Request, ne
     };
     request.extensions_mut().insert(tenant.clone());
     let gate = crate::gate::Gate::new(auth.clone(), tenant.clone(), hash.clone(), !check_later);
-    // The epoch of a count finished before the key's read is sent below: if the read
-    // finds the key live, the key is live at that epoch.
+    // The epoch of a count or look finished before the key's read is sent below: if the
+    // read finds the key live, the key is live at that epoch.
     let (live_at, epoch_before) = (auth.known.live_at(&hash), auth.known.epoch(&tenant));
     let verify = async {
         if !check_later {
@@ -117,13 +117,13 @@ async fn require_api_key(State(auth): State<AuthState>, mut request: Request, ne
         }
         let since = match live_at {
             Some(live_at) => {
-                let counted = gate.standing().await.and_then(|standing| standing.keys_epoch);
-                if counted == Some(live_at) {
+                let looked = gate.standing().await.and_then(|standing| standing.keys_epoch);
+                if looked == Some(live_at) {
                     return Ok(());
                 }
-                // A key of the tenant was revoked since (or the count failed): the
-                // key's read, sent after the count, proves it live at the new epoch.
-                counted
+                // A key of the tenant was revoked since (or the look failed): the
+                // key's read, sent after the look, proves it live at the new epoch.
+                looked
             }
             None => epoch_before,
         };
@@ -137,10 +137,11 @@ async fn require_api_key(State(auth): State<AuthState>, mut request: Request, ne
             Err(error) => Err(error),
         }
     };
-    // The rate-limit count runs beside the work too; a write waits for it before it
-    // commits unless the instance's last count left room, a read does not: a tenant may
-    // overshoot its limit by the requests already in flight (README, "Rate limit").
-    // The count and the key's read are sent first, then the work's own calls.
+    // The look at the rate-limit standing runs beside the work too (a write waits for it
+    // before it commits unless the instance's last count left room); the request is
+    // counted after its answer, so a tenant may overshoot its limit by the requests
+    // answered and not yet counted (README, "Rate limit"). The look and the key's read
+    // are sent first, then the work's own calls.
     let ((standing, verified), response) = tokio::join!(
         async { tokio::join!(gate.standing(), verify) },
         crate::gate::scope(gate.clone(), next.run(request))
@@ -176,6 +177,12 @@ async fn require_api_key(State(auth): State<AuthState>, mut request: Request, ne
     };
     if let Some(standing) = standing {
         standing.write_headers(response.headers_mut());
+    }
+    // Served (not refused with 401 or 429): counted once the answer is out.
+    let refused = matches!(response.status(), http::StatusCode::UNAUTHORIZED | http::StatusCode::TOO_MANY_REQUESTS);
+    if let Some(count) = gate.count().filter(|_| !refused) {
+        let request_id = crate::request_id::current();
+        response.extensions_mut().insert(crate::lambda::AfterAnswer::new(crate::request_id::scope(request_id, count)));
     }
     response.extensions_mut().insert(tenant);
     response

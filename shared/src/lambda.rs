@@ -12,10 +12,14 @@
 //! API Gateway decodes either form before the client sees it: clients get the same
 //! bytes.
 
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+
 use axum::Router;
 use axum::body::Body;
 use http::HeaderValue;
 use lambda_http::aws_lambda_events::apigw::ApiGatewayV2httpResponse;
+use lambda_http::lambda_runtime::LambdaInvocation;
 use lambda_http::request::LambdaRequest;
 use lambda_http::{Context, LambdaEvent, RequestExt};
 use tower::ServiceExt;
@@ -26,22 +30,131 @@ pub const MAX_RESPONSE_PAYLOAD: usize = 6_291_556;
 /// Lambda's limit on a synchronous invocation's request payload (the event), in bytes.
 pub const MAX_REQUEST_PAYLOAD: usize = 6_291_556;
 
-/// Serves `app` as a Lambda function behind API Gateway.
+/// Serves `app` as a Lambda function behind API Gateway. Each answer is posted to the
+/// Runtime API (which hands it to API Gateway at once), then the work the request left
+/// for after its answer ([`AfterAnswer`]) runs, and only then does the runtime ask for
+/// the next event: Lambda freezes an instance once it has asked, so that work is
+/// neither frozen half-done nor lost, and the next request on the instance sees it done.
 ///
 /// # Errors
 /// Only when the function cannot serve at all (the runtime API fails).
 pub async fn run(app: Router) -> Result<(), lambda_http::Error> {
-    lambda_http::lambda_runtime::run(lambda_http::service_fn(move |event: LambdaEvent<LambdaRequest>| {
-        let app = app.clone();
-        async move { Ok::<_, lambda_http::Error>(invoke(app, event).await) }
-    }))
-    .await
+    let left = Arc::new(Mutex::new(None::<AfterAnswer>));
+    let slot = left.clone();
+    let handler = lambda_http::service_fn(move |event: LambdaEvent<LambdaRequest>| {
+        let (app, slot) = (app.clone(), slot.clone());
+        async move {
+            let (response, after) = answer(app, event).await;
+            if let Ok(mut slot) = slot.lock() {
+                *slot = after;
+            }
+            Ok::<_, lambda_http::Error>(response)
+        }
+    });
+    lambda_http::lambda_runtime::Runtime::new(handler)
+        .layer(lambda_http::lambda_runtime::layers::TracingLayer::new())
+        .layer(ThenAfterAnswer { left })
+        .run()
+        .await
+}
+
+/// Work a request leaves for after its answer (its rate-limit count), carried in the
+/// response's extensions. Whoever delivers the answer runs it once the answer is out and
+/// before the same instance serves its next request: [`run`] on Lambda, the test
+/// harness in process ([`left_by`]). It runs once, by whoever takes it first.
+#[derive(Clone)]
+pub struct AfterAnswer(Arc<Mutex<Option<Work>>>);
+
+/// The work of an [`AfterAnswer`].
+type Work = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+impl AfterAnswer {
+    /// `work`, to run after the answer.
+    pub fn new(work: impl Future<Output = ()> + Send + 'static) -> Self {
+        Self(Arc::new(Mutex::new(Some(Box::pin(work)))))
+    }
+
+    /// Runs the work, unless it was taken already.
+    pub async fn run(self) {
+        let work = self.0.lock().ok().and_then(|mut work| work.take());
+        if let Some(work) = work {
+            work.await;
+        }
+    }
+}
+
+impl std::fmt::Debug for AfterAnswer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AfterAnswer")
+    }
+}
+
+/// What `response`'s request left for after its answer, for callers that serve a router
+/// in process (tests, benchmarks) to run as [`run`] does once the answer is posted.
+#[must_use]
+pub fn left_by<B>(response: &http::Response<B>) -> Option<AfterAnswer> {
+    response.extensions().get::<AfterAnswer>().cloned()
+}
+
+/// The Runtime API layer of [`run`]: the invocation (the handler, then the post of its
+/// answer), then the work it left.
+struct ThenAfterAnswer {
+    left: Arc<Mutex<Option<AfterAnswer>>>,
+}
+
+impl<S> tower::Layer<S> for ThenAfterAnswer {
+    type Service = ThenAfterAnswerService<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        ThenAfterAnswerService { inner, left: self.left.clone() }
+    }
+}
+
+struct ThenAfterAnswerService<S> {
+    inner: S,
+    left: Arc<Mutex<Option<AfterAnswer>>>,
+}
+
+impl<S> tower::Service<LambdaInvocation> for ThenAfterAnswerService<S>
+where
+    S: tower::Service<LambdaInvocation, Response = (), Error = lambda_http::Error>,
+    S::Future: Send + 'static,
+{
+    type Response = ();
+    type Error = lambda_http::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<(), lambda_http::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, invocation: LambdaInvocation) -> Self::Future {
+        let answered = self.inner.call(invocation);
+        let left = self.left.clone();
+        Box::pin(async move {
+            let result = answered.await;
+            let after = left.lock().ok().and_then(|mut left| left.take());
+            if let Some(after) = after {
+                after.run().await;
+            }
+            result
+        })
+    }
 }
 
 /// Answers one event as Lambda would hand it to `app`: the request `lambda_http` makes
 /// of the event (with the invocation's context), and the response in the smaller
-/// encoding.
+/// encoding; then runs what the request left for after its answer, as [`run`] does.
 pub async fn invoke(app: Router, event: LambdaEvent<LambdaRequest>) -> ApiGatewayV2httpResponse {
+    let (response, after) = answer(app, event).await;
+    if let Some(after) = after {
+        after.run().await;
+    }
+    response
+}
+
+/// [`invoke`]'s answer, and the work its request left for after it.
+async fn answer(app: Router, event: LambdaEvent<LambdaRequest>) -> (ApiGatewayV2httpResponse, Option<AfterAnswer>) {
     let LambdaEvent { payload, context } = event;
     let request: lambda_http::Request = payload.into();
     let request = with_trace_header(request, &context).with_lambda_context(context);
@@ -49,15 +162,16 @@ pub async fn invoke(app: Router, event: LambdaEvent<LambdaRequest>) -> ApiGatewa
         Ok(response) => response,
         Err(never) => match never {},
     };
-    let (parts, body) = response.into_parts();
+    let (mut parts, body) = response.into_parts();
+    let after = parts.extensions.remove::<AfterAnswer>();
     let bytes = match axum::body::to_bytes(body, usize::MAX).await {
         Ok(bytes) => bytes.to_vec(),
         Err(error) => {
             tracing::error!(error = %error, "the response body could not be read");
-            return failed();
+            return (failed(), after);
         }
     };
-    encode(parts, bytes)
+    (encode(parts, bytes), after)
 }
 
 /// The `X-Amzn-Trace-Id` header from the invocation's context, as `lambda_http` sets it.

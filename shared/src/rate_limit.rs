@@ -7,15 +7,21 @@
 //! `RATE_LIMIT_PER_MINUTE` (default 1200; 0 turns it off). Every authenticated response
 //! carries `X-RateLimit-Limit`, `X-RateLimit-Remaining` and `X-RateLimit-Reset` (seconds
 //! until the window resets); beyond the limit the answer is 429 `rate_limited` with
-//! `Retry-After`. Requests refused with 401 are not counted.
+//! `Retry-After`. Requests refused with 401 or 429 are not counted.
 //!
-//! A count is one conditional `UpdateItem` (add one if the item counts this minute); a
-//! warm instance's first count of a new minute sends the start of the minute beside
-//! it, and exactly one of the two applies ([`count`]).
-//! It returns the keys epoch with the count: every revocation of a tenant's key adds one
-//! to it in the revocation's own transaction ([`keys_changed`]), so the count that a warm
-//! request makes anyway also tells it whether any key of its tenant was revoked since
-//! its instance last saw its key live ([`crate::http`]), with no read of the key.
+//! A request *looks* at the standing beside its own work ([`look`]: one strongly
+//! consistent GetItem), which tells it whether the window has room and what the tenant's
+//! keys epoch is, and is *counted* after its answer has been sent ([`count`]: one
+//! conditional `UpdateItem`, add one if the item counts this minute; a warm instance's
+//! first count of a new minute sends the start of the minute beside it, and exactly one
+//! of the two applies). So a tenant may overshoot its limit by the requests answered and
+//! not yet counted: at most one per function instance, since an instance finishes its
+//! count before it takes its next request ([`crate::lambda`]).
+//!
+//! Every revocation of a tenant's key adds one to the keys epoch in the revocation's own
+//! transaction ([`keys_changed`]), so the look that a warm request makes anyway also
+//! tells it whether any key of its tenant was revoked since its instance last saw its
+//! key live ([`crate::http`]), with no read of the key.
 //!
 //! Items of the earlier model (one per tenant and minute, `window` = the minute) are no
 //! longer written; their `expires_at` lets DynamoDB's TTL remove them.
@@ -50,11 +56,11 @@ pub struct Standing {
     pub reset: u64,
     /// Whether this request is over the limit.
     pub exceeded: bool,
-    /// The window (Unix minute) the request was counted in.
+    /// The window (Unix minute) the request is counted in.
     pub window: i64,
-    /// The tenant's keys epoch when the request was counted: it moves on with every
-    /// revocation of one of the tenant's keys ([`keys_changed`]). `None`: not counted in
-    /// DynamoDB ([`Standing::used_up`]).
+    /// The tenant's keys epoch when the standing was read or counted: it moves on with
+    /// every revocation of one of the tenant's keys ([`keys_changed`]). `None`: not read
+    /// from DynamoDB ([`Standing::used_up`]).
     pub keys_epoch: Option<u64>,
 }
 
@@ -66,6 +72,19 @@ impl Standing {
     pub fn used_up(limit: u32, now: i64) -> Self {
         let window = now.div_euclid(60);
         Self { limit, remaining: 0, reset: reset(window, now), exceeded: true, window, keys_epoch: None }
+    }
+
+    /// The standing of a request in `window` (of `now`) that is the `used`-th of it, at
+    /// keys epoch `keys_epoch`.
+    fn with(limit: u32, window: i64, now: i64, used: u64, keys_epoch: u64) -> Self {
+        Self {
+            limit,
+            remaining: u32::try_from(u64::from(limit).saturating_sub(used)).unwrap_or(0),
+            reset: reset(window, now),
+            exceeded: used > u64::from(limit),
+            window,
+            keys_epoch: Some(keys_epoch),
+        }
     }
 
     /// Adds the `X-RateLimit-*` headers.
@@ -89,6 +108,46 @@ enum Counted {
 
 fn number<T: std::str::FromStr>(item: &std::collections::HashMap<String, AttributeValue>, name: &str) -> Option<T> {
     item.get(name).and_then(|v| v.as_n().ok()).and_then(|v| v.parse().ok())
+}
+
+/// Where `tenant` stands for one more request at `now` (Unix seconds), by one strongly
+/// consistent read of its standing item: the requests counted in the current window
+/// (or in a later one a clock ahead of ours started), and the keys epoch. The request
+/// is not counted by this ([`count`] does, after the answer): `remaining` is what the
+/// window will have left once it is, unless requests in flight elsewhere are counted
+/// first.
+///
+/// # Errors
+/// The read's [`StoreError`].
+pub async fn look(
+    client: &Client,
+    tables: &Tables,
+    tenant: &TenantId,
+    limit: u32,
+    now: i64,
+) -> Result<Standing, StoreError> {
+    let item = client
+        .get_item()
+        .table_name(tables.name(Table::RateLimits))
+        .key("tenant_id", s(tenant.as_str()))
+        .key("window", n(STANDING))
+        .consistent_read(true)
+        .send()
+        .await
+        .map_err(classify)?
+        .item
+        .unwrap_or_default();
+    Ok(standing_of(&item, limit, now))
+}
+
+/// What the standing item `item` says of one more request at `now`.
+fn standing_of(item: &std::collections::HashMap<String, AttributeValue>, limit: u32, now: i64) -> Standing {
+    let current = now.div_euclid(60);
+    let (window, used) = match number::<i64>(item, "counted_window") {
+        Some(stored) if stored >= current => (stored, number::<u64>(item, "requests").unwrap_or(0)),
+        _ => (current, 0),
+    };
+    Standing::with(limit, window, now, used.saturating_add(1), number(item, "keys_epoch").unwrap_or(0))
 }
 
 /// Counts this request in the tenant's current window (`now` in Unix seconds). A clock
@@ -141,14 +200,7 @@ pub async fn count(
         match counted {
             Counted::In(item) => {
                 let used = number::<u64>(&item, "requests").unwrap_or(1);
-                return Ok(Standing {
-                    limit,
-                    remaining: u32::try_from(u64::from(limit).saturating_sub(used)).unwrap_or(0),
-                    reset: reset(window, now),
-                    exceeded: used > u64::from(limit),
-                    window,
-                    keys_epoch: Some(number(&item, "keys_epoch").unwrap_or(0)),
-                });
+                return Ok(Standing::with(limit, window, now, used, number(&item, "keys_epoch").unwrap_or(0)));
             }
             // Stored: this window or a later one (a clock ahead of ours) counts this request.
             Counted::Elsewhere(Some(stored)) if stored >= window => (window, next) = (stored, Next::Add),
@@ -250,4 +302,44 @@ pub fn keys_changed(tables: &Tables, tenant: &str) -> Result<TransactWriteItem, 
         .expression_attribute_values(":one", n(1))
         .build();
     Ok(TransactWriteItem::builder().update(built(update)?).build())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(
+        window: Option<i64>,
+        requests: u64,
+        epoch: Option<u64>,
+    ) -> std::collections::HashMap<String, AttributeValue> {
+        let mut item = std::collections::HashMap::new();
+        if let Some(window) = window {
+            item.insert("counted_window".to_owned(), n(window));
+            item.insert("requests".to_owned(), n(requests));
+        }
+        if let Some(epoch) = epoch {
+            item.insert("keys_epoch".to_owned(), n(epoch));
+        }
+        item
+    }
+
+    /// A look tells what one more request would leave: the current window's count, none
+    /// for an earlier window or no item, the stored window's when a clock ahead of ours
+    /// started it; over the limit once the window holds as many as the limit.
+    #[test]
+    fn a_look_counts_the_current_window_only_and_says_when_one_more_is_over() {
+        let minute = 30_000_000;
+        let now = minute * 60 + 15;
+        let look = |window, requests| standing_of(&item(window, requests, Some(4)), 5, now);
+        let fresh = standing_of(&item(None, 0, None), 5, now);
+        assert_eq!((fresh.remaining, fresh.exceeded, fresh.window, fresh.keys_epoch), (4, false, minute, Some(0)));
+        assert_eq!((look(Some(minute - 1), 5).remaining, look(Some(minute - 1), 5).exceeded), (4, false));
+        let two = look(Some(minute), 2);
+        assert_eq!((two.remaining, two.exceeded, two.reset, two.keys_epoch), (2, false, 45, Some(4)));
+        assert_eq!((look(Some(minute), 4).remaining, look(Some(minute), 4).exceeded), (0, false), "the last one");
+        assert_eq!((look(Some(minute), 5).remaining, look(Some(minute), 5).exceeded), (0, true), "one too many");
+        let ahead = look(Some(minute + 1), 3);
+        assert_eq!((ahead.window, ahead.remaining, ahead.reset), (minute + 1, 1, 60), "a clock ahead's window");
+    }
 }

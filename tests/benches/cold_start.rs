@@ -10,91 +10,13 @@
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use api_tests::bench::{Bench, call, setup};
-use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::{TcpListener, TcpStream};
+use api_tests::runtime_api::{self, Call, Seen};
+use tokio::net::TcpListener;
 use tokio::sync::mpsc;
-
-/// What the stub saw, in order.
-#[derive(Debug)]
-enum Seen {
-    /// The function asked for its first event: init is over.
-    Next(Instant),
-    /// The function answered the event.
-    Response(Instant, Value),
-}
-
-/// Reads one HTTP/1.1 request (head and Content-Length body); `None` at end of stream.
-async fn read_request(stream: &mut BufReader<TcpStream>) -> Option<(String, Vec<u8>)> {
-    let mut head = String::new();
-    let mut length = 0;
-    loop {
-        let mut line = String::new();
-        if stream.read_line(&mut line).await.ok()? == 0 {
-            return None;
-        }
-        if line == "\r\n" {
-            break;
-        }
-        if let Some((name, value)) = line.split_once(':')
-            && name.eq_ignore_ascii_case("content-length")
-        {
-            length = value.trim().parse().unwrap_or(0);
-        }
-        if head.is_empty() {
-            head = line;
-        }
-    }
-    let mut body = vec![0; length];
-    stream.read_exact(&mut body).await.ok()?;
-    Some((head, body))
-}
-
-/// The Runtime API for one start: the first `next` gets `event`, later ones wait.
-async fn serve(listener: TcpListener, event: String, seen: mpsc::UnboundedSender<Seen>) {
-    let served = Arc::new(Mutex::new(false));
-    loop {
-        let Ok((socket, _)) = listener.accept().await else { return };
-        let (event, seen, served) = (event.clone(), seen.clone(), served.clone());
-        tokio::spawn(async move {
-            let mut stream = BufReader::new(socket);
-            while let Some((head, body)) = read_request(&mut stream).await {
-                let now = Instant::now();
-                let answer = if head.starts_with("GET /2018-06-01/runtime/invocation/next") {
-                    let first = !std::mem::replace(&mut *served.lock().expect("lock"), true);
-                    if !first {
-                        std::future::pending::<()>().await;
-                    }
-                    let _ = seen.send(Seen::Next(now));
-                    let deadline = chrono::Utc::now().timestamp_millis() + 30_000;
-                    format!(
-                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
-                         lambda-runtime-aws-request-id: 8476a536-e9f4-11e8-9739-2dfe598c3fcd\r\n\
-                         lambda-runtime-deadline-ms: {deadline}\r\n\
-                         lambda-runtime-invoked-function-arn: arn:aws:lambda:us-east-1:123456789012:function:bench\r\n\
-                         lambda-runtime-trace-id: Root=1-5bef4de7-ad49b0e87f6ef6c87fc2e700;Sampled=1\r\n\
-                         content-length: {}\r\n\r\n{event}",
-                        event.len()
-                    )
-                } else {
-                    if head.contains("/response") {
-                        let _ = seen.send(Seen::Response(now, serde_json::from_slice(&body).unwrap_or(Value::Null)));
-                    } else {
-                        eprintln!("the function reported: {head} {}", String::from_utf8_lossy(&body));
-                    }
-                    "HTTP/1.1 202 Accepted\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}".to_owned()
-                };
-                if stream.get_mut().write_all(answer.as_bytes()).await.is_err() {
-                    return;
-                }
-            }
-        });
-    }
-}
 
 struct Start {
     init: Duration,
@@ -112,10 +34,10 @@ fn peak_rss_kib(pid: u32) -> u64 {
 }
 
 async fn cold_start(binary: &PathBuf, function: &str, event: String) -> Start {
-    let (seen_tx, mut seen) = mpsc::unbounded_channel();
+    let (calls_tx, mut calls) = mpsc::unbounded_channel();
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let address = listener.local_addr().expect("address");
-    let server = tokio::spawn(serve(listener, event, seen_tx));
+    let server = tokio::spawn(runtime_api::serve(listener, event, calls_tx));
     let spawned = Instant::now();
     let mut child = Command::new(binary)
         .env("AWS_LAMBDA_RUNTIME_API", address.to_string())
@@ -130,12 +52,13 @@ async fn cold_start(binary: &PathBuf, function: &str, event: String) -> Start {
     let mut init = None;
     let mut answered = None;
     while answered.is_none() {
-        match tokio::time::timeout(Duration::from_secs(30), seen.recv()).await {
-            Ok(Some(Seen::Next(at))) => init = Some(at - spawned),
-            Ok(Some(Seen::Response(at, body))) => {
+        match tokio::time::timeout(Duration::from_secs(30), calls.recv()).await {
+            Ok(Some(Call { seen: Seen::Next { at, first: true }, .. })) => init = Some(at - spawned),
+            Ok(Some(Call { seen: Seen::Response { at, body }, .. })) => {
                 assert_eq!(body["statusCode"], 200, "{function}: {body}");
                 answered = Some(at - spawned);
             }
+            Ok(Some(_)) => {}
             _ => panic!("{function} did not answer within 30 s"),
         }
     }

@@ -39,17 +39,37 @@ pub async fn call(app: &axum::Router, key: &str, method: Method, uri: &str, body
     call_with(app, key, (method, uri), body, &[]).await
 }
 
-/// [`call`] with extra request headers.
+/// [`call`] with extra request headers; returns once the work the request left for
+/// after its answer (its rate-limit count) is done too, as a Lambda instance finishes it
+/// before its next request.
 ///
 /// # Panics
 /// Like [`call`].
 pub async fn call_with(
     app: &axum::Router,
     key: &str,
-    (method, uri): (Method, &str),
+    request: (Method, &str),
     body: Option<&Value>,
     headers: &[(&str, &str)],
 ) -> Value {
+    let (answer, after) = answer(app, key, request, body, headers).await;
+    after_answer(after).await;
+    answer
+}
+
+/// [`call_with`] up to its answer: the answer's JSON, and the work its request left for
+/// after it, not yet run (time or trace the answer alone, then run it with
+/// [`after_answer`]).
+///
+/// # Panics
+/// Like [`call`].
+pub async fn answer(
+    app: &axum::Router,
+    key: &str,
+    (method, uri): (Method, &str),
+    body: Option<&Value>,
+    headers: &[(&str, &str)],
+) -> (Value, Option<shared::lambda::AfterAnswer>) {
     let mut request = Request::builder().method(method).uri(uri).header("x-api-key", key);
     for (name, value) in headers {
         request = request.header(*name, *value);
@@ -60,8 +80,17 @@ pub async fn call_with(
     }
     let response =
         app.clone().oneshot(request.body(axum::body::Body::from(bytes)).expect("request")).await.expect("call");
-    let status = response.status();
-    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX).await.expect("body");
+    let (mut parts, body) = response.into_parts();
+    let after = parts.extensions.remove::<shared::lambda::AfterAnswer>();
+    let bytes = axum::body::to_bytes(body, usize::MAX).await.expect("body");
+    let status = parts.status;
     assert!(status.is_success(), "{status}: {}", String::from_utf8_lossy(&bytes[..bytes.len().min(500)]));
-    serde_json::from_slice(&bytes).unwrap_or(Value::Null)
+    (serde_json::from_slice(&bytes).unwrap_or(Value::Null), after)
+}
+
+/// Runs the work a request left for after its answer ([`answer`]).
+pub async fn after_answer(after: Option<shared::lambda::AfterAnswer>) {
+    if let Some(after) = after {
+        after.run().await;
+    }
 }

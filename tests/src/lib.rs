@@ -20,6 +20,7 @@ use tower::ServiceExt;
 pub mod bench;
 pub mod conflict;
 pub mod down;
+pub mod runtime_api;
 pub mod stripe;
 
 /// Fails a test run that was started without the local stack.
@@ -219,13 +220,17 @@ impl Transport {
         let (status, headers, raw) = match self {
             Self::InProcess(routers, recorder) => {
                 let (area, router) = pick(routers, request.uri().path());
-                let call = router.clone().oneshot(request.map(axum::body::Body::from));
+                // Answered, then what the request left for after its answer (its
+                // rate-limit count), as a Lambda instance does before its next request.
+                let call = async {
+                    let response = router.clone().oneshot(request.map(axum::body::Body::from)).await;
+                    finished(response.expect("infallible")).await
+                };
                 let (response, accesses) = shared::metering::recorded(call).await;
                 if let Some(recorder) = recorder {
                     let mut noted = recorder.lock().expect("recorder");
                     noted.extend(accesses.into_iter().map(|a| (area.to_owned(), a)));
                 }
-                let response = response.expect("infallible");
                 let (parts, body) = response.into_parts();
                 let raw = axum::body::to_bytes(body, usize::MAX).await.expect("body").to_vec();
                 (parts.status.as_u16(), parts.headers, raw)
@@ -272,6 +277,16 @@ impl Transport {
         let body = serde_json::from_slice(&raw).unwrap_or(Value::Null);
         Reply { status, headers, body, raw }
     }
+}
+
+/// `response` once the work its request left for after its answer (its rate-limit
+/// count) is done, as a Lambda instance finishes it before its next request
+/// ([`shared::lambda::run`]): for tests that call a router in process.
+pub async fn finished<B>(response: http::Response<B>) -> http::Response<B> {
+    if let Some(after) = shared::lambda::left_by(&response) {
+        after.run().await;
+    }
+    response
 }
 
 /// The start of the body of the 500 that `cargo lambda watch` itself sends.

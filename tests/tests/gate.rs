@@ -66,7 +66,9 @@ async fn call_with(app: &Router, key: &str, idempotency_key: Option<&str>) -> ht
     if let Some(idempotency_key) = idempotency_key {
         request = request.header("idempotency-key", idempotency_key);
     }
-    app.clone().oneshot(request.body(axum::body::Body::empty()).expect("request")).await.expect("infallible")
+    let response =
+        app.clone().oneshot(request.body(axum::body::Body::empty()).expect("request")).await.expect("infallible");
+    api_tests::finished(response).await
 }
 
 async fn written(env: &api_tests::Env, tenant: &str, marker: &str) -> usize {
@@ -137,7 +139,8 @@ async fn a_key_revoked_between_the_cache_fill_and_the_transaction_writes_nothing
 }
 
 /// Beyond its limit a tenant's write is refused with 429 and `Retry-After`, and does
-/// not happen, although the count ran beside the request's work.
+/// not happen, although the look at the rate-limit standing ran beside the request's
+/// work.
 #[tokio::test]
 async fn a_write_over_the_rate_limit_gets_429_and_writes_nothing() {
     let env = api_tests::env().await;

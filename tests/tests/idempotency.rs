@@ -87,6 +87,7 @@ async fn an_answer_is_kept_with_its_write_even_when_dynamodb_goes_away_after_the
                 .body(axum::body::Body::from(serde_json::to_vec(&body).expect("json")))
                 .expect("request");
             let response = app.clone().oneshot(request).await.expect("infallible");
+            let response = api_tests::finished(response).await;
             let status = response.status().as_u16();
             let headers = response.headers().clone();
             let first = axum::body::to_bytes(response.into_body(), usize::MAX).await.expect("body");
@@ -182,6 +183,7 @@ async fn an_answer_announced_for_a_lost_write_is_not_kept_for_the_next() {
         let app = app.clone();
         async move {
             let response = app.oneshot(request).await.expect("infallible");
+            let response = api_tests::finished(response).await;
             let replayed = response.headers().get("idempotent-replayed").is_some();
             let body = axum::body::to_bytes(response.into_body(), usize::MAX).await.expect("body");
             (replayed, serde_json::from_slice::<Value>(&body).expect("json"))

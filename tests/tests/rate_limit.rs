@@ -15,7 +15,9 @@ async fn call(app: &Router, key: Option<&str>) -> http::Response<axum::body::Bod
     if let Some(key) = key {
         request = request.header("x-api-key", key);
     }
-    app.clone().oneshot(request.body(axum::body::Body::empty()).expect("request")).await.expect("infallible")
+    let response =
+        app.clone().oneshot(request.body(axum::body::Body::empty()).expect("request")).await.expect("infallible");
+    api_tests::finished(response).await
 }
 
 fn header(response: &http::Response<axum::body::Body>, name: &str) -> Option<u64> {
