@@ -55,6 +55,11 @@ struct State {
     outcome: Outcome,
 }
 
+/// The longest a count after the answer may take (it may make up to four updates, each
+/// with the DynamoDB client's own timeouts): it is part of the invocation, within the
+/// function's 10 s `Timeout`, and holds the instance's next request.
+pub const COUNT_BUDGET: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// One request's gate.
 #[derive(Debug)]
 pub struct Gate {
@@ -133,12 +138,14 @@ impl Gate {
         Some(async move {
             let now = chrono::Utc::now().timestamp();
             let last = auth.known.last_counted(&tenant);
-            match crate::rate_limit::count(&auth.client, &auth.tables, &tenant, auth.rate_limit, now, last).await {
-                Ok(standing) => {
+            let count = crate::rate_limit::count(&auth.client, &auth.tables, &tenant, auth.rate_limit, now, last);
+            match tokio::time::timeout(COUNT_BUDGET, count).await {
+                Ok(Ok(standing)) => {
                     let left = if standing.exceeded { 0 } else { standing.remaining };
                     auth.known.note_count(&tenant, standing.window, left, standing.keys_epoch);
                 }
-                Err(error) => tracing::warn!(error = %error, "rate limit not counted"),
+                Ok(Err(error)) => tracing::warn!(error = %error, "rate limit not counted"),
+                Err(_) => tracing::warn!(budget_ms = COUNT_BUDGET.as_millis(), "rate limit not counted in time"),
             }
         })
     }
