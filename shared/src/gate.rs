@@ -56,8 +56,9 @@ struct State {
 }
 
 /// The longest a count after the answer may take (it may make up to four updates, each
-/// with the DynamoDB client's own timeouts): it is part of the invocation, within the
-/// function's 10 s `Timeout`, and holds the instance's next request.
+/// with the DynamoDB client's own timeouts): it is part of the invocation, and the
+/// instance serves no other request meanwhile. (On Lambda it also ends with the
+/// invocation's deadline, [`crate::lambda::run`].)
 pub const COUNT_BUDGET: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// One request's gate.
@@ -111,6 +112,12 @@ impl Gate {
                 )
                 .await;
                 match looked {
+                    // A window found full stays full: the instance answers the tenant's
+                    // further requests in it 429 with no read.
+                    Ok(standing) if standing.exceeded => {
+                        self.auth.known.note_count(&self.tenant, standing.window, 0, standing.keys_epoch);
+                        Some(standing)
+                    }
                     Ok(standing) => {
                         self.auth.known.note_epoch(&self.tenant, standing.keys_epoch);
                         Some(standing)

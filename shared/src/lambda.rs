@@ -14,6 +14,7 @@
 
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
@@ -51,9 +52,10 @@ pub async fn run(app: Router) -> Result<(), lambda_http::Error> {
             Ok::<_, lambda_http::Error>(response)
         }
     });
+    // Inside the tracing layer, so that what the work logs is in the invocation's span.
     lambda_http::lambda_runtime::Runtime::new(handler)
-        .layer(lambda_http::lambda_runtime::layers::TracingLayer::new())
         .layer(ThenAfterAnswer { left })
+        .layer(lambda_http::lambda_runtime::layers::TracingLayer::new())
         .run()
         .await
 }
@@ -74,11 +76,36 @@ impl AfterAnswer {
         Self(Arc::new(Mutex::new(Some(Box::pin(work)))))
     }
 
-    /// Runs the work, unless it was taken already.
+    /// Runs the work, unless it was taken already. A panic in it is caught and logged:
+    /// it runs outside the edge's panic safety, and must not end the process.
     pub async fn run(self) {
         let work = self.0.lock().ok().and_then(|mut work| work.take());
-        if let Some(work) = work {
-            work.await;
+        if let Some(work) = work
+            && CatchUnwind(work).await.is_err()
+        {
+            tracing::error!("the work after an answer panicked");
+        }
+    }
+
+    /// Runs the work as [`AfterAnswer::run`] does, giving up after `budget` (logged).
+    pub async fn run_within(self, budget: Duration) {
+        if tokio::time::timeout(budget, self.run()).await.is_err() {
+            tracing::warn!(budget_ms = budget.as_millis(), "the work after an answer did not finish in time");
+        }
+    }
+}
+
+/// A future whose panics are caught: `Err` when polling it panicked.
+struct CatchUnwind(Work);
+
+impl Future for CatchUnwind {
+    type Output = Result<(), ()>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
+        let work = &mut self.0;
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work.as_mut().poll(cx))) {
+            Ok(polled) => polled.map(Ok),
+            Err(_) => std::task::Poll::Ready(Err(())),
         }
     }
 }
@@ -129,17 +156,33 @@ where
     }
 
     fn call(&mut self, invocation: LambdaInvocation) -> Self::Future {
+        // A deadline (nearly) past when the invocation arrives is not one Lambda gave
+        // (`cargo lambda watch` sends such): the work keeps to its own budget then.
+        let deadline = Some(invocation.context.deadline).filter(|deadline| !time_left(*deadline).is_zero());
         let answered = self.inner.call(invocation);
         let left = self.left.clone();
         Box::pin(async move {
             let result = answered.await;
             let after = left.lock().ok().and_then(|mut left| left.take());
-            if let Some(after) = after {
-                after.run().await;
+            // Only once the answer was posted (a failed post answered no one), and only
+            // within the invocation's deadline, past which Lambda would end the
+            // instance: a count cut short is logged, not retried.
+            match (&result, after, deadline) {
+                (Ok(()), Some(after), Some(deadline)) => after.run_within(time_left(deadline)).await,
+                (Ok(()), Some(after), None) => after.run().await,
+                _ => {}
             }
             result
         })
     }
+}
+
+/// What is left of an invocation whose deadline is `deadline` (Unix milliseconds), less
+/// a margin for the runtime's own call that follows.
+fn time_left(deadline: u64) -> Duration {
+    const MARGIN: Duration = Duration::from_millis(250);
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    Duration::from_millis(deadline).saturating_sub(now).saturating_sub(MARGIN)
 }
 
 /// Answers one event as Lambda would hand it to `app`: the request `lambda_http` makes
@@ -245,6 +288,28 @@ pub fn encoded_body_len(n: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The work after an answer runs once, whoever asks; a panic in it is caught (it runs
+    /// outside the edge's panic safety); a budget cuts it short.
+    #[tokio::test]
+    async fn the_work_after_an_answer_runs_once_survives_a_panic_and_keeps_to_its_budget() {
+        let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = runs.clone();
+        let after = AfterAnswer::new(async move {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        });
+        after.clone().run().await;
+        after.run().await;
+        assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 1);
+        AfterAnswer::new(async { panic!("a bug in the count") }).run().await;
+        let slow = AfterAnswer::new(std::future::pending::<()>());
+        tokio::time::timeout(Duration::from_secs(5), slow.run_within(Duration::from_millis(10)))
+            .await
+            .expect("cut short at its budget");
+        let left = time_left(u64::try_from(chrono::Utc::now().timestamp_millis()).expect("after 1970") + 10_000);
+        assert!(left > Duration::from_secs(9) && left <= Duration::from_millis(9_750), "{left:?}");
+        assert_eq!(time_left(0), Duration::ZERO, "a deadline passed leaves nothing");
+    }
 
     #[test]
     fn escaped_len_is_what_serde_json_writes() {

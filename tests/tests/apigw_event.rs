@@ -101,10 +101,36 @@ async fn next(
 /// The variable that tells [`serve_as_a_lambda_function`] it runs for the test below.
 const SERVE_FOR: &str = "CAIRN_SERVE_AS_LAMBDA";
 
+/// Sends every `UpdateItem` (the rate-limit count) 300 ms late, so that a count not
+/// awaited before the function asks for its next event would still be unwritten then.
+#[derive(Debug)]
+struct LateUpdates;
+
+impl aws_smithy_runtime_api::client::interceptors::Intercept for LateUpdates {
+    fn name(&self) -> &'static str {
+        "LateUpdates"
+    }
+
+    fn read_before_transmit(
+        &self,
+        context: &aws_smithy_runtime_api::client::interceptors::context::BeforeTransmitInterceptorContextRef<'_>,
+        _: &aws_smithy_runtime_api::client::runtime_components::RuntimeComponents,
+        _: &mut aws_smithy_types::config_bag::ConfigBag,
+    ) -> Result<(), aws_smithy_runtime_api::box_error::BoxError> {
+        let target = context.request().headers().get("x-amz-target").unwrap_or_default();
+        if target.ends_with(".UpdateItem") {
+            // Blocks one of the runtime's two workers; the other goes on.
+            std::thread::sleep(std::time::Duration::from_millis(300));
+        }
+        Ok(())
+    }
+}
+
 /// Serves a router with the shared edge (rate limit on) through `shared::lambda::run`,
-/// as a function's `main` does. Run by the test below in a process of its own, because
-/// the runtime reads its configuration from the environment; by itself it does nothing.
-#[tokio::test]
+/// as a function's `main` does, its counts sent late ([`LateUpdates`]). Run by the test
+/// below in a process of its own, because the runtime reads its configuration from the
+/// environment; by itself it does nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "run in a process of its own by the test below"]
 async fn serve_as_a_lambda_function() {
     if std::env::var(SERVE_FOR).is_err() {
@@ -112,7 +138,7 @@ async fn serve_as_a_lambda_function() {
     }
     let env = api_tests::env().await;
     let auth = shared::auth::AuthState {
-        client: env.client.clone(),
+        client: aws_sdk_dynamodb::Client::from_conf(env.client.config().to_builder().interceptor(LateUpdates).build()),
         tables: env.tables.clone(),
         rate_limit: 1000,
         origin_secret: None,
@@ -125,7 +151,8 @@ async fn serve_as_a_lambda_function() {
 /// Through Lambda's Runtime API (our stub), a function posts its answer before it counts
 /// the request (the client does not wait for the count), and has counted it before it
 /// asks for its next event (Lambda may freeze it from then on, so a count still in
-/// flight would land late or never).
+/// flight would land late or never): the count, sent 300 ms late, is written when the
+/// function asks.
 #[tokio::test]
 async fn a_function_answers_then_counts_the_request_before_it_asks_for_the_next() {
     use api_tests::runtime_api::{Call, Seen};

@@ -68,6 +68,39 @@ async fn a_tenant_over_its_limit_gets_429_with_retry_after_and_others_do_not() {
     assert_eq!(header(&other, "x-ratelimit-remaining"), Some(2));
 }
 
+/// A window filled by other instances: an instance that finds it full when it looks
+/// answers 429, counts nothing, and answers the tenant's further requests in that window
+/// 429 without reading the standing again.
+#[tokio::test]
+async fn an_instance_that_finds_the_window_full_refuses_without_reading_again() {
+    let env = api_tests::env().await;
+    let instance = || {
+        let auth = AuthState {
+            client: env.client.clone(),
+            tables: env.tables.clone(),
+            rate_limit: 2,
+            origin_secret: None,
+            known: shared::auth::KnownKeys::default(),
+        };
+        api(Router::new().route("/api/v1/ping", get(|| async { "pong" })), auth)
+    };
+    let (filling, other) = (instance(), instance());
+    let t = env.tenant().await;
+    api_tests::one_rate_limit_window().await;
+    assert_eq!(call(&other, Some(&t.key)).await.status(), 200, "the other instance's first request");
+    assert_eq!(call(&filling, Some(&t.key)).await.status(), 200, "the window's second and last");
+    let rate_limits = env.tables.name(shared::dynamo::Table::RateLimits);
+    let (first, accesses) = shared::metering::recorded(call(&other, Some(&t.key))).await;
+    assert_eq!(first.status(), 429, "the window is full");
+    assert!(
+        accesses.iter().all(|access| access.table != rate_limits || access.action == "dynamodb:GetItem"),
+        "looked, not counted: {accesses:?}"
+    );
+    let (again, accesses) = shared::metering::recorded(call(&other, Some(&t.key))).await;
+    assert_eq!(again.status(), 429);
+    assert!(!accesses.iter().any(|access| access.table == rate_limits), "no read of the standing: {accesses:?}");
+}
+
 both_paths!(every_authenticated_response_carries_the_rate_limit_headers);
 
 async fn every_authenticated_response_carries_the_rate_limit_headers(api: Api, env: Env) {
@@ -82,7 +115,10 @@ async fn every_authenticated_response_carries_the_rate_limit_headers(api: Api, e
     not_found.expect(404);
     let (a, b) = (first.header("x-ratelimit-remaining"), not_found.header("x-ratelimit-remaining"));
     let (a, b) = (a.and_then(|v| v.parse::<u64>().ok()), b.and_then(|v| v.parse::<u64>().ok()));
-    assert!(a.is_some_and(|a| a < limit) && b.is_some_and(|b| b < limit), "this request is counted: {a:?}, {b:?}");
+    assert!(a.is_some_and(|a| a < limit), "this request will be counted: {a:?}");
+    // The first was counted after its answer, before the function served the second
+    // (through `cargo lambda watch` too, where `shared::lambda::run` does it).
+    assert!(b.is_some_and(|b| Some(b) < a), "the first request was counted: {a:?}, then {b:?}");
     assert!(not_found.header("x-ratelimit-reset").is_some());
 }
 
