@@ -345,7 +345,8 @@ impl AuthState {
 /// A key is *live at epoch e* when a read of its item found it live after a count or a
 /// read of its tenant's standing had returned keys epoch `e` ([`crate::rate_limit`]): a
 /// revocation of the key after that read moves the epoch past `e`, so while the
-/// standing still says `e` the key is still live. That proof lasts [`KnownKeys::LIVE_AT_FOR`] at most.
+/// standing still says `e` the key is still live. That proof lasts
+/// [`KnownKeys::LIVE_AT_FOR`] at most.
 #[derive(Debug, Clone, Default)]
 pub struct KnownKeys(std::sync::Arc<std::sync::Mutex<Known>>);
 
@@ -354,7 +355,7 @@ struct Known {
     keys: std::collections::HashMap<String, Seen>,
     /// Tenant -> (window, requests left in it after the last count).
     room: std::collections::HashMap<TenantId, (i64, u32)>,
-    /// Tenant -> the highest keys epoch a finished count or read of the standing returned.
+    /// Tenant -> the highest keys epoch a finished count or look at the standing returned.
     epochs: std::collections::HashMap<TenantId, u64>,
 }
 

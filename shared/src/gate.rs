@@ -171,9 +171,9 @@ impl Gate {
     }
 
     /// Lets a transaction of `items` through, or refuses it: waits for the look at the
-    /// rate-limit standing (see [`Gate::must_wait_for_look`]), and gives the key's condition to add
-    /// when the key is not yet proven live (reading the key now when the transaction has
-    /// no room for it, or writes the key's own item).
+    /// rate-limit standing (see [`Gate::must_wait_for_look`]), and gives the key's
+    /// condition to add when the key is not yet proven live (reading the key now when
+    /// the transaction has no room for it, or writes the key's own item).
     ///
     /// # Errors
     /// [`StoreError::Refused`]; the key read's [`StoreError`].

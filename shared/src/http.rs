@@ -88,9 +88,10 @@ async fn require_api_key(State(auth): State<AuthState>, mut request: Request, ne
     // On a warm instance that has seen this key live, the request's own work starts at
     // once, read or write, and the key is proven live beside it: by the keys epoch of the
     // tenant's rate-limit standing, read anyway, when the key was proven live at that
-    // epoch (no read of the key), else by a read of the key's item. A write's transaction carries
-    // a condition on the key's item as well ([`crate::gate`]). So a revoked key writes
-    // nothing and is refused on its very next request. Otherwise the key is read first.
+    // epoch (no read of the key), else by a read of the key's item. A write's
+    // transaction carries a condition on the key's item as well ([`crate::gate`]). So a
+    // revoked key writes nothing and is refused on its very next request. Otherwise the
+    // key is read first.
     let known = auth.known.get(&hash);
     let check_later = known.is_some();
     let tenant = match known {
