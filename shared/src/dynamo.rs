@@ -317,7 +317,18 @@ pub trait WriteGate: Send + Sync + std::fmt::Debug {
     /// # Errors
     /// [`StoreError::Refused`], or a storage error of the gate's own reads.
     fn hold(&self) -> std::pin::Pin<Box<dyn Future<Output = Result<(), StoreError>> + Send + '_>>;
+
+    /// Offers the gate the request's read of the item at `key` in `table`, to carry a
+    /// read of its own in the same call ([`get_item`]): the read that answers the item,
+    /// or `None` to read it alone. A gate carries a read once per request.
+    fn carry<'a>(&'a self, table: &'a str, key: &'a Item) -> Option<Read<'a>> {
+        let _ = (table, key);
+        None
+    }
 }
+
+/// A read of one item by a [`WriteGate`] ([`WriteGate::carry`]).
+pub type Read<'a> = std::pin::Pin<Box<dyn Future<Output = Result<Option<Item>, StoreError>> + Send + 'a>>;
 
 /// Called before an effect outside DynamoDB (a Stripe call that creates or changes
 /// something): the request's write gate must let it through, as it must a transaction.
@@ -690,10 +701,75 @@ impl Transaction {
 /// # Errors
 /// The read's [`StoreError`].
 pub async fn get_item(client: &Client, table: &str, key: &[(&str, &str)]) -> Result<Option<Item>, StoreError> {
-    let key = key.iter().map(|(name, value)| ((*name).to_owned(), s(*value))).collect();
+    let key: Item = key.iter().map(|(name, value)| ((*name).to_owned(), s(*value))).collect();
+    // A request's first read carries its gate's look at the rate-limit standing, in one
+    // call ([`crate::gate`]).
+    if let Some(gate) = current_gate()
+        && let Some(read) = gate.carry(table, &key)
+    {
+        return read.await;
+    }
+    get_one(client, table, key).await
+}
+
+/// One strongly consistent GetItem.
+pub(crate) async fn get_one(client: &Client, table: &str, key: Item) -> Result<Option<Item>, StoreError> {
     let out =
         client.get_item().table_name(table).set_key(Some(key)).consistent_read(true).send().await.map_err(classify)?;
     Ok(out.item)
+}
+
+/// Two items of two different tables, strongly consistent, in one call (BatchGetItem;
+/// each read costs what a GetItem of it would): `None` where nothing is stored. Keys
+/// DynamoDB leaves unprocessed (when throttled) are sent again, strongly consistent,
+/// after 10, 20 and 40 ms.
+///
+/// # Errors
+/// The call's [`StoreError`]s; [`StoreError::Unavailable`] when keys are still
+/// unprocessed after that; [`StoreError::Other`] when the tables are the same.
+pub async fn get_pair(
+    client: &Client,
+    first: (&str, Item),
+    second: (&str, Item),
+) -> Result<(Option<Item>, Option<Item>), StoreError> {
+    if first.0 == second.0 {
+        return Err(StoreError::Other(format!("a pair of reads of one table ({})", first.0).into()));
+    }
+    let consistent = |keys: Vec<Item>| {
+        KeysAndAttributes::builder()
+            .set_keys(Some(keys))
+            .consistent_read(true)
+            .build()
+            .map_err(|e| StoreError::Other(Box::new(e)))
+    };
+    let mut left = HashMap::from([(first.0.to_owned(), vec![first.1]), (second.0.to_owned(), vec![second.1])]);
+    let mut found = HashMap::new();
+    for attempt in 0..4u32 {
+        if attempt > 0 {
+            tokio::time::sleep(Duration::from_millis(10 << (attempt - 1))).await;
+        }
+        let mut items = HashMap::with_capacity(left.len());
+        for (table, keys) in left.drain() {
+            items.insert(table, consistent(keys)?);
+        }
+        let out = client.batch_get_item().set_request_items(Some(items)).send().await.map_err(classify)?;
+        for (table, mut items) in out.responses.unwrap_or_default() {
+            if let Some(item) = items.pop() {
+                found.insert(table, item);
+            }
+        }
+        left = out
+            .unprocessed_keys
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(table, keys)| (table, keys.keys))
+            .filter(|(_, keys)| !keys.is_empty())
+            .collect();
+        if left.is_empty() {
+            return Ok((found.remove(first.0), found.remove(second.0)));
+        }
+    }
+    Err(StoreError::Unavailable("BatchGetItem left keys unprocessed".into()))
 }
 
 /// Reads the items at `keys` (each a table and a key, strongly consistent) as one

@@ -53,6 +53,9 @@ struct State {
     /// by a committed write).
     key_checked: bool,
     outcome: Outcome,
+    /// Whether the look at the standing was taken on: by the request's first read, to
+    /// carry it ([`Gate::carry`]), or by the edge, to read it alone.
+    look_taken: bool,
 }
 
 /// The longest a count after the answer may take (it may make up to four updates, each
@@ -81,54 +84,114 @@ impl Gate {
             tenant,
             key_hash,
             standing: OnceCell::new(),
-            state: Mutex::new(State { key_checked, outcome: Outcome::Open }),
+            state: Mutex::new(State { key_checked, outcome: Outcome::Open, look_taken: false }),
         })
     }
 
-    /// The request's rate-limit standing: looked at once, by whichever asks first (the
-    /// edge asks at once, beside the handler), with one read of the tenant's standing
-    /// item ([`crate::rate_limit::look`]); not read when this instance's last count of
-    /// the window left no room. `None`: not limited, or the read failed (logged; the
-    /// request goes through). The request is counted after its answer ([`Gate::count`]).
+    /// The request's rate-limit standing: looked at once, with one strongly consistent
+    /// read of the tenant's standing item ([`crate::rate_limit::look`]). The request's
+    /// first read, when it is a GetItem sent before the edge asks, carries that read in
+    /// its own call ([`Gate::carry`]); else whichever asks first reads it alone (the edge
+    /// asks at once, beside the handler). Not read when this instance's last count of the
+    /// window left no room. `None`: not limited, or the read failed (logged; the request
+    /// goes through). The request is counted after its answer ([`Gate::count`]).
     pub async fn standing(&self) -> Option<Standing> {
-        *self
-            .standing
-            .get_or_init(|| async {
-                if self.auth.rate_limit == 0 {
-                    return None;
-                }
-                let now = chrono::Utc::now().timestamp();
-                // The window is only ever filled, so once a count left no room in it,
-                // every later request of the window is over the limit.
-                if self.auth.known.room(&self.tenant, now.div_euclid(60)) == Some(0) {
-                    return Some(Standing::used_up(self.auth.rate_limit, now));
-                }
-                let looked = crate::rate_limit::look(
-                    &self.auth.client,
-                    &self.auth.tables,
-                    &self.tenant,
-                    self.auth.rate_limit,
-                    now,
-                )
+        self.take_look();
+        *self.standing.get_or_init(|| self.look_alone()).await
+    }
+
+    /// Takes the look on; `false` when it was already taken.
+    fn take_look(&self) -> bool {
+        self.state.lock().is_ok_and(|mut state| !std::mem::replace(&mut state.look_taken, true))
+    }
+
+    /// The standing, read alone when a read is needed.
+    async fn look_alone(&self) -> Option<Standing> {
+        let now = match self.needs_look() {
+            Ok(now) => now,
+            Err(known) => return known,
+        };
+        let looked =
+            crate::rate_limit::look(&self.auth.client, &self.auth.tables, &self.tenant, self.auth.rate_limit, now)
                 .await;
-                match looked {
-                    // A window found full stays full: the instance answers the tenant's
-                    // further requests in it 429 with no read.
-                    Ok(standing) if standing.exceeded => {
-                        self.auth.known.note_count(&self.tenant, standing.window, 0, standing.keys_epoch);
-                        Some(standing)
+        self.noted(looked)
+    }
+
+    /// The time of a look when one must read the standing, or the standing known
+    /// without a read: none with no limit; used up when this instance's last count of
+    /// the window left no room (the window is only ever filled, so every later request
+    /// of it is over the limit).
+    fn needs_look(&self) -> Result<i64, Option<Standing>> {
+        if self.auth.rate_limit == 0 {
+            return Err(None);
+        }
+        let now = chrono::Utc::now().timestamp();
+        if self.auth.known.room(&self.tenant, now.div_euclid(60)) == Some(0) {
+            return Err(Some(Standing::used_up(self.auth.rate_limit, now)));
+        }
+        Ok(now)
+    }
+
+    /// What a look found, noted for the instance's next requests.
+    fn noted(&self, looked: Result<Standing, StoreError>) -> Option<Standing> {
+        match looked {
+            // A window found full stays full: the instance answers the tenant's further
+            // requests in it 429 with no read.
+            Ok(standing) if standing.exceeded => {
+                self.auth.known.note_count(&self.tenant, standing.window, 0, standing.keys_epoch);
+                Some(standing)
+            }
+            Ok(standing) => {
+                self.auth.known.note_epoch(&self.tenant, standing.keys_epoch);
+                Some(standing)
+            }
+            Err(error) => {
+                tracing::warn!(error = %error, "rate limit not read");
+                None
+            }
+        }
+    }
+
+    /// The request's read of the item at `key` in `table`, carrying the look at the
+    /// standing in the same call (one BatchGetItem, [`crate::dynamo::get_pair`]) when
+    /// the look is still to be taken and needs a read: a warm GET by id makes one call
+    /// in all. `None`: read the item alone.
+    fn carry<'a>(&'a self, table: &'a str, key: &'a crate::dynamo::Item) -> Option<crate::dynamo::Read<'a>> {
+        let standings = self.auth.tables.name(Table::RateLimits);
+        if table == standings || self.standing.initialized() {
+            return None;
+        }
+        let now = self.needs_look().ok()?;
+        if !self.take_look() {
+            return None;
+        }
+        Some(Box::pin(async move {
+            let client = &self.auth.client;
+            let mut own = None;
+            let looked = self.standing.get_or_init(|| async {
+                let standing_key = crate::rate_limit::standing_key(&self.tenant);
+                let read = crate::dynamo::get_pair(client, (table, key.clone()), (standings, standing_key)).await;
+                match read {
+                    Ok((item, standing)) => {
+                        own = Some(Ok(item));
+                        let standing = standing.unwrap_or_default();
+                        self.noted(Ok(crate::rate_limit::standing_of(&standing, self.auth.rate_limit, now)))
                     }
-                    Ok(standing) => {
-                        self.auth.known.note_epoch(&self.tenant, standing.keys_epoch);
-                        Some(standing)
-                    }
+                    // The look failed (logged; the request goes through, as when a look
+                    // alone fails), and the item does not fail with it: it is read alone.
                     Err(error) => {
-                        tracing::warn!(error = %error, "rate limit not read");
-                        None
+                        own = Some(crate::dynamo::get_one(client, table, key.clone()).await);
+                        self.noted(Err(error))
                     }
                 }
-            })
-            .await
+            });
+            looked.await;
+            match own {
+                Some(found) => found,
+                // The edge read the standing first: the item is read alone.
+                None => crate::dynamo::get_one(client, table, key.clone()).await,
+            }
+        }))
     }
 
     /// The work that counts the request in its tenant's window, to run once it has been
@@ -305,6 +368,10 @@ impl crate::dynamo::WriteGate for Gate {
 
     fn hold(&self) -> std::pin::Pin<Box<dyn Future<Output = Result<(), StoreError>> + Send + '_>> {
         Box::pin(Gate::hold(self))
+    }
+
+    fn carry<'a>(&'a self, table: &'a str, key: &'a crate::dynamo::Item) -> Option<crate::dynamo::Read<'a>> {
+        Gate::carry(self, table, key)
     }
 }
 

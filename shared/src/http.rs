@@ -141,11 +141,13 @@ async fn require_api_key(State(auth): State<AuthState>, mut request: Request, ne
     // The look at the rate-limit standing runs beside the work too (a write waits for it
     // before it commits unless the instance's last count left room); the request is
     // counted after its answer, so a tenant may overshoot its limit by the requests
-    // answered and not yet counted (README, "Rate limit"). The look and the key's read
-    // are sent first, then the work's own calls.
-    let ((standing, verified), response) = tokio::join!(
-        async { tokio::join!(gate.standing(), verify) },
-        crate::gate::scope(gate.clone(), next.run(request))
+    // answered and not yet counted (README, "Rate limit"). The work is polled first: its
+    // first read, when it is a GetItem sent at once, carries the look in its own call
+    // ([`crate::gate::Gate::carry`]); else the look is sent alone beside it.
+    let (response, (standing, verified)) = tokio::join!(
+        biased;
+        crate::gate::scope(gate.clone(), next.run(request)),
+        async { tokio::join!(gate.standing(), verify) }
     );
     let mut response = match gate.outcome() {
         // Committed with the key's condition holding: the write's answer stands.

@@ -423,6 +423,10 @@ impl WriteGate for Pending {
     fn hold(&self) -> std::pin::Pin<Box<dyn Future<Output = Result<(), StoreError>> + Send + '_>> {
         Box::pin(Pending::hold(self))
     }
+
+    fn carry<'a>(&'a self, table: &'a str, key: &'a crate::dynamo::Item) -> Option<crate::dynamo::Read<'a>> {
+        self.outer.as_ref().and_then(|outer| outer.carry(table, key))
+    }
 }
 
 fn fingerprint(method: &Method, uri: &http::Uri, body: &[u8]) -> String {

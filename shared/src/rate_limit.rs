@@ -129,8 +129,7 @@ pub async fn look(
     let item = client
         .get_item()
         .table_name(tables.name(Table::RateLimits))
-        .key("tenant_id", s(tenant.as_str()))
-        .key("window", n(STANDING))
+        .set_key(Some(standing_key(tenant)))
         .consistent_read(true)
         .send()
         .await
@@ -140,8 +139,17 @@ pub async fn look(
     Ok(standing_of(&item, limit, now))
 }
 
-/// What the standing item `item` says of one more request at `now`.
-fn standing_of(item: &std::collections::HashMap<String, AttributeValue>, limit: u32, now: i64) -> Standing {
+/// The key of `tenant`'s standing item (read by [`look`], or with a request's own first
+/// read in one call, [`crate::gate`]).
+#[must_use]
+pub fn standing_key(tenant: &TenantId) -> std::collections::HashMap<String, AttributeValue> {
+    std::collections::HashMap::from([("tenant_id".to_owned(), s(tenant.as_str())), ("window".to_owned(), n(STANDING))])
+}
+
+/// What the standing item `item` (empty when there is none) says of one more request
+/// at `now`, as [`look`] answers.
+#[must_use]
+pub fn standing_of(item: &std::collections::HashMap<String, AttributeValue>, limit: u32, now: i64) -> Standing {
     let current = now.div_euclid(60);
     let (window, used) = match number::<i64>(item, "counted_window") {
         Some(stored) if stored >= current => (stored, number::<u64>(item, "requests").unwrap_or(0)),

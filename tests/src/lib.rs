@@ -449,3 +449,33 @@ pub fn ungranted<'a>(function: &str, accesses: impl IntoIterator<Item = &'a shar
     missing.dedup();
     missing
 }
+
+/// An SDK interceptor that runs `act` before each call of `operation` (`"UpdateItem"`)
+/// is sent, and fails the call when `act` does: a test's way to delay or refuse one kind
+/// of DynamoDB call.
+#[derive(Debug, Clone, Copy)]
+pub struct BeforeSending {
+    /// The operation's name, as in the `X-Amz-Target` header after the dot.
+    pub operation: &'static str,
+    /// What to do before sending it.
+    pub act: fn() -> Result<(), aws_smithy_runtime_api::box_error::BoxError>,
+}
+
+impl aws_smithy_runtime_api::client::interceptors::Intercept for BeforeSending {
+    fn name(&self) -> &'static str {
+        "BeforeSending"
+    }
+
+    fn read_before_transmit(
+        &self,
+        context: &aws_smithy_runtime_api::client::interceptors::context::BeforeTransmitInterceptorContextRef<'_>,
+        _: &aws_smithy_runtime_api::client::runtime_components::RuntimeComponents,
+        _: &mut aws_smithy_types::config_bag::ConfigBag,
+    ) -> Result<(), aws_smithy_runtime_api::box_error::BoxError> {
+        let target = context.request().headers().get("x-amz-target").unwrap_or_default();
+        match target.rsplit_once('.') {
+            Some((_, operation)) if operation == self.operation => (self.act)(),
+            _ => Ok(()),
+        }
+    }
+}

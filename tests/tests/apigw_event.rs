@@ -103,31 +103,17 @@ const SERVE_FOR: &str = "CAIRN_SERVE_AS_LAMBDA";
 
 /// Sends every `UpdateItem` (the rate-limit count) 300 ms late, so that a count not
 /// awaited before the function asks for its next event would still be unwritten then.
-#[derive(Debug)]
-struct LateUpdates;
-
-impl aws_smithy_runtime_api::client::interceptors::Intercept for LateUpdates {
-    fn name(&self) -> &'static str {
-        "LateUpdates"
-    }
-
-    fn read_before_transmit(
-        &self,
-        context: &aws_smithy_runtime_api::client::interceptors::context::BeforeTransmitInterceptorContextRef<'_>,
-        _: &aws_smithy_runtime_api::client::runtime_components::RuntimeComponents,
-        _: &mut aws_smithy_types::config_bag::ConfigBag,
-    ) -> Result<(), aws_smithy_runtime_api::box_error::BoxError> {
-        let target = context.request().headers().get("x-amz-target").unwrap_or_default();
-        if target.ends_with(".UpdateItem") {
-            // Blocks one of the runtime's two workers; the other goes on.
-            std::thread::sleep(std::time::Duration::from_millis(300));
-        }
+const LATE_UPDATES: api_tests::BeforeSending = api_tests::BeforeSending {
+    operation: "UpdateItem",
+    act: || {
+        // Blocks one of the runtime's two workers; the other goes on.
+        std::thread::sleep(std::time::Duration::from_millis(300));
         Ok(())
-    }
-}
+    },
+};
 
 /// Serves a router with the shared edge (rate limit on) through `shared::lambda::run`,
-/// as a function's `main` does, its counts sent late ([`LateUpdates`]). Run by the test
+/// as a function's `main` does, its counts sent late ([`LATE_UPDATES`]). Run by the test
 /// below in a process of its own, because the runtime reads its configuration from the
 /// environment; by itself it does nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -138,7 +124,7 @@ async fn serve_as_a_lambda_function() {
     }
     let env = api_tests::env().await;
     let auth = shared::auth::AuthState {
-        client: aws_sdk_dynamodb::Client::from_conf(env.client.config().to_builder().interceptor(LateUpdates).build()),
+        client: aws_sdk_dynamodb::Client::from_conf(env.client.config().to_builder().interceptor(LATE_UPDATES).build()),
         tables: env.tables.clone(),
         rate_limit: 1000,
         origin_secret: None,

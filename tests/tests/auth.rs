@@ -132,3 +132,108 @@ async fn a_warm_key_is_proven_live_by_its_tenants_keys_epoch_until_a_revocation(
     revoke(key_id.as_str().to_owned()).await;
     assert_eq!(ping().await, (401, true), "revoked: its very next request reads it and is refused");
 }
+
+/// On a warm instance whose key the keys epoch proves live, a read by id makes one
+/// DynamoDB call in all: its GetItem becomes one BatchGetItem that reads the tenant's
+/// rate-limit standing too. What that read finds still refuses a revoked key on its very
+/// next request, and another key's revocation still sends the instance back to the key's
+/// item.
+#[tokio::test]
+async fn a_warm_read_by_id_is_one_call_that_carries_the_look_and_still_refuses_a_revoked_key() {
+    let env = api_tests::env().await;
+    let t = env.tenant().await;
+    let now = || shared::time::format(chrono::Utc::now());
+    let (key_id, key) = infra::admin::create_key(&env.client, &env.tables, &t.id, &now()).await.expect("key");
+    let (other_id, _) = infra::admin::create_key(&env.client, &env.tables, &t.id, &now()).await.expect("key");
+    let id = an_execution(&env, &key).await;
+    let clock = Arc::new(shared::time::SystemClock);
+    let app = executions::app(env.client.clone(), env.tables.clone(), clock.clone());
+    let (executions, standings, keys_table) = (
+        env.tables.name(Table::Executions).to_owned(),
+        env.tables.name(Table::RateLimits).to_owned(),
+        env.tables.name(Table::ApiKeys).to_owned(),
+    );
+    let read = || read_by_id(&app, &key, &id);
+    let batch = |table: &str| ("dynamodb:BatchGetItem".to_owned(), table.to_owned());
+    for _ in 0..3 {
+        assert_eq!(read().await.0, 200);
+    }
+    let (status, calls, accesses) = read().await;
+    assert_eq!((status, calls), (200, 1), "one call in all: {accesses:?}");
+    assert_eq!(accesses, [batch(&executions), batch(&standings)], "the item and the standing, in one call");
+
+    let keys = keys::app(env.client.clone(), env.tables.clone(), clock);
+    let revoke = |id: String| {
+        let (keys, key) = (keys.clone(), t.key.clone());
+        async move {
+            let request = Request::delete(format!("/api/v1/keys/{id}")).header("x-api-key", key);
+            let response = keys.oneshot(request.body(axum::body::Body::empty()).expect("request")).await;
+            let response = api_tests::finished(response.expect("infallible")).await;
+            assert_eq!(response.status(), 204);
+        }
+    };
+    revoke(other_id.as_str().to_owned()).await;
+    let (status, _, accesses) = read().await;
+    assert_eq!(status, 200, "another key revoked: this one is still live");
+    assert!(accesses.iter().any(|(_, table)| *table == keys_table), "and read again: {accesses:?}");
+    let (status, calls, _) = read().await;
+    assert_eq!((status, calls), (200, 1), "then proven live at the new epoch, in one call again");
+    revoke(key_id.as_str().to_owned()).await;
+    assert_eq!(read().await.0, 401, "revoked: refused on its very next read");
+}
+
+/// An execution of the key's tenant, made through the API.
+async fn an_execution(env: &Env, key: &str) -> String {
+    let api = Api::new(api_tests::Transport::in_process(env));
+    let workflow = api.post(key, "/workflows", &json!({"name": "w", "workflow_type": "custom"})).await;
+    let start = json!({"workflow_id": workflow.expect(201).body["id"], "input": {"q": 1}});
+    let execution = api.post(key, "/executions", &start).await;
+    execution.expect(201).body["id"].as_str().expect("id").to_owned()
+}
+
+/// `GET /executions/{id}` through `app`: the status, the DynamoDB calls made up to the
+/// answer and their accesses as (action, table), sorted. The count after the answer
+/// runs after, unmeasured, as on Lambda.
+async fn read_by_id(app: &Router, key: &str, id: &str) -> (u16, u64, Vec<(String, String)>) {
+    let request = Request::get(format!("/api/v1/executions/{id}")).header("x-api-key", key);
+    let call = async {
+        let response = app.clone().oneshot(request.body(axum::body::Body::empty()).expect("request")).await;
+        let mut response = response.expect("infallible");
+        (response.status().as_u16(), response.extensions_mut().remove::<shared::lambda::AfterAnswer>())
+    };
+    let (((status, after), accesses), usage) = shared::metering::metered(shared::metering::recorded(call)).await;
+    api_tests::bench::after_answer(after).await;
+    let mut accesses: Vec<(String, String)> =
+        accesses.into_iter().map(|access| (access.action, access.table)).collect();
+    accesses.sort();
+    (status, usage.calls, accesses)
+}
+
+/// Fails every BatchGetItem before it is sent, as a refused or unreachable table would.
+const NO_BATCHES: api_tests::BeforeSending =
+    api_tests::BeforeSending { operation: "BatchGetItem", act: || Err("a BatchGetItem refused by the test".into()) };
+
+/// When the call that carries the look fails, the read does not fail with it: the item
+/// is read alone and answered, the look counts as failed (the request goes through, as
+/// when a look alone fails), so the key is proven by a read of its item, and a revoked
+/// key is still refused on its very next read.
+#[tokio::test]
+async fn a_read_whose_carried_look_fails_is_answered_from_its_own_read_and_still_refuses_a_revoked_key() {
+    let env = api_tests::env().await;
+    let t = env.tenant().await;
+    let now = || shared::time::format(chrono::Utc::now());
+    let (key_id, key) = infra::admin::create_key(&env.client, &env.tables, &t.id, &now()).await.expect("key");
+    let id = an_execution(&env, &key).await;
+    let client = aws_sdk_dynamodb::Client::from_conf(env.client.config().to_builder().interceptor(NO_BATCHES).build());
+    let app = executions::app(client, env.tables.clone(), Arc::new(shared::time::SystemClock));
+    let get = |table: Table| ("dynamodb:GetItem".to_owned(), env.tables.name(table).to_owned());
+    for _ in 0..3 {
+        assert_eq!(read_by_id(&app, &key, &id).await.0, 200);
+    }
+    let (status, _, accesses) = read_by_id(&app, &key, &id).await;
+    assert_eq!(status, 200, "answered from its own read: {accesses:?}");
+    assert!(accesses.contains(&get(Table::Executions)), "the item read alone: {accesses:?}");
+    assert!(accesses.contains(&get(Table::ApiKeys)), "the key proven by its own read: {accesses:?}");
+    infra::admin::revoke_key(&env.client, &env.tables, key_id.as_str(), &now()).await.expect("revoked");
+    assert_eq!(read_by_id(&app, &key, &id).await.0, 401, "revoked: refused on its very next read");
+}

@@ -187,3 +187,33 @@ async fn every_functions_policy_grants_every_dynamodb_call_its_code_makes() {
     let kinds: BTreeSet<&str> = noted.iter().map(|(_, a)| a.action.as_str()).collect();
     assert!(kinds.len() >= 7, "the scenario made every kind of call the code makes: {kinds:?}");
 }
+
+/// A request's first GetItem may be sent as one BatchGetItem that also reads its tenant's
+/// rate-limit standing (`shared::gate`), whichever GetItem of the code comes first: every
+/// function serving keyed routes may BatchGetItem every table it may GetItem, the
+/// rate-limit standing's included, whether or not the scenario above reached that read.
+#[test]
+fn every_table_a_keyed_function_may_get_from_it_may_batch_get_from() {
+    let template = infra::template::Template::embedded().expect("template");
+    let keyed: BTreeSet<String> = template
+        .routes()
+        .expect("routes")
+        .into_iter()
+        .filter(|route| {
+            let route = (route.method.as_str(), route.path.as_str());
+            !billing::PUBLIC_ROUTES.contains(&route) && !dashboard::ROUTES.contains(&route)
+        })
+        .map(|route| route.function)
+        .collect();
+    assert_eq!(keyed.len(), 6, "{keyed:?}");
+    for function in &keyed {
+        let grants = template.grants(function).expect("grants");
+        let may = |action: &str, table: &str| {
+            grants.iter().any(|grant| grant.action == action && grant.table == table && !grant.index)
+        };
+        assert!(may("dynamodb:BatchGetItem", "rate-limits"), "{function}: the standing");
+        for grant in grants.iter().filter(|grant| grant.action == "dynamodb:GetItem" && !grant.index) {
+            assert!(may("dynamodb:BatchGetItem", &grant.table), "{function}: BatchGetItem on {}", grant.table);
+        }
+    }
+}
