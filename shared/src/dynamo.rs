@@ -318,17 +318,19 @@ pub trait WriteGate: Send + Sync + std::fmt::Debug {
     /// [`StoreError::Refused`], or a storage error of the gate's own reads.
     fn hold(&self) -> std::pin::Pin<Box<dyn Future<Output = Result<(), StoreError>> + Send + '_>>;
 
-    /// Offers the gate the request's read of the item at `key` in `table`, to carry a
-    /// read of its own in the same call ([`get_item`]): the read that answers the item,
-    /// or `None` to read it alone. A gate carries a read once per request.
-    fn carry<'a>(&'a self, table: &'a str, key: &'a Item) -> Option<Read<'a>> {
-        let _ = (table, key);
+    /// Offers the gate the request's read of the items at `keys` in `table` (at most
+    /// 99), to carry a read of its own in the same call ([`get_item`], [`batch_get`]):
+    /// the read that answers the items found, or `None` to read them alone. A gate
+    /// carries a read once per request.
+    fn carry<'a>(&'a self, table: &'a str, keys: &'a [Item]) -> Option<Read<'a>> {
+        let _ = (table, keys);
         None
     }
 }
 
-/// A read of one item by a [`WriteGate`] ([`WriteGate::carry`]).
-pub type Read<'a> = std::pin::Pin<Box<dyn Future<Output = Result<Option<Item>, StoreError>> + Send + 'a>>;
+/// A strongly consistent read of items of one table by a [`WriteGate`]
+/// ([`WriteGate::carry`]): the items found, in no particular order.
+pub type Read<'a> = std::pin::Pin<Box<dyn Future<Output = Result<Vec<Item>, StoreError>> + Send + 'a>>;
 
 /// Called before an effect outside DynamoDB (a Stripe call that creates or changes
 /// something): the request's write gate must let it through, as it must a transaction.
@@ -705,9 +707,9 @@ pub async fn get_item(client: &Client, table: &str, key: &[(&str, &str)]) -> Res
     // A request's first read carries its gate's look at the rate-limit standing, in one
     // call ([`crate::gate`]).
     if let Some(gate) = current_gate()
-        && let Some(read) = gate.carry(table, &key)
+        && let Some(read) = gate.carry(table, std::slice::from_ref(&key))
     {
-        return read.await;
+        return read.await.map(|mut found| found.pop());
     }
     get_one(client, table, key).await
 }
@@ -719,22 +721,19 @@ pub(crate) async fn get_one(client: &Client, table: &str, key: Item) -> Result<O
     Ok(out.item)
 }
 
-/// Two items of two different tables, strongly consistent, in one call (BatchGetItem;
-/// each read costs what a GetItem of it would): `None` where nothing is stored. Keys
-/// DynamoDB leaves unprocessed (when throttled) are sent again, strongly consistent,
-/// after 10, 20 and 40 ms.
+/// The items at `keys` (per table; 100 keys at most in all), strongly consistent, in one
+/// BatchGetItem (each read costs what a GetItem of it would): the items found per
+/// table, in no particular order. Keys DynamoDB leaves unprocessed are sent again,
+/// strongly consistent: at once while answers bring items (an answer holds 16 MB at
+/// most), else after 10, 20 and 40 ms (DynamoDB is throttling).
 ///
 /// # Errors
-/// The call's [`StoreError`]s; [`StoreError::Unavailable`] when keys are still
-/// unprocessed after that; [`StoreError::Other`] when the tables are the same.
-pub async fn get_pair(
+/// The calls' [`StoreError`]s; [`StoreError::Unavailable`] when keys are still
+/// unprocessed after that.
+pub async fn get_batch(
     client: &Client,
-    first: (&str, Item),
-    second: (&str, Item),
-) -> Result<(Option<Item>, Option<Item>), StoreError> {
-    if first.0 == second.0 {
-        return Err(StoreError::Other(format!("a pair of reads of one table ({})", first.0).into()));
-    }
+    keys: HashMap<String, Vec<Item>>,
+) -> Result<HashMap<String, Vec<Item>>, StoreError> {
     let consistent = |keys: Vec<Item>| {
         KeysAndAttributes::builder()
             .set_keys(Some(keys))
@@ -742,22 +741,27 @@ pub async fn get_pair(
             .build()
             .map_err(|e| StoreError::Other(Box::new(e)))
     };
-    let mut left = HashMap::from([(first.0.to_owned(), vec![first.1]), (second.0.to_owned(), vec![second.1])]);
-    let mut found = HashMap::new();
-    for attempt in 0..4u32 {
-        if attempt > 0 {
-            tokio::time::sleep(Duration::from_millis(10 << (attempt - 1))).await;
+    let mut left: HashMap<String, Vec<Item>> = keys.into_iter().filter(|(_, keys)| !keys.is_empty()).collect();
+    let mut found: HashMap<String, Vec<Item>> = HashMap::new();
+    let mut idle = 0u32;
+    while !left.is_empty() {
+        if idle == 4 {
+            return Err(StoreError::Unavailable("BatchGetItem left keys unprocessed".into()));
+        }
+        if idle > 0 {
+            tokio::time::sleep(Duration::from_millis(10 << (idle - 1))).await;
         }
         let mut items = HashMap::with_capacity(left.len());
         for (table, keys) in left.drain() {
             items.insert(table, consistent(keys)?);
         }
         let out = client.batch_get_item().set_request_items(Some(items)).send().await.map_err(classify)?;
-        for (table, mut items) in out.responses.unwrap_or_default() {
-            if let Some(item) = items.pop() {
-                found.insert(table, item);
-            }
+        let mut brought = false;
+        for (table, items) in out.responses.unwrap_or_default() {
+            brought |= !items.is_empty();
+            found.entry(table).or_default().extend(items);
         }
+        idle = if brought { 0 } else { idle + 1 };
         left = out
             .unprocessed_keys
             .unwrap_or_default()
@@ -765,11 +769,8 @@ pub async fn get_pair(
             .map(|(table, keys)| (table, keys.keys))
             .filter(|(_, keys)| !keys.is_empty())
             .collect();
-        if left.is_empty() {
-            return Ok((found.remove(first.0), found.remove(second.0)));
-        }
     }
-    Err(StoreError::Unavailable("BatchGetItem left keys unprocessed".into()))
+    Ok(found)
 }
 
 /// Reads the items at `keys` (each a table and a key, strongly consistent) as one
@@ -812,28 +813,31 @@ pub async fn get_together(client: &Client, keys: Vec<(&str, Item)>) -> Result<Ve
     Ok(found)
 }
 
-/// Reads items by key, 100 keys a call, retrying what DynamoDB leaves unprocessed.
-/// Strongly consistent. Missing items are left out; the order is not the keys'.
+/// Reads items by key, 100 keys a call, resending what DynamoDB leaves unprocessed
+/// ([`get_batch`]). Strongly consistent. Missing items are left out; the order is not
+/// the keys'. A request's first read carries its gate's look at the rate-limit standing
+/// when there is room for it (under 100 keys, [`crate::gate`]).
 ///
 /// # Errors
 /// The reads' [`StoreError`]s.
 pub async fn batch_get(client: &Client, table: &str, keys: Vec<Item>) -> Result<Vec<Item>, StoreError> {
+    if keys.len() < 100
+        && let Some(gate) = current_gate()
+        && let Some(read) = gate.carry(table, &keys)
+    {
+        return read.await;
+    }
+    batch_get_alone(client, table, keys).await
+}
+
+/// [`batch_get`] with nothing carried.
+pub(crate) async fn batch_get_alone(client: &Client, table: &str, keys: Vec<Item>) -> Result<Vec<Item>, StoreError> {
     let mut found = Vec::with_capacity(keys.len());
     let mut keys = keys;
     while !keys.is_empty() {
         let rest = keys.split_off(keys.len().min(100));
-        let mut request = Some(
-            KeysAndAttributes::builder()
-                .set_keys(Some(keys))
-                .consistent_read(true)
-                .build()
-                .map_err(|e| StoreError::Other(Box::new(e)))?,
-        );
-        while let Some(batch) = request.take() {
-            let out = client.batch_get_item().request_items(table, batch).send().await.map_err(classify)?;
-            found.extend(out.responses.unwrap_or_default().into_values().flatten());
-            request = out.unprocessed_keys.and_then(|mut u| u.remove(table)).filter(|k| !k.keys().is_empty());
-        }
+        let mut read = get_batch(client, HashMap::from([(table.to_owned(), keys)])).await?;
+        found.extend(read.remove(table).unwrap_or_default());
         keys = rest;
     }
     Ok(found)

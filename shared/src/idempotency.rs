@@ -424,8 +424,8 @@ impl WriteGate for Pending {
         Box::pin(Pending::hold(self))
     }
 
-    fn carry<'a>(&'a self, table: &'a str, key: &'a crate::dynamo::Item) -> Option<crate::dynamo::Read<'a>> {
-        self.outer.as_ref().and_then(|outer| outer.carry(table, key))
+    fn carry<'a>(&'a self, table: &'a str, keys: &'a [crate::dynamo::Item]) -> Option<crate::dynamo::Read<'a>> {
+        self.outer.as_ref().and_then(|outer| outer.carry(table, keys))
     }
 }
 

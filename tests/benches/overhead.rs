@@ -24,6 +24,7 @@
 //! Run with `make bench`. Goals: (a) <= 1.3 (issue 7), (b) <= 1.2 and the write <= 1.3
 //! (issue 16); (c) has none, it shows where the time goes.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -47,12 +48,14 @@ async fn edge_calls(client: &Client, tables: &Tables, key_hash: &str, tenant: &T
 /// rate-limit standing in one BatchGetItem.
 async fn batch(client: &Client, tables: &Tables, tenant: &TenantId, item: Table, keys: &[(&str, &str)]) {
     let key = keys.iter().map(|(name, value)| ((*name).to_owned(), s(*value))).collect();
-    let standing = shared::rate_limit::standing_key(tenant);
-    let pair = (tables.name(item), key);
-    let (read, looked) =
-        shared::dynamo::get_pair(client, pair, (tables.name(Table::RateLimits), standing)).await.expect("read");
-    read.expect("exists");
-    looked.expect("standing");
+    let (own, standings) = (tables.name(item), tables.name(Table::RateLimits));
+    let both = HashMap::from([
+        (own.to_owned(), vec![key]),
+        (standings.to_owned(), vec![shared::rate_limit::standing_key(tenant)]),
+    ]);
+    let found = shared::dynamo::get_batch(client, both).await.expect("read");
+    assert!(found.get(own).is_some_and(|items| items.len() == 1), "the item");
+    assert!(found.get(standings).is_some_and(|items| items.len() == 1), "the standing");
 }
 
 /// The count a warm handler makes after its answer, made raw.

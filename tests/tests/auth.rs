@@ -153,7 +153,8 @@ async fn a_warm_read_by_id_is_one_call_that_carries_the_look_and_still_refuses_a
         env.tables.name(Table::RateLimits).to_owned(),
         env.tables.name(Table::ApiKeys).to_owned(),
     );
-    let read = || read_by_id(&app, &key, &id);
+    let path = format!("/api/v1/executions/{id}");
+    let read = || read_by_id(&app, &key, &path);
     let batch = |table: &str| ("dynamodb:BatchGetItem".to_owned(), table.to_owned());
     for _ in 0..3 {
         assert_eq!(read().await.0, 200);
@@ -191,11 +192,11 @@ async fn an_execution(env: &Env, key: &str) -> String {
     execution.expect(201).body["id"].as_str().expect("id").to_owned()
 }
 
-/// `GET /executions/{id}` through `app`: the status, the DynamoDB calls made up to the
-/// answer and their accesses as (action, table), sorted. The count after the answer
-/// runs after, unmeasured, as on Lambda.
-async fn read_by_id(app: &Router, key: &str, id: &str) -> (u16, u64, Vec<(String, String)>) {
-    let request = Request::get(format!("/api/v1/executions/{id}")).header("x-api-key", key);
+/// `GET path` through `app`: the status, the DynamoDB calls made up to the answer and
+/// their accesses as (action, table), sorted. The count after the answer runs after,
+/// unmeasured, as on Lambda.
+async fn read_by_id(app: &Router, key: &str, path: &str) -> (u16, u64, Vec<(String, String)>) {
+    let request = Request::get(path).header("x-api-key", key);
     let call = async {
         let response = app.clone().oneshot(request.body(axum::body::Body::empty()).expect("request")).await;
         let mut response = response.expect("infallible");
@@ -223,7 +224,7 @@ async fn a_read_whose_carried_look_fails_is_answered_from_its_own_read_and_still
     let t = env.tenant().await;
     let now = || shared::time::format(chrono::Utc::now());
     let (key_id, key) = infra::admin::create_key(&env.client, &env.tables, &t.id, &now()).await.expect("key");
-    let id = an_execution(&env, &key).await;
+    let id = format!("/api/v1/executions/{}", an_execution(&env, &key).await);
     let client = aws_sdk_dynamodb::Client::from_conf(env.client.config().to_builder().interceptor(NO_BATCHES).build());
     let app = executions::app(client, env.tables.clone(), Arc::new(shared::time::SystemClock));
     let get = |table: Table| ("dynamodb:GetItem".to_owned(), env.tables.name(table).to_owned());
@@ -236,4 +237,27 @@ async fn a_read_whose_carried_look_fails_is_answered_from_its_own_read_and_still
     assert!(accesses.contains(&get(Table::ApiKeys)), "the key proven by its own read: {accesses:?}");
     infra::admin::revoke_key(&env.client, &env.tables, key_id.as_str(), &now()).await.expect("revoked");
     assert_eq!(read_by_id(&app, &key, &id).await.0, 401, "revoked: refused on its very next read");
+}
+
+/// A read by id whose first call is a batch read (a failure, read with its execution's
+/// other failures' reader) carries the look in that call too: one call in all.
+#[tokio::test]
+async fn a_warm_batch_read_by_id_carries_the_look_too() {
+    let env = api_tests::env().await;
+    let t = env.tenant().await;
+    let execution = an_execution(&env, &t.key).await;
+    let api = Api::new(api_tests::Transport::in_process(&env));
+    let fail = json!({"error_type": "TOOL_ERROR", "message": "a tool failed"});
+    api.post(&t.key, &format!("/executions/{execution}/fail"), &fail).await.expect(200);
+    let failures = api.get(&t.key, &format!("/failures?execution_id={execution}")).await;
+    let id = failures.expect(200).body["items"][0]["id"].as_str().expect("a failure").to_owned();
+    let app = failures::app(env.client.clone(), env.tables.clone(), Arc::new(shared::time::SystemClock));
+    let path = format!("/api/v1/failures/{id}");
+    for _ in 0..3 {
+        assert_eq!(read_by_id(&app, &t.key, &path).await.0, 200);
+    }
+    let (status, calls, accesses) = read_by_id(&app, &t.key, &path).await;
+    assert_eq!((status, calls), (200, 1), "one call in all: {accesses:?}");
+    let batch = |table: Table| ("dynamodb:BatchGetItem".to_owned(), env.tables.name(table).to_owned());
+    assert_eq!(accesses, [batch(Table::Failures), batch(Table::RateLimits)], "the failure and the standing");
 }

@@ -1,7 +1,11 @@
 //! The checkpoints area as a client sees it, in process and through `cargo lambda watch`.
 
+use std::collections::HashMap;
+
 use api_tests::{Api, Env, both_paths};
+use aws_sdk_dynamodb::types::AttributeValue;
 use serde_json::{Map, Value, json};
+use shared::dynamo::Table;
 
 both_paths!(
     create_returns_201_with_sequence_parent_and_no_state,
@@ -431,24 +435,32 @@ async fn the_upgrade_step_hides_again_what_older_versions_left_hidden() {
     assert_eq!(left.item.map(|item| item.len()), Some(2), "the hidden item hides nothing");
 }
 
-/// Rewrites a client's answers so that a checkpoint vanishes between the read of its
-/// entry and the read of its state's parts, as when a rollback's cleanup or a DELETE
-/// lands in between: the parts' batch read finds nothing, and every transactional read
-/// after it finds neither the entry nor the hidden item.
-#[derive(Debug, Clone, Default)]
-struct VanishBeforeParts(std::sync::Arc<std::sync::atomic::AtomicBool>);
+/// Rewrites a client's answers: `answer` sees each call's operation (`X-Amz-Target`)
+/// and request body, and gives the body to answer instead of DynamoDB's, or `None`.
+#[derive(Clone)]
+struct Rewrite(std::sync::Arc<Answer>);
 
-/// The operation of a call, kept in the call's own state.
+/// What [`Rewrite`] asks of each call: its operation and request body in, the answer's
+/// body out.
+type Answer = dyn Fn(&str, &Value) -> Option<String> + Send + Sync;
+
+impl std::fmt::Debug for Rewrite {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Rewrite")
+    }
+}
+
+/// The operation and request body of a call, kept in the call's own state.
 #[derive(Debug, Clone)]
-struct Target(String);
+struct Sent(String, Value);
 
-impl aws_smithy_types::config_bag::Storable for Target {
+impl aws_smithy_types::config_bag::Storable for Sent {
     type Storer = aws_smithy_types::config_bag::StoreReplace<Self>;
 }
 
-impl aws_smithy_runtime_api::client::interceptors::Intercept for VanishBeforeParts {
+impl aws_smithy_runtime_api::client::interceptors::Intercept for Rewrite {
     fn name(&self) -> &'static str {
-        "VanishBeforeParts"
+        "Rewrite"
     }
 
     fn read_before_transmit(
@@ -457,8 +469,9 @@ impl aws_smithy_runtime_api::client::interceptors::Intercept for VanishBeforePar
         _: &aws_smithy_runtime_api::client::runtime_components::RuntimeComponents,
         cfg: &mut aws_smithy_types::config_bag::ConfigBag,
     ) -> Result<(), aws_smithy_runtime_api::box_error::BoxError> {
-        let target = context.request().headers().get("x-amz-target").unwrap_or_default();
-        cfg.interceptor_state().store_put(Target(target.to_owned()));
+        let target = context.request().headers().get("x-amz-target").unwrap_or_default().to_owned();
+        let body = context.request().body().bytes().and_then(|b| serde_json::from_slice(b).ok());
+        cfg.interceptor_state().store_put(Sent(target, body.unwrap_or(Value::Null)));
         Ok(())
     }
 
@@ -470,22 +483,34 @@ impl aws_smithy_runtime_api::client::interceptors::Intercept for VanishBeforePar
         _: &aws_smithy_runtime_api::client::runtime_components::RuntimeComponents,
         cfg: &mut aws_smithy_types::config_bag::ConfigBag,
     ) -> Result<(), aws_smithy_runtime_api::box_error::BoxError> {
-        use std::sync::atomic::Ordering;
-        let target = cfg.load::<Target>().map(|t| t.0.clone()).unwrap_or_default();
-        let vanished = self.0.load(Ordering::SeqCst);
-        let body = if target.ends_with(".BatchGetItem") {
-            self.0.store(true, Ordering::SeqCst);
-            r#"{"Responses":{},"UnprocessedKeys":{}}"#
-        } else if vanished && target.ends_with(".TransactGetItems") {
-            r#"{"Responses":[{},{}]}"#
-        } else {
-            return Ok(());
-        };
+        let Some(Sent(target, body)) = cfg.load::<Sent>() else { return Ok(()) };
+        let Some(answer) = (self.0)(target, body) else { return Ok(()) };
         let response = context.response_mut();
         response.headers_mut().remove("content-length");
-        *response.body_mut() = aws_smithy_types::body::SdkBody::from(body);
+        *response.body_mut() = aws_smithy_types::body::SdkBody::from(answer);
         Ok(())
     }
+}
+
+/// Rewrites a client's answers so that a checkpoint vanishes between the read of its
+/// entry and the read of its state's parts, as when a rollback's cleanup or a DELETE
+/// lands in between: the parts' batch read finds nothing, and every transactional read
+/// after it finds neither the entry nor the hidden item. The flag: the parts were read.
+fn vanish_before_parts() -> (Rewrite, std::sync::Arc<std::sync::atomic::AtomicBool>) {
+    use std::sync::atomic::Ordering;
+    let vanished = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = vanished.clone();
+    let rewrite = Rewrite(std::sync::Arc::new(move |target: &str, _: &Value| {
+        if target.ends_with(".BatchGetItem") {
+            flag.store(true, Ordering::SeqCst);
+            Some(r#"{"Responses":{},"UnprocessedKeys":{}}"#.to_owned())
+        } else if flag.load(Ordering::SeqCst) && target.ends_with(".TransactGetItems") {
+            Some(r#"{"Responses":[{},{}]}"#.to_owned())
+        } else {
+            None
+        }
+    }));
+    (rewrite, vanished)
 }
 
 /// A checkpoint whose state's parts are gone by the time they are read (its deletion
@@ -501,12 +526,67 @@ async fn a_state_deleted_between_its_entry_and_its_parts_is_404() {
     // entry.
     let state = json!({"noise": api_tests::noise(7, 600_000)});
     let cp = id(&write(&api, &t.key, &e, state).await.expect(201).body);
-    let vanish = VanishBeforeParts::default();
-    let config = env.client.config().to_builder().interceptor(vanish.clone()).build();
+    let (vanish, parts_read) = vanish_before_parts();
+    let config = env.client.config().to_builder().interceptor(vanish).build();
     let client = aws_sdk_dynamodb::Client::from_conf(config);
     let racing = Api::new(api_tests::Transport::in_process(&Env { client, tables: env.tables.clone() }));
     let reply = racing.get(&t.key, &format!("/checkpoints/{cp}?include_state=true")).await;
-    assert!(vanish.0.load(std::sync::atomic::Ordering::SeqCst), "its parts were read after its entry");
+    assert!(parts_read.load(std::sync::atomic::Ordering::SeqCst), "its parts were read after its entry");
     reply.expect_problem(404, "not_found");
     api.get(&t.key, &format!("/checkpoints/{cp}?include_state=true")).await.expect(200);
+}
+
+/// Answers a client's first BatchGetItem as DynamoDB answers one it throttles: nothing
+/// read, every key unprocessed (echoed here as eventually consistent, so the resend must
+/// ask for strong consistency itself). Keeps the body of every BatchGetItem sent.
+fn throttled_once() -> (Rewrite, std::sync::Arc<std::sync::Mutex<Vec<Value>>>) {
+    let sent = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let kept = sent.clone();
+    let rewrite = Rewrite(std::sync::Arc::new(move |target: &str, body: &Value| {
+        if !target.ends_with(".BatchGetItem") {
+            return None;
+        }
+        let mut sent = kept.lock().expect("sent");
+        sent.push(body.clone());
+        if sent.len() > 1 {
+            return None;
+        }
+        let mut unprocessed = body["RequestItems"].clone();
+        for keys in unprocessed.as_object_mut().into_iter().flat_map(|tables| tables.values_mut()) {
+            keys["ConsistentRead"] = json!(false);
+        }
+        Some(json!({"Responses": {}, "UnprocessedKeys": unprocessed}).to_string())
+    }));
+    (rewrite, sent)
+}
+
+/// A batch read whose keys DynamoDB leaves unprocessed (as when it throttles) sends
+/// them again, strongly consistent whatever DynamoDB echoed, and answers every item:
+/// the read that carries a request's rate-limit look (`shared::gate`) and every batch
+/// read of parts go through it (`shared::dynamo::get_batch`).
+#[tokio::test]
+async fn keys_left_unprocessed_are_read_again_strongly_consistent() {
+    let env = api_tests::env().await;
+    let (keys, standings) = (env.tables.name(Table::ApiKeys), env.tables.name(Table::RateLimits));
+    let hash = format!("unprocessed-{}", uuid::Uuid::now_v7());
+    let item = |pairs: &[(&str, AttributeValue)]| -> HashMap<String, AttributeValue> {
+        pairs.iter().map(|(name, value)| ((*name).to_owned(), value.clone())).collect()
+    };
+    let key = item(&[("key_hash", AttributeValue::S(hash.clone()))]);
+    let standing = item(&[("tenant_id", AttributeValue::S(hash.clone())), ("window", AttributeValue::N("0".into()))]);
+    for (table, stored) in [(keys, &key), (standings, &standing)] {
+        env.client.put_item().table_name(table).set_item(Some(stored.clone())).send().await.expect("stored");
+    }
+    let (throttled, sent) = throttled_once();
+    let config = env.client.config().to_builder().interceptor(throttled).build();
+    let client = aws_sdk_dynamodb::Client::from_conf(config);
+    let asked = HashMap::from([(keys.to_owned(), vec![key.clone()]), (standings.to_owned(), vec![standing.clone()])]);
+    let found = shared::dynamo::get_batch(&client, asked).await.expect("read");
+    assert_eq!(found.get(keys), Some(&vec![key]), "the key's item");
+    assert_eq!(found.get(standings), Some(&vec![standing]), "the standing");
+    let sent = sent.lock().expect("sent").clone();
+    assert_eq!(sent.len(), 2, "sent once, then again: {sent:?}");
+    for table in [keys, standings] {
+        assert_eq!(sent[1]["RequestItems"][table]["ConsistentRead"], true, "{table} again, strongly consistent");
+    }
 }
