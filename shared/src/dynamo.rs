@@ -318,10 +318,11 @@ pub trait WriteGate: Send + Sync + std::fmt::Debug {
     /// [`StoreError::Refused`], or a storage error of the gate's own reads.
     fn hold(&self) -> std::pin::Pin<Box<dyn Future<Output = Result<(), StoreError>> + Send + '_>>;
 
-    /// Offers the gate the request's read of the items at `keys` in `table` (at most
-    /// 99), to carry a read of its own in the same call ([`get_item`], [`batch_get`]):
-    /// the read that answers the items found, or `None` to read them alone. A gate
-    /// carries a read once per request.
+    /// Offers the gate the request's read of the items at `keys` in `table`, to carry a
+    /// read of its own in the same call ([`get_item`], [`batch_get`]): the read that
+    /// answers the items found, or `None` to read them alone. The read itself answers
+    /// `None` when it did not read them (its call failed): the caller reads them alone,
+    /// with its own call. A gate carries a read once per request.
     fn carry<'a>(&'a self, table: &'a str, keys: &'a [Item]) -> Option<Read<'a>> {
         let _ = (table, keys);
         None
@@ -329,8 +330,14 @@ pub trait WriteGate: Send + Sync + std::fmt::Debug {
 }
 
 /// A strongly consistent read of items of one table by a [`WriteGate`]
-/// ([`WriteGate::carry`]): the items found, in no particular order.
-pub type Read<'a> = std::pin::Pin<Box<dyn Future<Output = Result<Vec<Item>, StoreError>> + Send + 'a>>;
+/// ([`WriteGate::carry`]): the items found, in no particular order, or `None` when they
+/// are still to be read.
+pub type Read<'a> = std::pin::Pin<Box<dyn Future<Output = Option<Vec<Item>>> + Send + 'a>>;
+
+/// The most keys a read may have for its gate to carry a read of its own in its call: 25
+/// items of at most 400 KB each fit one answer of BatchGetItem (16 MB), so a carried
+/// read is one call unless DynamoDB throttles.
+pub const MAX_CARRYING_KEYS: usize = 25;
 
 /// Called before an effect outside DynamoDB (a Stripe call that creates or changes
 /// something): the request's write gate must let it through, as it must a transaction.
@@ -708,14 +715,15 @@ pub async fn get_item(client: &Client, table: &str, key: &[(&str, &str)]) -> Res
     // call ([`crate::gate`]).
     if let Some(gate) = current_gate()
         && let Some(read) = gate.carry(table, std::slice::from_ref(&key))
+        && let Some(mut found) = read.await
     {
-        return read.await.map(|mut found| found.pop());
+        return Ok(found.pop());
     }
     get_one(client, table, key).await
 }
 
 /// One strongly consistent GetItem.
-pub(crate) async fn get_one(client: &Client, table: &str, key: Item) -> Result<Option<Item>, StoreError> {
+async fn get_one(client: &Client, table: &str, key: Item) -> Result<Option<Item>, StoreError> {
     let out =
         client.get_item().table_name(table).set_key(Some(key)).consistent_read(true).send().await.map_err(classify)?;
     Ok(out.item)
@@ -724,8 +732,8 @@ pub(crate) async fn get_one(client: &Client, table: &str, key: Item) -> Result<O
 /// The items at `keys` (per table; 100 keys at most in all), strongly consistent, in one
 /// BatchGetItem (each read costs what a GetItem of it would): the items found per
 /// table, in no particular order. Keys DynamoDB leaves unprocessed are sent again,
-/// strongly consistent: at once while answers bring items (an answer holds 16 MB at
-/// most), else after 10, 20 and 40 ms (DynamoDB is throttling).
+/// strongly consistent: at once while each answer reads some of them (an answer holds
+/// 16 MB at most), else after 25, 50, 100, 200 and 400 ms (DynamoDB is throttling).
 ///
 /// # Errors
 /// The calls' [`StoreError`]s; [`StoreError::Unavailable`] when keys are still
@@ -745,23 +753,21 @@ pub async fn get_batch(
     let mut found: HashMap<String, Vec<Item>> = HashMap::new();
     let mut idle = 0u32;
     while !left.is_empty() {
-        if idle == 4 {
+        if idle == 6 {
             return Err(StoreError::Unavailable("BatchGetItem left keys unprocessed".into()));
         }
         if idle > 0 {
-            tokio::time::sleep(Duration::from_millis(10 << (idle - 1))).await;
+            tokio::time::sleep(Duration::from_millis(25 << (idle - 1))).await;
         }
+        let asked: usize = left.values().map(Vec::len).sum();
         let mut items = HashMap::with_capacity(left.len());
         for (table, keys) in left.drain() {
             items.insert(table, consistent(keys)?);
         }
         let out = client.batch_get_item().set_request_items(Some(items)).send().await.map_err(classify)?;
-        let mut brought = false;
         for (table, items) in out.responses.unwrap_or_default() {
-            brought |= !items.is_empty();
             found.entry(table).or_default().extend(items);
         }
-        idle = if brought { 0 } else { idle + 1 };
         left = out
             .unprocessed_keys
             .unwrap_or_default()
@@ -769,6 +775,8 @@ pub async fn get_batch(
             .map(|(table, keys)| (table, keys.keys))
             .filter(|(_, keys)| !keys.is_empty())
             .collect();
+        let unread: usize = left.values().map(Vec::len).sum();
+        idle = if unread < asked { 0 } else { idle + 1 };
     }
     Ok(found)
 }
@@ -816,22 +824,23 @@ pub async fn get_together(client: &Client, keys: Vec<(&str, Item)>) -> Result<Ve
 /// Reads items by key, 100 keys a call, resending what DynamoDB leaves unprocessed
 /// ([`get_batch`]). Strongly consistent. Missing items are left out; the order is not
 /// the keys'. A request's first read carries its gate's look at the rate-limit standing
-/// when there is room for it (under 100 keys, [`crate::gate`]).
+/// when it is small enough ([`MAX_CARRYING_KEYS`], [`crate::gate`]).
 ///
 /// # Errors
 /// The reads' [`StoreError`]s.
 pub async fn batch_get(client: &Client, table: &str, keys: Vec<Item>) -> Result<Vec<Item>, StoreError> {
-    if keys.len() < 100
+    if keys.len() <= MAX_CARRYING_KEYS
         && let Some(gate) = current_gate()
         && let Some(read) = gate.carry(table, &keys)
+        && let Some(found) = read.await
     {
-        return read.await;
+        return Ok(found);
     }
     batch_get_alone(client, table, keys).await
 }
 
 /// [`batch_get`] with nothing carried.
-pub(crate) async fn batch_get_alone(client: &Client, table: &str, keys: Vec<Item>) -> Result<Vec<Item>, StoreError> {
+async fn batch_get_alone(client: &Client, table: &str, keys: Vec<Item>) -> Result<Vec<Item>, StoreError> {
     let mut found = Vec::with_capacity(keys.len());
     let mut keys = keys;
     while !keys.is_empty() {

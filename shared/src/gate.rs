@@ -152,14 +152,18 @@ impl Gate {
         }
     }
 
-    /// The request's read of the items at `keys` in `table` (one by GetItem, or up to 99
-    /// by BatchGetItem), carrying the look at the standing in the same call (one
+    /// The request's read of the items at `keys` in `table` (one by GetItem, or a few by
+    /// BatchGetItem), carrying the look at the standing in the same call (one
     /// BatchGetItem, [`crate::dynamo::get_batch`]) when the look is still to be taken
     /// and needs a read: a warm GET by id makes one call in all. `None`: read the items
-    /// alone.
+    /// alone. The read answers `None` when that call failed (the look counts as failed,
+    /// logged, and the request goes through, as when a look alone fails; the caller
+    /// reads its items with its own call, so they do not fail with it) or when the edge
+    /// read the standing first.
     fn carry<'a>(&'a self, table: &'a str, keys: &'a [crate::dynamo::Item]) -> Option<crate::dynamo::Read<'a>> {
         let standings = self.auth.tables.name(Table::RateLimits);
-        if table == standings || keys.is_empty() || keys.len() >= 100 || self.standing.initialized() {
+        let fits = (1..=crate::dynamo::MAX_CARRYING_KEYS).contains(&keys.len());
+        if table == standings || !fits || self.standing.initialized() {
             return None;
         }
         let now = self.needs_look().ok()?;
@@ -167,33 +171,21 @@ impl Gate {
             return None;
         }
         Some(Box::pin(async move {
-            let client = &self.auth.client;
             let mut own = None;
             let looked = self.standing.get_or_init(|| async {
                 let both = std::collections::HashMap::from([
                     (table.to_owned(), keys.to_vec()),
                     (standings.to_owned(), vec![crate::rate_limit::standing_key(&self.tenant)]),
                 ]);
-                match crate::dynamo::get_batch(client, both).await {
-                    Ok(mut found) => {
-                        own = Some(Ok(found.remove(table).unwrap_or_default()));
-                        let standing = found.remove(standings).and_then(|mut items| items.pop()).unwrap_or_default();
-                        self.noted(Ok(crate::rate_limit::standing_of(&standing, self.auth.rate_limit, now)))
-                    }
-                    // The look failed (logged; the request goes through, as when a look
-                    // alone fails), and the items do not fail with it: they are read alone.
-                    Err(error) => {
-                        own = Some(read_alone(client, table, keys).await);
-                        self.noted(Err(error))
-                    }
-                }
+                let read = crate::dynamo::get_batch(&self.auth.client, both).await;
+                self.noted(read.map(|mut found| {
+                    own = Some(found.remove(table).unwrap_or_default());
+                    let standing = found.remove(standings).and_then(|mut items| items.pop()).unwrap_or_default();
+                    crate::rate_limit::standing_of(&standing, self.auth.rate_limit, now)
+                }))
             });
             looked.await;
-            match own {
-                Some(found) => found,
-                // The edge read the standing first: the items are read alone.
-                None => read_alone(client, table, keys).await,
-            }
+            own
         }))
     }
 
@@ -375,19 +367,6 @@ impl crate::dynamo::WriteGate for Gate {
 
     fn carry<'a>(&'a self, table: &'a str, keys: &'a [crate::dynamo::Item]) -> Option<crate::dynamo::Read<'a>> {
         Gate::carry(self, table, keys)
-    }
-}
-
-/// The items at `keys` in `table`, read as the request asked, with nothing carried: one
-/// GetItem for one key, else BatchGetItem.
-async fn read_alone(
-    client: &aws_sdk_dynamodb::Client,
-    table: &str,
-    keys: &[crate::dynamo::Item],
-) -> Result<Vec<crate::dynamo::Item>, StoreError> {
-    match keys {
-        [key] => Ok(crate::dynamo::get_one(client, table, key.clone()).await?.into_iter().collect()),
-        _ => crate::dynamo::batch_get_alone(client, table, keys.to_vec()).await,
     }
 }
 

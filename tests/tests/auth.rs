@@ -245,14 +245,8 @@ async fn a_read_whose_carried_look_fails_is_answered_from_its_own_read_and_still
 async fn a_warm_batch_read_by_id_carries_the_look_too() {
     let env = api_tests::env().await;
     let t = env.tenant().await;
-    let execution = an_execution(&env, &t.key).await;
-    let api = Api::new(api_tests::Transport::in_process(&env));
-    let fail = json!({"error_type": "TOOL_ERROR", "message": "a tool failed"});
-    api.post(&t.key, &format!("/executions/{execution}/fail"), &fail).await.expect(200);
-    let failures = api.get(&t.key, &format!("/failures?execution_id={execution}")).await;
-    let id = failures.expect(200).body["items"][0]["id"].as_str().expect("a failure").to_owned();
+    let path = format!("/api/v1/failures/{}", a_failure(&env, &t.key).await);
     let app = failures::app(env.client.clone(), env.tables.clone(), Arc::new(shared::time::SystemClock));
-    let path = format!("/api/v1/failures/{id}");
     for _ in 0..3 {
         assert_eq!(read_by_id(&app, &t.key, &path).await.0, 200);
     }
@@ -260,4 +254,39 @@ async fn a_warm_batch_read_by_id_carries_the_look_too() {
     assert_eq!((status, calls), (200, 1), "one call in all: {accesses:?}");
     let batch = |table: Table| ("dynamodb:BatchGetItem".to_owned(), env.tables.name(table).to_owned());
     assert_eq!(accesses, [batch(Table::Failures), batch(Table::RateLimits)], "the failure and the standing");
+}
+
+/// A failure of the key's tenant, made through the API.
+async fn a_failure(env: &Env, key: &str) -> String {
+    let execution = an_execution(env, key).await;
+    let api = Api::new(api_tests::Transport::in_process(env));
+    let fail = json!({"error_type": "TOOL_ERROR", "message": "a tool failed"});
+    api.post(key, &format!("/executions/{execution}/fail"), &fail).await.expect(200);
+    let failures = api.get(key, &format!("/failures?execution_id={execution}")).await;
+    failures.expect(200).body["items"][0]["id"].as_str().expect("a failure").to_owned()
+}
+
+/// When the call carrying the look fails, a batch read's items are read again with the
+/// batch read it asked for, not a GetItem: the failures function may only BatchGetItem
+/// failures (`template.yaml`), so a GetItem would be refused on AWS.
+#[tokio::test]
+async fn a_batch_read_whose_carried_look_fails_reads_its_items_again_as_a_batch() {
+    let env = api_tests::env().await;
+    let t = env.tenant().await;
+    let path = format!("/api/v1/failures/{}", a_failure(&env, &t.key).await);
+    let (failures, standings) = (env.tables.name(Table::Failures), env.tables.name(Table::RateLimits).to_owned());
+    // Any BatchGetItem that carries the look is answered with what no client can read.
+    let garble = api_tests::Rewrite(Arc::new(move |target: &str, body: &serde_json::Value| {
+        let carries = body["RequestItems"].get(&standings).is_some();
+        (target.ends_with(".BatchGetItem") && carries).then(|| "not an answer".to_owned())
+    }));
+    let client = aws_sdk_dynamodb::Client::from_conf(env.client.config().to_builder().interceptor(garble).build());
+    let app = failures::app(client, env.tables.clone(), Arc::new(shared::time::SystemClock));
+    for _ in 0..3 {
+        assert_eq!(read_by_id(&app, &t.key, &path).await.0, 200);
+    }
+    let (status, _, accesses) = read_by_id(&app, &t.key, &path).await;
+    assert_eq!(status, 200, "answered from its own batch read: {accesses:?}");
+    let by = |action: &str| accesses.iter().any(|(a, table)| a == action && table == failures);
+    assert!(by("dynamodb:BatchGetItem") && !by("dynamodb:GetItem"), "read again as a batch: {accesses:?}");
 }

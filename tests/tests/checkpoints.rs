@@ -435,72 +435,15 @@ async fn the_upgrade_step_hides_again_what_older_versions_left_hidden() {
     assert_eq!(left.item.map(|item| item.len()), Some(2), "the hidden item hides nothing");
 }
 
-/// Rewrites a client's answers: `answer` sees each call's operation (`X-Amz-Target`)
-/// and request body, and gives the body to answer instead of DynamoDB's, or `None`.
-#[derive(Clone)]
-struct Rewrite(std::sync::Arc<Answer>);
-
-/// What [`Rewrite`] asks of each call: its operation and request body in, the answer's
-/// body out.
-type Answer = dyn Fn(&str, &Value) -> Option<String> + Send + Sync;
-
-impl std::fmt::Debug for Rewrite {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Rewrite")
-    }
-}
-
-/// The operation and request body of a call, kept in the call's own state.
-#[derive(Debug, Clone)]
-struct Sent(String, Value);
-
-impl aws_smithy_types::config_bag::Storable for Sent {
-    type Storer = aws_smithy_types::config_bag::StoreReplace<Self>;
-}
-
-impl aws_smithy_runtime_api::client::interceptors::Intercept for Rewrite {
-    fn name(&self) -> &'static str {
-        "Rewrite"
-    }
-
-    fn read_before_transmit(
-        &self,
-        context: &aws_smithy_runtime_api::client::interceptors::context::BeforeTransmitInterceptorContextRef<'_>,
-        _: &aws_smithy_runtime_api::client::runtime_components::RuntimeComponents,
-        cfg: &mut aws_smithy_types::config_bag::ConfigBag,
-    ) -> Result<(), aws_smithy_runtime_api::box_error::BoxError> {
-        let target = context.request().headers().get("x-amz-target").unwrap_or_default().to_owned();
-        let body = context.request().body().bytes().and_then(|b| serde_json::from_slice(b).ok());
-        cfg.interceptor_state().store_put(Sent(target, body.unwrap_or(Value::Null)));
-        Ok(())
-    }
-
-    fn modify_before_deserialization(
-        &self,
-        context: &mut aws_smithy_runtime_api::client::interceptors::context::BeforeDeserializationInterceptorContextMut<
-            '_,
-        >,
-        _: &aws_smithy_runtime_api::client::runtime_components::RuntimeComponents,
-        cfg: &mut aws_smithy_types::config_bag::ConfigBag,
-    ) -> Result<(), aws_smithy_runtime_api::box_error::BoxError> {
-        let Some(Sent(target, body)) = cfg.load::<Sent>() else { return Ok(()) };
-        let Some(answer) = (self.0)(target, body) else { return Ok(()) };
-        let response = context.response_mut();
-        response.headers_mut().remove("content-length");
-        *response.body_mut() = aws_smithy_types::body::SdkBody::from(answer);
-        Ok(())
-    }
-}
-
 /// Rewrites a client's answers so that a checkpoint vanishes between the read of its
 /// entry and the read of its state's parts, as when a rollback's cleanup or a DELETE
 /// lands in between: the parts' batch read finds nothing, and every transactional read
 /// after it finds neither the entry nor the hidden item. The flag: the parts were read.
-fn vanish_before_parts() -> (Rewrite, std::sync::Arc<std::sync::atomic::AtomicBool>) {
+fn vanish_before_parts() -> (api_tests::Rewrite, std::sync::Arc<std::sync::atomic::AtomicBool>) {
     use std::sync::atomic::Ordering;
     let vanished = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let flag = vanished.clone();
-    let rewrite = Rewrite(std::sync::Arc::new(move |target: &str, _: &Value| {
+    let rewrite = api_tests::Rewrite(std::sync::Arc::new(move |target: &str, _: &Value| {
         if target.ends_with(".BatchGetItem") {
             flag.store(true, Ordering::SeqCst);
             Some(r#"{"Responses":{},"UnprocessedKeys":{}}"#.to_owned())
@@ -539,10 +482,10 @@ async fn a_state_deleted_between_its_entry_and_its_parts_is_404() {
 /// Answers a client's first BatchGetItem as DynamoDB answers one it throttles: nothing
 /// read, every key unprocessed (echoed here as eventually consistent, so the resend must
 /// ask for strong consistency itself). Keeps the body of every BatchGetItem sent.
-fn throttled_once() -> (Rewrite, std::sync::Arc<std::sync::Mutex<Vec<Value>>>) {
+fn throttled_once() -> (api_tests::Rewrite, std::sync::Arc<std::sync::Mutex<Vec<Value>>>) {
     let sent = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let kept = sent.clone();
-    let rewrite = Rewrite(std::sync::Arc::new(move |target: &str, body: &Value| {
+    let rewrite = api_tests::Rewrite(std::sync::Arc::new(move |target: &str, body: &Value| {
         if !target.ends_with(".BatchGetItem") {
             return None;
         }
