@@ -90,8 +90,8 @@ impl Gate {
 
     /// The request's rate-limit standing: looked at once, with one strongly consistent
     /// read of the tenant's standing item ([`crate::rate_limit::look`]). The request's
-    /// first read, when it is a GetItem sent before the edge asks, carries that read in
-    /// its own call ([`Gate::carry`]); else whichever asks first reads it alone (the edge
+    /// first read, when it is a GetItem or a small batch read sent before the edge asks,
+    /// carries that read in its own call ([`Gate::carry`]); else whichever asks first reads it alone (the edge
     /// asks at once, beside the handler). Not read when this instance's last count of the
     /// window left no room. `None`: not limited, or the read failed (logged; the request
     /// goes through). The request is counted after its answer ([`Gate::count`]).

@@ -142,8 +142,9 @@ async fn require_api_key(State(auth): State<AuthState>, mut request: Request, ne
     // before it commits unless the instance's last count left room); the request is
     // counted after its answer, so a tenant may overshoot its limit by the requests
     // answered and not yet counted (README, "Rate limit"). The work is polled first: its
-    // first read, when it is a GetItem or a batch read sent at once, carries the look in its own call
-    // ([`crate::gate::Gate::carry`]); else the look is sent alone beside it.
+    // first read, when it is a GetItem or a small batch read sent at once, carries the
+    // look in its own call ([`crate::gate::Gate::carry`]); else the look is sent alone
+    // beside it.
     let (response, (standing, verified)) = tokio::join!(
         biased;
         crate::gate::scope(gate.clone(), next.run(request)),
