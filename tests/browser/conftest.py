@@ -322,6 +322,10 @@ def page(browser: Browser, console: Console, dashboard_url: str) -> Iterator[Pag
     pg.on("console", lambda message: console.messages.append(message))
     pg.on("pageerror", lambda error: console.page_errors.append(str(error)))
     yield pg
+    # A request still in flight when the test ends would have its handler read an answer
+    # that closing the context disposes ("Response has been disposed"): stop routing
+    # first, without waiting for such handlers and ignoring what they raise afterwards.
+    context.unroute_all(behavior="ignoreErrors")
     context.close()
 
 
