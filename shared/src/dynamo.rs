@@ -150,7 +150,7 @@ pub fn config() -> aws_sdk_dynamodb::config::Builder {
         .behavior_version(BehaviorVersion::latest())
         .timeout_config(timeouts())
         .retry_config(retries())
-        .http_client(https_client());
+        .http_client(https_client(Trust::CompiledIn));
     if let Some(region) = env("AWS_REGION").or_else(|| env("AWS_DEFAULT_REGION")) {
         builder = builder.region(Region::new(region));
     }
@@ -171,7 +171,7 @@ pub async fn client_with_default_chain() -> Client {
     let sdk = aws_config::defaults(BehaviorVersion::latest())
         .timeout_config(timeouts())
         .retry_config(retries())
-        .http_client(https_client())
+        .http_client(https_client(Trust::System))
         .load()
         .await;
     Client::from_conf(aws_sdk_dynamodb::config::Builder::from(&sdk).interceptor(crate::metering::CapacityMeter).build())
@@ -193,33 +193,43 @@ fn timeouts() -> TimeoutConfig {
 /// crypto instead of the default aws-lc-rs: the same TLS, a smaller bootstrap (README,
 /// "Deploying"). The billing function's Stripe client uses the same stack.
 ///
-/// Its trusted roots (the system's certificates, read and parsed once per process) are
-/// loaded on a thread of their own while the function starts, instead of on the main
-/// thread when the client is built: see [`WarmingHttpClient`].
-fn https_client() -> SharedHttpClient {
-    use aws_smithy_http_client::tls;
-    let inner = aws_smithy_http_client::Builder::new()
-        .tls_provider(tls::Provider::Rustls(tls::rustls_provider::CryptoMode::Ring))
-        .build_https();
-    SharedHttpClient::new(WarmingHttpClient { inner })
+/// A function trusts the roots compiled into it ([`crate::tls`]): no certificate file is
+/// read while it starts or on its first request. `cairn-admin` trusts the system's.
+fn https_client(trust: Trust) -> SharedHttpClient {
+    SharedHttpClient::new(ConnectsWhenUsed { inner: hyper_client(trust) })
 }
 
-/// The SDK's HTTP client, whose set-up runs beside the rest of a cold start.
+/// The SDK's hyper client, trusting `trust`.
+fn hyper_client(trust: Trust) -> SharedHttpClient {
+    use aws_smithy_http_client::tls;
+    let trust_store = match trust {
+        Trust::CompiledIn => crate::tls::trust_store(),
+        Trust::System => tls::TrustStore::default(),
+    };
+    let builder = aws_smithy_http_client::Builder::new()
+        .tls_provider(tls::Provider::Rustls(tls::rustls_provider::CryptoMode::Ring));
+    // Building a context only stores the trust store (it is checked when a connector is
+    // made, which a test does); were that to fail, the SDK's own default roots.
+    match tls::TlsContext::builder().with_trust_store(trust_store).build() {
+        Ok(context) => builder.tls_context(context).build_https(),
+        Err(_) => builder.build_https(),
+    }
+}
+
+/// The SDK's HTTP client, minus the connector it makes to throw away at start.
 ///
 /// Building a DynamoDB client asks its HTTP client to validate itself, and the SDK's
-/// hyper client then builds a TLS connector, which reads and parses every trusted root
-/// certificate of the system (hundreds of files on Debian, a bundle on Amazon Linux) on
-/// the calling thread: a good part of a cold start's CPU (`make bench`, cold starts).
-/// This wrapper answers that validation at once and does the same work on a thread of
-/// its own. The certificates read from the files are kept in a process-wide
-/// `LazyLock`, so the first request's connector finds them read (or waits for the
-/// thread still reading them) and only turns them into its trust store.
+/// hyper client then makes a TLS connector only to load the system's roots early, and
+/// drops it; the first call makes its own. With the roots compiled in there is nothing
+/// to load early, and a connector costs about a millisecond (its trust store is made
+/// from every root), so this wrapper answers that validation at once: a cold start makes
+/// one connector, on its first call.
 #[derive(Debug)]
-struct WarmingHttpClient {
+struct ConnectsWhenUsed {
     inner: SharedHttpClient,
 }
 
-impl HttpClient for WarmingHttpClient {
+impl HttpClient for ConnectsWhenUsed {
     fn http_connector(&self, settings: &HttpConnectorSettings, components: &RuntimeComponents) -> SharedHttpConnector {
         self.inner.http_connector(settings, components)
     }
@@ -229,25 +239,21 @@ impl HttpClient for WarmingHttpClient {
         _: &RuntimeComponentsBuilder,
         _: &aws_smithy_types::config_bag::ConfigBag,
     ) -> Result<(), aws_smithy_runtime_api::box_error::BoxError> {
-        static WARMING: std::sync::Once = std::sync::Once::new();
-        WARMING.call_once(|| {
-            let inner = self.inner.clone();
-            // The hyper client's validation ignores its arguments: it builds a connector
-            // only to load the roots.
-            let warm = move || {
-                let components = RuntimeComponentsBuilder::new("warm-up");
-                let _ =
-                    inner.validate_base_client_config(&components, &aws_smithy_types::config_bag::ConfigBag::base());
-            };
-            // Without a thread, the first request's connector loads them.
-            let _ = std::thread::Builder::new().spawn(warm);
-        });
         Ok(())
     }
 
     fn connector_metadata(&self) -> Option<ConnectorMetadata> {
         self.inner.connector_metadata()
     }
+}
+
+/// Which roots a DynamoDB client trusts.
+#[derive(Debug, Clone, Copy)]
+enum Trust {
+    /// Mozilla's, compiled in: a function's.
+    CompiledIn,
+    /// The system's certificate files: an operator's command line.
+    System,
 }
 
 /// What a storage call can fail with, as facts the domain can act on.
@@ -1150,6 +1156,19 @@ mod tests {
     use std::cell::Cell;
 
     use super::*;
+
+    #[test]
+    fn a_functions_https_client_makes_its_tls_connector_from_the_compiled_in_roots() {
+        use aws_smithy_runtime_api::client::http::HttpClient as _;
+        use aws_smithy_runtime_api::client::runtime_components::RuntimeComponentsBuilder;
+        // The SDK's own validation makes a connector, turning every root into a trust
+        // anchor (as a function's first call does): a root it could not parse would
+        // panic (`expect("cert parsable")` in the SDK).
+        let components = RuntimeComponentsBuilder::new("test");
+        let checked = hyper_client(Trust::CompiledIn)
+            .validate_base_client_config(&components, &aws_smithy_types::config_bag::ConfigBag::base());
+        assert!(checked.is_ok());
+    }
 
     #[tokio::test]
     async fn a_write_that_loses_races_is_tried_again_until_it_is_done() {

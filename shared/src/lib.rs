@@ -24,6 +24,7 @@ pub mod rate_limit;
 pub mod request_id;
 pub mod spans;
 pub mod time;
+pub mod tls;
 
 /// The version prefix of every path.
 pub const BASE_PATH: &str = "/api/v1";

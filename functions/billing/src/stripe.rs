@@ -5,8 +5,9 @@
 //! `payment_processor_error` with a text of Cairn's; Stripe's own is logged.
 //! The secret key is never logged.
 //!
-//! It speaks HTTP through the same hyper, rustls (ring) and native root
-//! certificates as the AWS SDK, so the billing binary carries one HTTP and TLS stack.
+//! It speaks HTTP through the same hyper and rustls (ring) as the AWS SDK and trusts the
+//! same compiled-in roots (`shared::tls`), so the billing binary carries one HTTP and
+//! TLS stack and one set of roots.
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -263,15 +264,22 @@ impl Stripe {
         self.http
             .get_or_init(|| {
                 // The AWS SDK's crypto provider (ring, `shared::dynamo`), so the binary
-                // carries one.
-                let provider = rustls::crypto::ring::default_provider();
-                match hyper_rustls::HttpsConnectorBuilder::new().with_provider_and_native_roots(provider) {
-                    Ok(builder) => {
-                        let connector = builder.https_or_http().enable_http1().build();
+                // carries one, and the roots compiled in (`shared::tls`).
+                let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+                let mut roots = rustls::RootCertStore::empty();
+                roots.add_parsable_certificates(shared::tls::ROOTS.iter().cloned());
+                match rustls::ClientConfig::builder_with_provider(provider).with_safe_default_protocol_versions() {
+                    Ok(config) => {
+                        let config = config.with_root_certificates(roots).with_no_client_auth();
+                        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+                            .with_tls_config(config)
+                            .https_or_http()
+                            .enable_http1()
+                            .build();
                         Some(Client::builder(hyper_util::rt::TokioExecutor::new()).build(connector))
                     }
                     Err(error) => {
-                        tracing::error!(error = %error, "no root certificates: Stripe cannot be reached");
+                        tracing::error!(error = %error, "no TLS configuration: Stripe cannot be reached");
                         None
                     }
                 }
