@@ -265,7 +265,7 @@ impl Stripe {
             .get_or_init(|| {
                 // The AWS SDK's crypto provider (ring, `shared::dynamo`), so the binary
                 // carries one, and the roots compiled in (`shared::tls`).
-                let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+                let provider = Arc::new(rustls::crypto::ring::default_provider());
                 let mut roots = rustls::RootCertStore::empty();
                 roots.add_parsable_certificates(shared::tls::ROOTS.iter().cloned());
                 match rustls::ClientConfig::builder_with_provider(provider).with_safe_default_protocol_versions() {
