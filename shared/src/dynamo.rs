@@ -193,8 +193,9 @@ fn timeouts() -> TimeoutConfig {
 /// crypto instead of the default aws-lc-rs: the same TLS, a smaller bootstrap (README,
 /// "Deploying"). The billing function's Stripe client uses the same stack.
 ///
-/// A function trusts the roots compiled into it ([`crate::tls`]): no certificate file is
-/// read while it starts or on its first request. `cairn-admin` trusts the system's.
+/// A function trusts the roots compiled into it ([`crate::tls`]: Amazon Trust Services'
+/// five): no certificate file is read while it starts or on its first request.
+/// `cairn-admin` trusts the system's.
 fn https_client(trust: Trust) -> SharedHttpClient {
     SharedHttpClient::new(ConnectsWhenUsed { inner: hyper_client(trust) })
 }
@@ -221,9 +222,8 @@ fn hyper_client(trust: Trust) -> SharedHttpClient {
 /// Building a DynamoDB client asks its HTTP client to validate itself, and the SDK's
 /// hyper client then makes a TLS connector only to load the system's roots early, and
 /// drops it; the first call makes its own. With the roots compiled in there is nothing
-/// to load early, and a connector costs about a millisecond (its trust store is made
-/// from every root), so this wrapper answers that validation at once: a cold start makes
-/// one connector, on its first call.
+/// to load early (a connector parses them again each time), so this wrapper answers
+/// that validation at once: a cold start makes one connector, on its first call.
 #[derive(Debug)]
 struct ConnectsWhenUsed {
     inner: SharedHttpClient,
@@ -250,7 +250,7 @@ impl HttpClient for ConnectsWhenUsed {
 /// Which roots a DynamoDB client trusts.
 #[derive(Debug, Clone, Copy)]
 enum Trust {
-    /// Mozilla's, compiled in: a function's.
+    /// Amazon Trust Services', compiled in: a function's.
     CompiledIn,
     /// The system's certificate files: an operator's command line.
     System,

@@ -1,44 +1,37 @@
-//! The roots a function trusts for TLS (DynamoDB, Stripe): Mozilla's root certificates
-//! as the `webpki-root-certs` crate compiles them in, not the system's certificate files.
+//! The roots a function trusts for TLS, compiled in rather than read from the system's
+//! certificate files.
 //!
 //! Reading the system's roots is most of a cold start's CPU on a machine whose
 //! environment names a bundle and a directory of the same certificates (3 to 9 ms here,
-//! README "Cold starts"), and a function's first request would wait for it. The
-//! compiled-in roots (127 KB of DER) cost no file, and the SDK turns them into its
-//! trust store in about a millisecond; they are Mozilla's, the set most TLS clients
-//! trust, and change when `Cargo.lock`'s `webpki-root-certs` is updated.
-//! Every AWS endpoint chains to Amazon Trust Services and Stripe's API to DigiCert, both
-//! in the set (a test checks it). `cairn-admin`, on an operator's machine, keeps the
-//! system's roots (a company's own CA, a TLS-inspecting proxy).
+//! README "Cold starts"), and a function's first request would wait for it. Compiled-in
+//! roots cost no file:
+//!
+//! - DynamoDB: the five roots of Amazon Trust Services ([`AMAZON_TRUST_SERVICES`]),
+//!   which AWS documents as the roots of every AWS endpoint's certificate. The SDK
+//!   decodes and parses its trust store on a client's first call, so a cold request
+//!   pays for every root it holds: 0.03 ms for these five, 1.2-1.6 ms for Mozilla's 118
+//!   (README "Cold starts"). Each of the five is checked to be one of Mozilla's roots.
+//! - Stripe (the billing function): Mozilla's roots ([`ROOTS`], as the
+//!   `webpki-root-certs` crate compiles them in), since Stripe does not promise its CA.
+//!
+//! Both change when `Cargo.lock`'s `webpki-root-certs` does (a root Mozilla removes fails
+//! the test below). `cairn-admin`, on an operator's machine, keeps the system's roots (a
+//! company's own CA, a TLS-inspecting proxy).
 
 use aws_smithy_http_client::tls::TrustStore;
 pub use webpki_root_certs::TLS_SERVER_ROOT_CERTS as ROOTS;
 
-/// A trust store of [`ROOTS`] alone, for the AWS SDK's HTTPS client (which takes
-/// certificates as PEM, and decodes them each time it makes a connector: once per
-/// client, on its first call).
+/// Amazon Root CA 1 to 4 and Starfield Services Root Certificate Authority - G2 (which
+/// cross-signs Amazon Root CA 1 for older clients), as PEM: the roots AWS lists for its
+/// endpoints' certificates.
+pub const AMAZON_TRUST_SERVICES: &str = include_str!("amazon-trust-services.pem");
+
+/// A trust store of [`AMAZON_TRUST_SERVICES`] alone, for the AWS SDK's HTTPS client
+/// (which takes certificates as PEM, and decodes and parses them each time it makes a
+/// connector: once per client, on its first call).
 #[must_use]
 pub fn trust_store() -> TrustStore {
-    TrustStore::empty().with_native_roots(false).with_pem_certificate(pem(ROOTS))
-}
-
-/// `certificates` as one PEM document.
-fn pem(certificates: &[impl AsRef<[u8]>]) -> String {
-    let mut out = String::with_capacity(certificates.iter().map(|der| der.as_ref().len() * 4 / 3 + 80).sum());
-    for der in certificates {
-        out.push_str("-----BEGIN CERTIFICATE-----\n");
-        let encoded = aws_smithy_types::base64::encode(der.as_ref());
-        let mut rest = encoded.as_str();
-        while !rest.is_empty() {
-            // Base64 is ASCII: any byte index is a character boundary.
-            let (line, next) = rest.split_at(rest.len().min(64));
-            out.push_str(line);
-            out.push('\n');
-            rest = next;
-        }
-        out.push_str("-----END CERTIFICATE-----\n");
-    }
-    out
+    TrustStore::empty().with_native_roots(false).with_pem_certificate(AMAZON_TRUST_SERVICES)
 }
 
 #[cfg(test)]
@@ -53,19 +46,31 @@ mod tests {
             .collect()
     }
 
+    /// Whether `der` holds `name` (a subject's common name as the certificate spells it).
+    fn names(der: &[u8], name: &str) -> bool {
+        der.windows(name.len()).any(|window| window == name.as_bytes())
+    }
+
     #[test]
-    fn every_root_goes_to_the_sdk_and_those_aws_and_stripe_chain_to_are_among_them() {
-        let certificates = decoded(&pem(ROOTS));
-        let roots: Vec<&[u8]> = ROOTS.iter().map(AsRef::as_ref).collect();
-        assert_eq!(certificates, roots);
-        assert!(ROOTS.len() > 100, "Mozilla's set has over 100 roots, got {}", ROOTS.len());
-        // Amazon Trust Services (every AWS endpoint) and DigiCert (api.stripe.com), by
-        // the subject's common name as the certificate spells it.
-        for name in
-            ["Amazon Root CA 1", "Amazon Root CA 2", "Amazon Root CA 3", "Amazon Root CA 4", "DigiCert Global Root G2"]
-        {
-            let found = roots.iter().any(|der| der.windows(name.len()).any(|window| window == name.as_bytes()));
-            assert!(found, "{name} is not trusted");
+    fn dynamodb_is_trusted_through_amazon_trust_services_roots_that_mozilla_trusts() {
+        let certificates = decoded(AMAZON_TRUST_SERVICES);
+        let names_in_order = [
+            "Amazon Root CA 1",
+            "Amazon Root CA 2",
+            "Amazon Root CA 3",
+            "Amazon Root CA 4",
+            "Starfield Services Root Certificate Authority - G2",
+        ];
+        assert_eq!(certificates.len(), names_in_order.len());
+        for (der, name) in certificates.iter().zip(names_in_order) {
+            assert!(names(der, name), "expected {name}");
+            assert!(ROOTS.iter().any(|root| root.as_ref() == der.as_slice()), "{name} is not one of Mozilla's roots");
         }
+    }
+
+    #[test]
+    fn stripe_is_trusted_through_mozillas_roots() {
+        assert!(ROOTS.len() > 100, "Mozilla's set has over 100 roots, got {}", ROOTS.len());
+        assert!(ROOTS.iter().any(|root| names(root, "DigiCert Global Root G2")), "api.stripe.com's root");
     }
 }

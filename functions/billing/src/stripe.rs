@@ -5,9 +5,9 @@
 //! `payment_processor_error` with a text of Cairn's; Stripe's own is logged.
 //! The secret key is never logged.
 //!
-//! It speaks HTTP through the same hyper and rustls (ring) as the AWS SDK and trusts the
-//! same compiled-in roots (`shared::tls`), so the billing binary carries one HTTP and
-//! TLS stack and one set of roots.
+//! It speaks HTTP through the same hyper and rustls (ring) as the AWS SDK, so the
+//! billing binary carries one HTTP and TLS stack, and trusts Mozilla's roots compiled
+//! in (`shared::tls::ROOTS`; DynamoDB's client trusts Amazon Trust Services' alone).
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -264,7 +264,7 @@ impl Stripe {
         self.http
             .get_or_init(|| {
                 // The AWS SDK's crypto provider (ring, `shared::dynamo`), so the binary
-                // carries one, and the roots compiled in (`shared::tls`).
+                // carries one, and Mozilla's roots compiled in (`shared::tls`).
                 let provider = Arc::new(rustls::crypto::ring::default_provider());
                 let mut roots = rustls::RootCertStore::empty();
                 roots.add_parsable_certificates(shared::tls::ROOTS.iter().cloned());
