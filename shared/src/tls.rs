@@ -6,24 +6,29 @@
 //! README "Cold starts"), and a function's first request would wait for it. Compiled-in
 //! roots cost no file:
 //!
-//! - DynamoDB: the five roots of Amazon Trust Services ([`AMAZON_TRUST_SERVICES`]),
-//!   which AWS documents as the roots of every AWS endpoint's certificate. The SDK
-//!   decodes and parses its trust store on a client's first call, so a cold request
-//!   pays for every root it holds: 0.03 ms for these five, 1.2-1.6 ms for Mozilla's 118
-//!   (README "Cold starts"). Each of the five is checked to be one of Mozilla's roots.
+//! - DynamoDB: the five roots of Amazon Trust Services ([`AMAZON_TRUST_SERVICES`]), to
+//!   which the endpoints of AWS's commercial regions chain (and which Amazon Trust
+//!   Services recommends a custom trust store hold, all five). The SDK decodes and
+//!   parses its trust store each time it makes a connector, on a client's first call, so
+//!   a cold request pays for every root it holds: a first connector took 0.09-0.11 ms
+//!   with these five and 0.8-1.4 ms with Mozilla's 118 (README "Cold starts"). The five
+//!   are a fixed file: they change only when it is edited, and the test below fails
+//!   when Mozilla's set, on a `cargo update`, no longer holds one of them. Should AWS
+//!   move DynamoDB to a root outside them, every call fails (503) until a function is
+//!   rebuilt with it: the price of the smaller set.
 //! - Stripe (the billing function): Mozilla's roots ([`ROOTS`], as the
-//!   `webpki-root-certs` crate compiles them in), since Stripe does not promise its CA.
+//!   `webpki-root-certs` crate compiles them in, changing with `Cargo.lock`), since Stripe
+//!   does not promise its CA.
 //!
-//! Both change when `Cargo.lock`'s `webpki-root-certs` does (a root Mozilla removes fails
-//! the test below). `cairn-admin`, on an operator's machine, keeps the system's roots (a
-//! company's own CA, a TLS-inspecting proxy).
+//! `cairn-admin`, on an operator's machine, keeps the system's roots (a company's own CA,
+//! a TLS-inspecting proxy).
 
 use aws_smithy_http_client::tls::TrustStore;
 pub use webpki_root_certs::TLS_SERVER_ROOT_CERTS as ROOTS;
 
 /// Amazon Root CA 1 to 4 and Starfield Services Root Certificate Authority - G2 (which
-/// cross-signs Amazon Root CA 1 for older clients), as PEM: the roots AWS lists for its
-/// endpoints' certificates.
+/// cross-signs the Amazon roots for older clients), as PEM: the roots Amazon Trust
+/// Services lists (amazontrust.com/repository).
 pub const AMAZON_TRUST_SERVICES: &str = include_str!("amazon-trust-services.pem");
 
 /// A trust store of [`AMAZON_TRUST_SERVICES`] alone, for the AWS SDK's HTTPS client
@@ -41,8 +46,8 @@ mod tests {
     /// The certificates of a PEM document, decoded.
     fn decoded(pem: &str) -> Vec<Vec<u8>> {
         pem.split("-----END CERTIFICATE-----")
-            .filter_map(|block| block.split("-----BEGIN CERTIFICATE-----\n").nth(1))
-            .map(|body| aws_smithy_types::base64::decode(body.replace('\n', "")).expect("base64"))
+            .filter_map(|block| block.split("-----BEGIN CERTIFICATE-----").nth(1))
+            .map(|body| aws_smithy_types::base64::decode(body.replace(['\r', '\n'], "")).expect("base64"))
             .collect()
     }
 

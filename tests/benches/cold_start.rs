@@ -16,13 +16,11 @@
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use api_tests::bench::{Bench, call, setup};
 use api_tests::runtime_api::{self, Call, Seen};
-use std::sync::Mutex;
-
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
@@ -37,18 +35,20 @@ struct Start {
     peak_rss_kib: u64,
 }
 
-/// The times at which each call through the proxy was in DynamoDB's hands (the end is
-/// the start until an answer's byte arrives).
-type Calls = Arc<Mutex<Vec<(Instant, Instant)>>>;
+/// The times at which each call through the proxy was in DynamoDB's hands: from its
+/// first request byte to the last byte of its answer so far (`None` before any).
+type Calls = Arc<Mutex<Vec<(Instant, Option<Instant>)>>>;
 
 /// Relays connections accepted on `listener` to `upstream`, noting each call: from the
 /// first byte the client sends after an answer (or on a new connection) to the last byte
 /// of the answer before the client sends again. HTTP/1.1 sends one call at a time on a
 /// connection, so these are the calls.
+/// Its connections end with it (they are aborted when it is).
 async fn relay(listener: TcpListener, upstream: String, calls: Calls) {
+    let mut connections = tokio::task::JoinSet::new();
     while let Ok((client, _)) = listener.accept().await {
         let (upstream, calls) = (upstream.clone(), calls.clone());
-        tokio::spawn(async move {
+        connections.spawn(async move {
             let Ok(server) = TcpStream::connect(&upstream).await else { return };
             let _ = (client.set_nodelay(true), server.set_nodelay(true));
             // The call under way on this connection (its index in `calls`), and whether
@@ -65,7 +65,7 @@ async fn relay(listener: TcpListener, upstream: String, calls: Calls) {
                         let mut call = up_call.lock().expect("call");
                         if call.is_none_or(|(_, answering)| answering) {
                             let mut calls = up_calls.lock().expect("calls");
-                            calls.push((now, now));
+                            calls.push((now, None));
                             *call = Some((calls.len() - 1, false));
                         }
                     }
@@ -82,7 +82,7 @@ async fn relay(listener: TcpListener, upstream: String, calls: Calls) {
                     }
                     if let Some((index, answering)) = call.lock().expect("call").as_mut() {
                         *answering = true;
-                        calls.lock().expect("calls")[*index].1 = Instant::now();
+                        calls.lock().expect("calls")[*index].1 = Some(Instant::now());
                     }
                 }
             };
@@ -91,13 +91,13 @@ async fn relay(listener: TcpListener, upstream: String, calls: Calls) {
     }
 }
 
-/// The time within `from..to` that at least one of `calls` covers, and how many of them
-/// started in it.
-fn covered(calls: &[(Instant, Instant)], from: Instant, to: Instant) -> (Duration, usize) {
+/// The time within `from..to` that at least one of `calls` covers (one not answered by
+/// `to` covers the rest of it), and how many of them started in it.
+fn covered(calls: &[(Instant, Option<Instant>)], from: Instant, to: Instant) -> (Duration, usize) {
     let mut within: Vec<(Instant, Instant)> = calls
         .iter()
         .filter(|(start, _)| (from..to).contains(start))
-        .map(|&(start, end)| (start, end.min(to)))
+        .map(|&(start, end)| (start, end.map_or(to, |end| end.min(to))))
         .collect();
     within.sort();
     let (mut total, mut reached) = (Duration::ZERO, from);
