@@ -18,8 +18,13 @@ cargo run -q -p infra --bin cairn-admin -- tables create
 cargo bench -q -p api-tests --bench checkpoints
 cargo bench -q -p api-tests --bench overhead
 cargo bench -q -p api-tests --bench scale
-# Cold starts spawn the functions' release binaries (native, like the bench itself).
-cargo build -q --release -p workflows -p executions -p checkpoints -p failures -p billing -p keys --bins
+# Cold starts spawn the functions' release binaries (native, like the bench itself),
+# built one at a time as `cargo lambda watch` below runs each (`cargo run --bin`): built
+# together, their dependencies' features would be unified across them, and the watch
+# would build every function again (about a minute each, past its warm-up's 180 s).
+for function in workflows executions checkpoints failures billing keys; do
+  cargo build -q --release --bin "$function"
+done
 target_dir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 CAIRN_RELEASE_DIR="$target_dir/release" cargo bench -q -p api-tests --bench cold_start
 
