@@ -42,8 +42,8 @@ type Calls = Arc<Mutex<Vec<(Instant, Option<Instant>)>>>;
 /// Relays connections accepted on `listener` to `upstream`, noting each call: from the
 /// first byte the client sends after an answer (or on a new connection) to the last byte
 /// of the answer before the client sends again. HTTP/1.1 sends one call at a time on a
-/// connection, so these are the calls.
-/// Its connections end with it (they are aborted when it is).
+/// connection, so these are the calls. Its connections end with it (they are aborted
+/// when it is).
 async fn relay(listener: TcpListener, upstream: String, calls: Calls) {
     let mut connections = tokio::task::JoinSet::new();
     while let Ok((client, _)) = listener.accept().await {
