@@ -46,3 +46,14 @@ tenant=$("$admin" tenant create --name "client bench")
 "$admin" credits grant --tenant "$tenant" --credits 10 >/dev/null
 CAIRN_API_KEY=$("$admin" key create --tenant "$tenant") CAIRN_API_URL="http://127.0.0.1:$api_port/api/v1" \
   "$LOCAL/client-venv/bin/python" clients/python/bench/overhead.py
+
+# Each framework integration's cost: HTTP requests and time per framework call
+# (clients/python/bench/<module>.py, run in the integration's own venv).
+for pins in clients/python/requirements-*.txt; do
+  extra=$(basename "$pins" .txt); extra=${extra#requirements-}
+  module=${extra//-/_}
+  [ -f "clients/python/bench/$module.py" ] || continue
+  framework_venv "$extra"
+  CAIRN_API_KEY=$("$admin" key create --tenant "$tenant") CAIRN_API_URL="http://127.0.0.1:$api_port/api/v1" \
+    "$LOCAL/$extra-venv/bin/python" "clients/python/bench/$module.py"
+done

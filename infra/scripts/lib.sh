@@ -60,6 +60,22 @@ client_venv() {
   echo "$want" >"$venv/.installed"
 }
 
+# A framework integration's own venv (.local/<extra>-venv): its pinned requirements
+# (clients/python/requirements-<extra>.txt: the framework, its test tools) and the client
+# installed editable. Frameworks get a venv each because their dependencies conflict
+# (crewai needs openai<3, openai-agents openai>=3). Installed again when the pins change.
+framework_venv() {
+  local extra=$1 dir="$ROOT/clients/python" want
+  local venv="$LOCAL/$extra-venv" pins="$dir/requirements-$extra.txt"
+  want=$(cat "$pins" "$dir/pyproject.toml" | sha256sum | cut -c1-64)
+  if [ -x "$venv/bin/pytest" ] && [ "$(cat "$venv/.installed" 2>/dev/null)" = "$want" ]; then return 0; fi
+  log "installing the client with its $extra extra (clients/python/requirements-$extra.txt) into .local/$extra-venv"
+  [ -x "$venv/bin/pip" ] || python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$pins" >&2
+  "$venv/bin/pip" install --quiet --disable-pip-version-check --no-build-isolation --no-deps -e "$dir" >&2
+  echo "$want" >"$venv/.installed"
+}
+
 # Debian's Chromium for the dashboard's browser tests (nothing downloads a browser):
 # installed with apt when /usr/bin/chromium is missing, at the pinned version when the
 # archive still has it (security updates replace it; then the archive's current one).

@@ -27,8 +27,9 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 log "the Python client: ruff, mypy --strict, unit tests"
 (
   cd clients/python
-  "$LOCAL/client-venv/bin/ruff" check src tests
-  "$LOCAL/client-venv/bin/ruff" format --check src tests
+  # The framework integrations' suites (tests_<module>/) are linted here too.
+  "$LOCAL/client-venv/bin/ruff" check src tests $(ls -d tests_* 2>/dev/null)
+  "$LOCAL/client-venv/bin/ruff" format --check src tests $(ls -d tests_* 2>/dev/null)
   "$LOCAL/client-venv/bin/mypy"
   "$LOCAL/client-venv/bin/pytest" -q -m "not live" -p no:cacheprovider
 )
@@ -112,6 +113,30 @@ if [ $# -eq 0 ] || [ "${CAIRN_CLIENT:-}" = 1 ]; then
   [ -f "$report" ] && cat "$report" >&2
 fi
 
+# Each framework integration (cairn.crewai, cairn.openai_agents, ...) in its own venv,
+# against the same stack: its module under mypy --strict, and its suite
+# (clients/python/tests_<module>/: the framework's reference backend and ours through the
+# same tests, and real runs on the framework's offline test models).
+framework_logs=()
+if [ $# -eq 0 ] || [ "${CAIRN_CLIENT:-}" = 1 ]; then
+  for pins in clients/python/requirements-*.txt; do
+    extra=$(basename "$pins" .txt); extra=${extra#requirements-}
+    [ "$extra" = dev ] && continue
+    module=${extra//-/_}
+    framework_logs+=("$run_dir/$module.log")
+    framework_venv "$extra"
+    log "cairn.$module in .local/$extra-venv: mypy --strict and its suite against $CAIRN_API_URL"
+    if ! (cd clients/python && "$LOCAL/$extra-venv/bin/mypy" --strict $(find "src/cairn/$module" -name '*.py') &&
+        CAIRN_TEST_ADMIN="$target_dir/debug/cairn-admin" CAIRN_COMPRESS_REQUESTS=0 \
+        "$LOCAL/$extra-venv/bin/pytest" -q -p no:cacheprovider --tb=short "tests_$module") >"$run_dir/$module.log" 2>&1; then
+      tail -n 80 "$run_dir/$module.log" >&2
+      KEEP_TEST_LOGS=1
+      exit 1
+    fi
+    tail -n 1 "$run_dir/$module.log" >&2
+  done
+fi
+
 # The dashboard in a real browser (Debian's Chromium driven by Playwright) against the
 # same stack; a screenshot of every page it visits is kept in target/dashboard-screenshots.
 if [ $# -eq 0 ] || [ "${CAIRN_BROWSER:-}" = 1 ]; then
@@ -165,6 +190,7 @@ log "checking the run's logs for API keys and Stripe secrets"
 logs=("$run_dir/watch.log" "$run_dir/test.log" "$run_dir/localstripe.log")
 [ -f "$run_dir/python.log" ] && logs+=("$run_dir/python.log")
 [ -f "$run_dir/browser.log" ] && logs+=("$run_dir/browser.log")
+logs+=("${framework_logs[@]}")
 leaks=$(grep -E -o -h 'cairn_[0-9A-Za-z]{43}' "${logs[@]}" | sort -u | head -n 5 || true)
 for secret in "$STRIPE_WEBHOOK_SECRET" "$STRIPE_SECRET_KEY"; do
   if grep -F -q -- "$secret" "${logs[@]}"; then leaks+=$'\n'"a Stripe secret (${secret:0:8}...)"; fi
