@@ -1,0 +1,184 @@
+//! Queries of one partition: newest first, resumed after a keyset cursor, read by
+//! window, counted.
+
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
+use aws_sdk_dynamodb::types::AttributeValue;
+
+use super::error::{StoreError, classify};
+use super::item::{Item, s};
+
+/// A query of one whole partition, newest first (descending sort key): `partition` is
+/// the key attribute and value of the table's partition or of `index`'s. Reads of the
+/// table are strongly consistent (an index cannot be).
+#[must_use]
+pub fn newest_first(
+    client: &Client,
+    table: &str,
+    index: Option<&str>,
+    partition: (&str, String),
+) -> QueryFluentBuilder {
+    client
+        .query()
+        .table_name(table)
+        .set_index_name(index.map(str::to_owned))
+        .key_condition_expression("#pk = :pk")
+        .expression_attribute_names("#pk", partition.0)
+        .expression_attribute_values(":pk", s(partition.1))
+        .scan_index_forward(false)
+        .consistent_read(index.is_none())
+}
+
+/// A query of one partition for the ids (`<prefix>_<uuidv7>`) in `range`, newest first
+/// (the range comes from [`crate::ids::created_between`]: time filters as key ranges).
+#[must_use]
+pub fn newest_first_in(
+    client: &Client,
+    table: &str,
+    index: Option<&str>,
+    partition: (&str, String),
+    range: (String, String),
+) -> QueryFluentBuilder {
+    newest_first(client, table, index, partition)
+        .key_condition_expression("#pk = :pk AND #id BETWEEN :lo AND :hi")
+        .expression_attribute_names("#id", "id")
+        .expression_attribute_values(":lo", s(range.0))
+        .expression_attribute_values(":hi", s(range.1))
+}
+
+/// Where a query of `partition` resumes after the item of `tenant` whose table sort
+/// key (`sort`: name and value) is given: the `ExclusiveStartKey` of a keyset cursor,
+/// for the table or an index (whose key adds its partition attribute).
+#[must_use]
+pub fn resume_after(tenant: &str, sort: (&str, AttributeValue), partition: (&str, &str)) -> Item {
+    HashMap::from([
+        ("tenant_id".to_owned(), s(tenant)),
+        (sort.0.to_owned(), sort.1),
+        (partition.0.to_owned(), s(partition.1)),
+    ])
+}
+
+/// Reads one window of a query: skips `skip` items (reading only `sort_key` of each),
+/// then returns up to `take` whole items. The query's own order and key condition
+/// decide which items; callers set `scan_index_forward(false)` for newest first.
+///
+/// # Errors
+/// The query's [`StoreError`].
+pub async fn query_window(
+    query: QueryFluentBuilder,
+    sort_key: &str,
+    skip: usize,
+    take: usize,
+) -> Result<Vec<Item>, StoreError> {
+    query_window_of(query, sort_key, skip, take, &[]).await
+}
+
+/// Like [`query_window`], returning only `attributes` of each item (all of them when
+/// empty): list summaries leave large payloads where they are.
+///
+/// # Errors
+/// The query's [`StoreError`].
+pub async fn query_window_of(
+    query: QueryFluentBuilder,
+    sort_key: &str,
+    skip: usize,
+    take: usize,
+    attributes: &[&str],
+) -> Result<Vec<Item>, StoreError> {
+    query_window_from(query, sort_key, None, skip, take, attributes).await
+}
+
+/// Like [`query_window_of`], starting after the position `after` (a keyset cursor: the
+/// table's and, for an index, the index's key attributes of an item, which need not
+/// exist).
+///
+/// # Errors
+/// The query's [`StoreError`].
+pub async fn query_window_from(
+    query: QueryFluentBuilder,
+    sort_key: &str,
+    after: Option<Item>,
+    skip: usize,
+    take: usize,
+    attributes: &[&str],
+) -> Result<Vec<Item>, StoreError> {
+    const MAX_PER_CALL: usize = 1000;
+    let query_items = if attributes.is_empty() {
+        query.clone()
+    } else {
+        let names: Vec<String> = (0..attributes.len()).map(|i| format!("#attr{i}")).collect();
+        attributes
+            .iter()
+            .zip(&names)
+            .fold(query.clone().projection_expression(names.join(", ")), |q, (attribute, name)| {
+                q.expression_attribute_names(name, *attribute)
+            })
+    };
+    let mut start: Option<Item> = after;
+    let mut remaining = skip;
+    while remaining > 0 {
+        let out = query
+            .clone()
+            .set_exclusive_start_key(start.take())
+            .limit(remaining.min(MAX_PER_CALL) as i32)
+            .projection_expression("#window_sk")
+            .expression_attribute_names("#window_sk", sort_key)
+            .send()
+            .await
+            .map_err(classify)?;
+        remaining = remaining.saturating_sub(out.count() as usize);
+        match out.last_evaluated_key {
+            Some(key) if !key.is_empty() => start = Some(key),
+            _ => return Ok(Vec::new()),
+        }
+    }
+    let mut items = Vec::with_capacity(take.min(MAX_PER_CALL));
+    while items.len() < take {
+        let out = query_items
+            .clone()
+            .set_exclusive_start_key(start.take())
+            .limit((take - items.len()).min(MAX_PER_CALL) as i32)
+            .send()
+            .await
+            .map_err(classify)?;
+        items.extend(out.items.unwrap_or_default());
+        match out.last_evaluated_key {
+            Some(key) if !key.is_empty() => start = Some(key),
+            _ => break,
+        }
+    }
+    Ok(items)
+}
+
+/// Counts the items of a query among the first `cap` it examines (all of them when it
+/// has no filter expression), at most `cap` (keys only are returned; capacity is still
+/// spent on the items' size, which is why untimed totals come from counters instead).
+///
+/// # Errors
+/// The query's [`StoreError`].
+pub async fn count(query: QueryFluentBuilder, cap: u64) -> Result<u64, StoreError> {
+    let mut total = 0_u64;
+    // Items examined: with a filter expression DynamoDB reads items that do not match,
+    // and those are what a request pays for, so they are what is bounded.
+    let mut examined = 0_u64;
+    let mut start = None;
+    while examined < cap {
+        let out = query
+            .clone()
+            .select(aws_sdk_dynamodb::types::Select::Count)
+            .limit(i32::try_from(cap - examined).unwrap_or(i32::MAX))
+            .set_exclusive_start_key(start)
+            .send()
+            .await
+            .map_err(classify)?;
+        total += u64::try_from(out.count).unwrap_or(0);
+        examined += u64::try_from(out.scanned_count).unwrap_or(0).max(1);
+        match out.last_evaluated_key {
+            Some(key) if !key.is_empty() => start = Some(key),
+            _ => break,
+        }
+    }
+    Ok(total.min(cap))
+}
