@@ -4,8 +4,8 @@
 //! it needs, asks the model, stages every effect (the execution, its failure records, its
 //! charge, its counters, its checkpoint changes) into one `Transaction` conditioned on
 //! what it read, commits, and on a lost race does it all again through `retry_races`.
-//! A read makes the same DynamoDB calls, in the same order and concurrency, that its
-//! answer needs and no more.
+//! A read makes the DynamoDB calls its answer needs and no more, at once where one does
+//! not depend on another (a tenant's round trips per request are tested).
 //!
 //! This file is the surface: [`Runs`] and what its operations take and answer. Each
 //! aggregate is a directory with its model (pure rules), its store (DynamoDB) and, in
