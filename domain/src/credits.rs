@@ -2,7 +2,7 @@
 //!
 //! Table `accounts` (`tenant_id`): `credits` and `seq`, the number of ledger entries so
 //! far (the same item holds the tenant's Stripe customer and subscription, see
-//! [`crate::subscription`]). Table `ledger` (`tenant_id`, `seq`): one entry per balance change with
+//! [`crate::subscriptions`]). Table `ledger` (`tenant_id`, `seq`): one entry per balance change with
 //! `credits_before` and `credits_after`; GSI `by_type` (`tenant_type`, `seq`). An entry
 //! and the account's new balance are written in one transaction conditioned on the `seq`
 //! that was read, so entries chain exactly (each `credits_before` is the previous
@@ -256,6 +256,29 @@ impl Ledger {
             .map(|item| Ok(serde_dynamo::from_item::<_, EntryRecord>(item)?.entry))
             .collect::<Result<Vec<_>, StoreError>>()?;
         Ok((entries, total))
+    }
+
+    /// A page of the tenant's ledger, newest first (optionally of one type), and the
+    /// total matching: `GET /billing/transactions`. With `after`, the entries after that
+    /// transaction of the tenant's (its position is read first).
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] for a cursor the tenant does not have, storage errors.
+    pub async fn transactions(
+        &self,
+        tenant: &TenantId,
+        kind: Option<EntryType>,
+        after: Option<&TransactionId>,
+        skip: usize,
+        take: usize,
+    ) -> Result<(Vec<Entry>, u64), Error> {
+        let after_seq = match after {
+            None => None,
+            Some(id) => {
+                Some(self.position(tenant, id).await?.ok_or_else(|| Error::not_found("transaction", id.as_str()))?)
+            }
+        };
+        Ok(Box::pin(self.list(tenant, kind, after_seq, skip, take)).await?)
     }
 
     /// Writes one entry on its own (a grant), retrying while other writes race it.

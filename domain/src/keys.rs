@@ -1,4 +1,5 @@
-//! A tenant's API keys: list, create, revoke.
+//! A tenant's API keys: list, create, revoke (a tenant through the API, an operator
+//! through `cairn-admin`, which creates and revokes keys through this module only).
 //!
 //! Table `api-keys` (`key_hash`): one item per key, holding the SHA-256 of the secret,
 //! never the secret; GSIs `by_tenant` (`tenant_id`, `key_id`; all attributes) for the
@@ -13,7 +14,7 @@ use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{Put, TransactWriteItem, Update};
 use chrono::{DateTime, Utc};
 use shared::TenantId;
-use shared::auth::{ApiKeyRecord, generate_key, hash_key};
+use shared::auth::{ApiKeyRecord, generate_key, hash_key, is_well_formed_key};
 use shared::dynamo::{
     Attempt, Part, StoreError, Table, Tables, Transaction, TransactionError, built, classify, n, retry_races, s,
 };
@@ -55,7 +56,27 @@ impl Key {
     }
 }
 
-/// The keys of every tenant; each call is scoped to the tenant it is given.
+/// What a revocation did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Revocation {
+    /// The key as it is now: revoked.
+    pub key: Key,
+    /// Whether it had been revoked before (nothing changed).
+    pub already: bool,
+}
+
+/// Who revokes a key, and so whether the tenant's last live key may go.
+#[derive(Debug, Clone, Copy)]
+enum Revoker<'a> {
+    /// The tenant itself, through the API: never its last live key.
+    Tenant(&'a TenantId),
+    /// An operator: any key.
+    Operator,
+}
+
+/// The keys of every tenant; each call is scoped to the tenant it is given (but an
+/// operator's, [`KeyStore::revoke_by_operator`] and [`KeyStore::is_live`], which go by
+/// the key).
 #[derive(Debug, Clone)]
 pub struct KeyStore {
     client: Client,
@@ -156,8 +177,9 @@ impl KeyStore {
         }
     }
 
-    /// The tenant's key `id` as stored, if the tenant has it.
-    async fn record(&self, tenant: &TenantId, id: &KeyId) -> Result<Option<ApiKeyRecord>, Error> {
+    /// Key `id` as stored, whoever's it is: its item's hash from the `by_key_id` index,
+    /// then the item.
+    async fn find(&self, id: &KeyId) -> Result<Option<ApiKeyRecord>, Error> {
         let out = self
             .client
             .query()
@@ -173,11 +195,25 @@ impl KeyStore {
         else {
             return Ok(None);
         };
+        self.by_hash(&hash).await
+    }
+
+    /// The key item whose hash is `hash` (a consistent read).
+    async fn by_hash(&self, hash: &str) -> Result<Option<ApiKeyRecord>, Error> {
         let item =
-            shared::dynamo::get_item(&self.client, self.tables.name(Table::ApiKeys), &[("key_hash", &hash)]).await?;
-        let Some(item) = item else { return Ok(None) };
-        let record: ApiKeyRecord = serde_dynamo::from_item(item).map_err(StoreError::from)?;
-        Ok((record.tenant_id == tenant.as_str()).then_some(record))
+            shared::dynamo::get_item(&self.client, self.tables.name(Table::ApiKeys), &[("key_hash", hash)]).await?;
+        Ok(item.map(serde_dynamo::from_item::<_, ApiKeyRecord>).transpose().map_err(StoreError::from)?)
+    }
+
+    /// Whether `secret` authenticates right now: well formed, known, not revoked.
+    ///
+    /// # Errors
+    /// The read's [`StoreError`].
+    pub async fn is_live(&self, secret: &str) -> Result<bool, Error> {
+        if !is_well_formed_key(secret) {
+            return Ok(false);
+        }
+        Ok(self.by_hash(&hash_key(secret)).await?.is_some_and(|record| record.revoked_at.is_none()))
     }
 
     /// Revokes the tenant's key `id`: from then on it authenticates nothing. Revoking a
@@ -187,50 +223,94 @@ impl KeyStore {
     /// [`Error::NotFound`] (unknown, or another tenant's), [`Error::InvalidState`] for
     /// the last live key, storage errors.
     pub async fn revoke(&self, tenant: &TenantId, id: &KeyId, now: DateTime<Utc>) -> Result<Key, Error> {
-        let record = self.record(tenant, id).await?.ok_or_else(|| Error::not_found("key", id.as_str()))?;
-        let record = &record;
-        retry_races(|| async move {
-            let current = shared::dynamo::get_item(
-                &self.client,
-                self.tables.name(Table::ApiKeys),
-                &[("key_hash", &record.key_hash)],
-            )
+        let record = self
+            .find(id)
             .await?
-            .map(serde_dynamo::from_item::<_, ApiKeyRecord>)
-            .transpose()
-            .map_err(StoreError::from)?
+            .filter(|record| record.tenant_id == tenant.as_str())
             .ok_or_else(|| Error::not_found("key", id.as_str()))?;
+        Ok(self.revoke_record(&record, Revoker::Tenant(tenant), now).await?.key)
+    }
+
+    /// Revokes key `id`, whoever's it is, as an operator (`cairn-admin`) does: any key,
+    /// the tenant's last live key included, its tenant's count of live keys (when it has
+    /// one yet) moved down. Otherwise as [`Self::revoke`]: the tenant's keys epoch moves on
+    /// in the same transaction, so the key is refused on its very next request, and a
+    /// revoked key stays as it is ([`Revocation::already`]).
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] for an unknown key, or a key whose tenant is missing (`tenant`),
+    /// storage errors.
+    pub async fn revoke_by_operator(&self, id: &KeyId, now: DateTime<Utc>) -> Result<Revocation, Error> {
+        let record = self.find(id).await?.ok_or_else(|| Error::not_found("key", id.as_str()))?;
+        self.revoke_record(&record, Revoker::Operator, now).await
+    }
+
+    /// Revokes the key `record` (as found), as `by` may: read again, then one transaction
+    /// of the key's revocation, the tenant's count of live keys and its keys epoch, retried
+    /// on a race.
+    async fn revoke_record(
+        &self,
+        record: &ApiKeyRecord,
+        by: Revoker<'_>,
+        now: DateTime<Utc>,
+    ) -> Result<Revocation, Error> {
+        let tenant_id = record.tenant_id.as_str();
+        retry_races(|| async move {
+            let current =
+                self.by_hash(&record.key_hash).await?.ok_or_else(|| Error::not_found("key", &record.key_id))?;
             if current.revoked_at.is_some() {
-                return Ok(Attempt::Done(Key::from_record(&current)?));
+                return Ok(Attempt::Done(Revocation { key: Key::from_record(&current)?, already: true }));
             }
-            self.count_live_keys_once(tenant).await?;
+            // The condition on the tenant's count of live keys as it goes down, if it does.
+            let count = match by {
+                Revoker::Tenant(tenant) => {
+                    self.count_live_keys_once(tenant).await?;
+                    // Never the last live key: nobody locks themselves out.
+                    Some("live_keys > :one")
+                }
+                Revoker::Operator => {
+                    let item = shared::dynamo::get_item(
+                        &self.client,
+                        self.tables.name(Table::Tenants),
+                        &[("tenant_id", tenant_id)],
+                    )
+                    .await?
+                    .ok_or_else(|| Error::not_found("tenant", tenant_id))?;
+                    item.contains_key("live_keys").then_some("attribute_exists(live_keys)")
+                }
+            };
             let revoked_at = shared::time::format(now);
             let revoke = Update::builder()
                 .table_name(self.tables.name(Table::ApiKeys))
                 .key("key_hash", s(&current.key_hash))
                 .update_expression("SET revoked_at = :now")
-                .condition_expression("attribute_not_exists(revoked_at)")
+                .condition_expression("attribute_exists(key_hash) AND attribute_not_exists(revoked_at)")
                 .expression_attribute_values(":now", s(&revoked_at));
-            let count = Update::builder()
-                .table_name(self.tables.name(Table::Tenants))
-                .key("tenant_id", s(tenant.as_str()))
-                .update_expression("SET live_keys = live_keys - :one")
-                .condition_expression("live_keys > :one")
-                .expression_attribute_values(":one", n(1));
             let mut tx = Transaction::new();
             tx.push(Part::ApiKey, TransactWriteItem::builder().update(built(revoke.build())?).build());
-            tx.push(Part::Tenant, TransactWriteItem::builder().update(built(count.build())?).build());
-            tx.push(Part::Standing, shared::rate_limit::keys_changed(&self.tables, tenant.as_str())?);
+            if let Some(condition) = count {
+                let count = Update::builder()
+                    .table_name(self.tables.name(Table::Tenants))
+                    .key("tenant_id", s(tenant_id))
+                    .update_expression("SET live_keys = live_keys - :one")
+                    .condition_expression(condition)
+                    .expression_attribute_values(":one", n(1));
+                tx.push(Part::Tenant, TransactWriteItem::builder().update(built(count.build())?).build());
+            }
+            tx.push(Part::Standing, shared::rate_limit::keys_changed(&self.tables, tenant_id)?);
             match tx.commit(&self.client).await {
                 Ok(()) => {
                     let mut revoked = current.clone();
                     revoked.revoked_at = Some(revoked_at);
-                    Ok(Attempt::Done(Key::from_record(&revoked)?))
+                    Ok(Attempt::Done(Revocation { key: Key::from_record(&revoked)?, already: false }))
                 }
-                Err(TransactionError::Condition(Part::Tenant)) => Err(Error::InvalidState(format!(
-                    "key {id} is the tenant's last live key; create another before revoking it"
-                ))),
-                Err(e) => Ok(Attempt::raced_on(e, &[Part::ApiKey])?),
+                Err(TransactionError::Condition(Part::Tenant)) if matches!(by, Revoker::Tenant(_)) => {
+                    Err(Error::InvalidState(format!(
+                        "key {} is the tenant's last live key; create another before revoking it",
+                        record.key_id
+                    )))
+                }
+                Err(e) => Ok(Attempt::raced_on(e, &[Part::ApiKey, Part::Tenant])?),
             }
         })
         .await

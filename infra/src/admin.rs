@@ -1,10 +1,10 @@
-//! The operations of `cairn-admin`, the dashboard's stand-in: tenants and API keys.
+//! The operations of `cairn-admin`, the dashboard's stand-in: tenants, API keys (created,
+//! listed and revoked through `domain::keys`) and credits.
 
 use anyhow::{Context, Result, anyhow, bail};
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::types::{TransactWriteItem, Update};
-use shared::auth::{ApiKeyRecord, TenantRecord, hash_key, is_well_formed_key};
-use shared::dynamo::{Attempt, StoreError, Table, Tables, classify, retry_races, s, transact};
+use shared::auth::{ApiKeyRecord, TenantRecord};
+use shared::dynamo::{Table, Tables, classify, s};
 use shared::ids::{KeyId, TenantKey};
 
 /// Creates a tenant and returns its id.
@@ -80,73 +80,24 @@ pub enum Revoked {
     Already,
 }
 
-/// Revokes a key by its id; it authenticates nothing from then on.
+/// Revokes a key by its id, whoever's it is, the tenant's last live key included
+/// (through `domain::keys`, as the keys area revokes: the tenant's keys epoch moves in
+/// the same transaction, so the key is refused on its very next request); it
+/// authenticates nothing from then on.
 ///
 /// # Errors
-/// When no key has that id, or DynamoDB cannot be written.
+/// When no key has that id, its tenant is missing, or DynamoDB cannot be written.
 pub async fn revoke_key(client: &Client, tables: &Tables, key_id: &str, now: &str) -> Result<Revoked> {
     let id = KeyId::parse(key_id).ok_or_else(|| anyhow!("unknown key {key_id}"))?;
-    let out = client
-        .query()
-        .table_name(tables.name(Table::ApiKeys))
-        .index_name("by_key_id")
-        .key_condition_expression("key_id = :k")
-        .expression_attribute_values(":k", s(id.as_str()))
-        .send()
-        .await
-        .map_err(classify)?;
-    let hash = out
-        .items
-        .unwrap_or_default()
-        .into_iter()
-        .find_map(|item| item.get("key_hash").and_then(|v| v.as_s().ok()).cloned())
-        .ok_or_else(|| anyhow!("unknown key {key_id}"))?;
-    let item = shared::dynamo::get_item(client, tables.name(Table::ApiKeys), &[("key_hash", &hash)])
-        .await?
-        .ok_or_else(|| anyhow!("unknown key {key_id}"))?;
-    let record: ApiKeyRecord = serde_dynamo::from_item(item)?;
-    if record.revoked_at.is_some() {
-        return Ok(Revoked::Already);
+    let now = shared::time::parse(now).map_err(|e| anyhow!("{e}"))?;
+    let store = domain::keys::KeyStore::new(client.clone(), tables.clone());
+    match store.revoke_by_operator(&id, now).await {
+        Ok(revocation) if revocation.already => Ok(Revoked::Already),
+        Ok(_) => Ok(Revoked::Now),
+        Err(domain::Error::NotFound { kind: "tenant", id }) => bail!("the key's tenant {id} is missing"),
+        Err(domain::Error::NotFound { .. }) => bail!("unknown key {key_id}"),
+        Err(other) => Err(anyhow!("revoking the key: {other}")),
     }
-    // The operator may revoke any key, the last one included; the tenant's count of live
-    // keys (when it has one yet) goes down in the same transaction.
-    let tenant = shared::dynamo::get_item(client, tables.name(Table::Tenants), &[("tenant_id", &record.tenant_id)])
-        .await?
-        .ok_or_else(|| anyhow!("the key's tenant {} is missing", record.tenant_id))?;
-    let revoke = Update::builder()
-        .table_name(tables.name(Table::ApiKeys))
-        .key("key_hash", s(&hash))
-        .update_expression("SET revoked_at = :now")
-        .condition_expression("attribute_exists(key_hash) AND attribute_not_exists(revoked_at)")
-        .expression_attribute_values(":now", s(now))
-        .build()?;
-    let mut items = vec![
-        TransactWriteItem::builder().update(revoke).build(),
-        shared::rate_limit::keys_changed(tables, &record.tenant_id)?,
-    ];
-    if tenant.contains_key("live_keys") {
-        let count = Update::builder()
-            .table_name(tables.name(Table::Tenants))
-            .key("tenant_id", s(&record.tenant_id))
-            .update_expression("SET live_keys = live_keys - :one")
-            .condition_expression("attribute_exists(live_keys)")
-            .expression_attribute_values(":one", shared::dynamo::n(1))
-            .build()?;
-        items.push(TransactWriteItem::builder().update(count).build());
-    }
-    // The tenant's standing item is written by every request of the tenant: a conflict
-    // with one of them is retried.
-    let items = &items;
-    let revoked = retry_races(|| async move {
-        match transact(client, items.clone()).await {
-            Ok(()) => Ok(Attempt::Done(Revoked::Now)),
-            Err(StoreError::ConditionFailed { .. }) => Ok(Attempt::Done(Revoked::Already)),
-            Err(StoreError::Conflict) => Ok(Attempt::Raced),
-            Err(other) => Err(other),
-        }
-    })
-    .await;
-    revoked.context("revoking the key")
 }
 
 /// Whether `key` authenticates right now (well formed, known, not revoked).
@@ -154,18 +105,8 @@ pub async fn revoke_key(client: &Client, tables: &Tables, key_id: &str, now: &st
 /// # Errors
 /// When DynamoDB cannot be read.
 pub async fn key_is_live(client: &Client, tables: &Tables, key: &str) -> Result<bool> {
-    if !is_well_formed_key(key) {
-        return Ok(false);
-    }
-    let out = client
-        .get_item()
-        .table_name(tables.name(Table::ApiKeys))
-        .key("key_hash", s(hash_key(key)))
-        .consistent_read(true)
-        .send()
-        .await
-        .map_err(classify)?;
-    Ok(out.item.is_some_and(|item| !item.contains_key("revoked_at")))
+    let store = domain::keys::KeyStore::new(client.clone(), tables.clone());
+    store.is_live(key).await.map_err(|e| anyhow!("reading the key: {e}"))
 }
 
 /// Grants `credits` to a tenant: a `topup` ledger entry described as a manual grant.

@@ -183,8 +183,9 @@ async fn run(cli: Cli) -> Result<()> {
                 }
                 None => None,
             };
-            let store = domain::runs::store::ExecutionStore::new(client.clone(), tables.clone());
-            let found = store.mirror_hidden(tenant.as_ref(), chrono::Utc::now()).await?;
+            let runs =
+                domain::runs::Runs::new(client.clone(), tables.clone(), shared::config::execution_cost_credits());
+            let found = runs.mirror_hidden(tenant.as_ref(), chrono::Utc::now()).await?;
             eprintln!("mirrored the hidden checkpoints of {found} executions");
         }
         Command::Janitor => {

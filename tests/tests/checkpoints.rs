@@ -417,11 +417,11 @@ async fn the_upgrade_step_hides_again_what_older_versions_left_hidden() {
     let unindex = env.client.update_item().table_name(table).set_key(Some(marker.clone().into()));
     unindex.update_expression("REMOVE purge_shard, purge_since").send().await.expect("update");
 
-    let store = domain::runs::store::ExecutionStore::new(env.client.clone(), env.tables.clone());
+    let runs = domain::runs::Runs::new(env.client.clone(), env.tables.clone(), 1);
     let tenant = shared::auth::trusted::tenant(&shared::ids::TenantKey::parse(&t.id).expect("tenant id"));
     let now = chrono::Utc::now();
-    assert_eq!(store.mirror_hidden(Some(&tenant), now).await.expect("mirror"), 2, "the range and the deletion");
-    assert_eq!(store.mirror_hidden(Some(&tenant), now).await.expect("again"), 2);
+    assert_eq!(runs.mirror_hidden(Some(&tenant), now).await.expect("mirror"), 2, "the range and the deletion");
+    assert_eq!(runs.mirror_hidden(Some(&tenant), now).await.expect("again"), 2);
     assert_eq!(indexed().await, (true, true), "the migration put the old marker into the index");
     for cp in &hidden {
         api.get(&t.key, &format!("/checkpoints/{cp}")).await.expect_problem(404, "not_found");

@@ -215,10 +215,11 @@ struct StoredFailure {
 async fn stored_failures(env: &Env, tenant: &str, execution: &str) -> Vec<StoredFailure> {
     use shared::body::WireEnum;
     let tenant = shared::auth::trusted::tenant(&shared::ids::TenantKey::parse(tenant).expect("tenant"));
-    let store = domain::runs::store::ExecutionStore::new(env.client.clone(), env.tables.clone());
+    let store = domain::runs::executions::store::ExecutionStore::new(env.client.clone(), env.tables.clone());
+    let failures = domain::runs::failures::store::FailureStore::new(env.client.clone(), env.tables.clone());
     let id = shared::ids::ExecutionId::parse(execution).expect("id");
     let execution = store.get(&tenant, &id).await.expect("read").expect("exists");
-    let failures = store.failures(&tenant, &execution.failure_ids).await.expect("read");
+    let failures = failures.get_many(&tenant, &execution.failure_ids).await.expect("read");
     failures
         .into_iter()
         .map(|f| StoredFailure {

@@ -9,6 +9,7 @@ both_paths!(
     a_revoked_key_authenticates_nothing_and_the_last_live_key_stays,
     bad_names_and_unknown_keys_change_nothing,
     an_idempotent_retry_makes_one_key_and_never_stores_the_secret,
+    an_operator_revokes_any_key_the_last_live_one_included,
 );
 
 fn items(reply: &api_tests::Reply) -> Vec<Value> {
@@ -102,6 +103,34 @@ async fn an_idempotent_retry_makes_one_key_and_never_stores_the_secret(api: Api,
     assert_eq!(again.body["id"], first.body["id"]);
     assert_eq!(again.body["key"], Value::Null, "the secret was not kept");
     assert_eq!(api.get(&t.key, "/keys").await.body["total"], 2);
+}
+
+/// An operator may revoke any key, the tenant's last live one included (the API refuses
+/// that): `cairn-admin key revoke` revokes it, and a warm instance refuses it on its very
+/// next request; revoking it again changes nothing. The tenant's count of live keys went
+/// down with it: the key made next is the last live one again, which the API will not
+/// revoke.
+async fn an_operator_revokes_any_key_the_last_live_one_included(api: Api, env: Env) {
+    let t = env.tenant().await;
+    let listed = items(api.get(&t.key, "/keys").await.expect(200));
+    assert_eq!(listed.len(), 1, "the tenant's one key");
+    let only = listed[0]["id"].as_str().expect("id").to_owned();
+    for _ in 0..3 {
+        api.get(&t.key, "/workflows").await.expect(200);
+    }
+    let now = || shared::time::format(chrono::Utc::now());
+    let revoke = || async { infra::admin::revoke_key(&env.client, &env.tables, &only, &now()).await };
+    assert_eq!(revoke().await.expect("revoked"), infra::admin::Revoked::Now);
+    api.get(&t.key, "/workflows").await.expect_problem(401, "unauthorized");
+    assert!(!infra::admin::key_is_live(&env.client, &env.tables, &t.key).await.expect("read"));
+    assert_eq!(revoke().await.expect("again"), infra::admin::Revoked::Already);
+
+    let (id, key) = infra::admin::create_key(&env.client, &env.tables, &t.id, &now()).await.expect("key");
+    assert!(infra::admin::key_is_live(&env.client, &env.tables, &key).await.expect("read"));
+    let listed = items(api.get(&key, "/keys").await.expect(200));
+    assert_eq!(listed.iter().filter(|k| k["revoked_at"].is_null()).count(), 1);
+    api.delete(&key, &format!("/keys/{id}")).await.expect_problem(409, "invalid_state");
+    api.get(&key, "/keys").await.expect(200);
 }
 
 /// A revocation moves the tenant's keys epoch in its own transaction, on the standing

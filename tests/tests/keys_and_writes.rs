@@ -390,7 +390,7 @@ async fn a_large_execution_is_deleted_over_several_requests() {
     let api = Api::new(api_tests::Transport::in_process(&env));
     let t = env.tenant().await;
     let e = start(&api, &t.key).await;
-    let total = domain::runs::PURGE_CHECKPOINTS + 5;
+    let total = domain::runs::deletion::PURGE_CHECKPOINTS + 5;
     let mut ids = Vec::new();
     for i in 0..total {
         ids.push(id(&checkpoint(&api, &t.key, &e, json!({"key": format!("k{i}")})).await));
@@ -423,7 +423,8 @@ async fn a_large_execution_is_deleted_over_several_requests() {
 /// unfinished deletions, and no other test's is that old.
 #[tokio::test]
 async fn the_janitor_finishes_what_deletions_and_rollbacks_left() {
-    use domain::runs::{ABANDONED_AFTER, Janitored, PURGE_CHECKPOINTS, Runs};
+    use domain::runs::deletion::{ABANDONED_AFTER, PURGE_CHECKPOINTS};
+    use domain::runs::{Janitored, Runs};
     use shared::dynamo::{Table, get_item};
     let env = api_tests::env().await;
     let clock = shared::time::ManualClock::new(shared::time::parse("2001-02-03T04:05:06Z").expect("time"));
@@ -593,7 +594,7 @@ async fn a_filtered_list_examines_a_bounded_number_and_says_where_to_go_on() {
     let t = env.tenant().await;
     let e = start(&api, &t.key).await;
     let rare = id(&checkpoint(&api, &t.key, &e, json!({"metadata": {"source": "rare"}})).await);
-    let examined = domain::runs::checkpoint::MAX_EXAMINED;
+    let examined = domain::runs::checkpoints::model::MAX_EXAMINED;
     for _ in 0..examined + 4 {
         checkpoint(&api, &t.key, &e, json!({"metadata": {"source": "common"}})).await;
     }

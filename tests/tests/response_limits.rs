@@ -463,8 +463,10 @@ fn heavy_metadata_map() -> std::collections::BTreeMap<String, String> {
 
 #[tokio::test]
 async fn the_largest_checkpoint_and_execution_items_fit_dynamodbs_400_kb() {
-    use domain::runs::checkpoint::{Checkpoint, CheckpointStore, INLINE_STATE_MAX, PackedState};
-    use domain::runs::model::{Discarded, Execution, ExecutionError, MAX_ATTEMPTS};
+    use domain::runs::checkpoints::model::{Checkpoint, INLINE_STATE_MAX, PackedState};
+    use domain::runs::checkpoints::store::CheckpointStore;
+    use domain::runs::executions::model::{Discarded, Execution, ExecutionError, MAX_ATTEMPTS};
+    use domain::runs::executions::store::{ExecutionStore, INLINE_VALUE_MAX};
     use shared::dynamo::{MAX_ITEM_BYTES, Transaction};
     use shared::ids::{CheckpointId, ExecutionId, FailureId, WorkflowId};
     let env = api_tests::env().await;
@@ -499,8 +501,8 @@ async fn the_largest_checkpoint_and_execution_items_fit_dynamodbs_400_kb() {
     // An execution with inline input and output at their largest, the longest error
     // message and cancellation reason, full metadata, a failure id per attempt, and
     // rollback ranges left to the janitor (which put it into its index).
-    let (input, _) = largest_under(domain::runs::store::INLINE_VALUE_MAX, 2);
-    let (output, _) = largest_under(domain::runs::store::INLINE_VALUE_MAX, 3);
+    let (input, _) = largest_under(INLINE_VALUE_MAX, 2);
+    let (output, _) = largest_under(INLINE_VALUE_MAX, 3);
     let mut execution =
         Execution::start(WorkflowId::generate(), Some(heavy(256)), Some(input), heavy_metadata_map(), now);
     execution.output = Some(output);
@@ -511,9 +513,7 @@ async fn the_largest_checkpoint_and_execution_items_fit_dynamodbs_400_kb() {
     execution.discarded =
         (0..10).map(|i| Discarded { after: i * 1_000_000_000, through: i * 1_000_000_000 + 999_999_999 }).collect();
     let mut tx = Transaction::new();
-    domain::runs::store::ExecutionStore::new(env.client, env.tables)
-        .stage_create(&mut tx, &tenant, &execution)
-        .expect("staged");
+    ExecutionStore::new(env.client, env.tables).stage_create(&mut tx, &tenant, &execution).expect("staged");
     tx.check_limits().expect("the execution item is under 400 KB");
     println!("execution at its largest inline: {} bytes with its counters", tx.size());
 }

@@ -1,4 +1,6 @@
-//! Workflows: what tenants register and start executions of.
+//! Workflows: what tenants register and start executions of. The operations of
+//! `/workflows` (create, load, list, update, delete) are this module's functions, over a
+//! [`WorkflowStore`].
 
 pub mod model;
 pub mod store;
@@ -7,10 +9,11 @@ use chrono::{DateTime, Utc};
 use shared::TenantId;
 use shared::dynamo::{Attempt, StoreError, retry_races};
 use shared::ids::WorkflowId;
+use shared::pagination::PageRequest;
 
-use self::model::{Workflow, WorkflowChange};
-use self::store::{DeleteError, WorkflowStore};
-use crate::Error;
+use self::model::{NewWorkflow, Workflow, WorkflowChange};
+use self::store::{DeleteError, ListFilter, WorkflowStore};
+use crate::{BeforeCommit, Error};
 
 /// Which versions a change may apply to (`If-Match`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,6 +47,48 @@ impl Precondition {
 /// [`Error::NotFound`], or the read's storage error.
 pub async fn load(store: &WorkflowStore, tenant: &TenantId, id: &WorkflowId) -> Result<Workflow, Error> {
     store.get(tenant, id).await?.ok_or_else(|| Error::not_found("workflow", id.as_str()))
+}
+
+/// Registers a new workflow as `new` asks, at `now`, and counts it. `before_commit` sees
+/// it just before its write is sent (the caller may render its answer then, to be stored
+/// in the same transaction).
+///
+/// # Errors
+/// Storage errors.
+pub async fn create(
+    store: &WorkflowStore,
+    tenant: &TenantId,
+    new: NewWorkflow,
+    now: DateTime<Utc>,
+    before_commit: BeforeCommit<'_, Workflow>,
+) -> Result<Workflow, Error> {
+    let workflow = Workflow::create(new, now);
+    before_commit(&workflow);
+    store.create(tenant, &workflow).await?;
+    Ok(workflow)
+}
+
+/// One page of the tenant's workflows, newest first, and the total matching `filter`
+/// (summaries: their `definition` is not read). A cursor must be one of the tenant's
+/// workflows: it is checked while the page is read.
+///
+/// # Errors
+/// [`Error::NotFound`] for a cursor the tenant does not have, storage errors.
+pub async fn list(
+    store: &WorkflowStore,
+    tenant: &TenantId,
+    filter: ListFilter,
+    page: PageRequest,
+    after: Option<&WorkflowId>,
+) -> Result<(Vec<Workflow>, u64), Error> {
+    let check = async {
+        match after {
+            Some(id) => load(store, tenant, id).await.map(|_| ()),
+            None => Ok(()),
+        }
+    };
+    let ((), listed) = tokio::try_join!(check, async { Ok(store.list(tenant, filter, page, after).await?) })?;
+    Ok(listed)
 }
 
 /// Applies `change` to workflow `id` if `precondition` holds, conditioned on the version

@@ -41,17 +41,12 @@ pub async fn transactions(
     let page = PageRequest::read(&mut query, DEFAULT_PAGE_SIZE);
     let after = shared::pagination::starting_after(&mut query);
     query.finish()?;
-    // After one of the tenant's transactions (404 for any other id): from its position.
-    let after = match after {
-        None => None,
-        Some(raw) => {
-            let not_found = || ApiError::not_found("transaction", raw.as_str());
-            let id = shared::ids::TransactionId::parse(&raw).ok_or_else(not_found)?;
-            Some(state.ledger.position(&tenant, &id).await?.ok_or_else(not_found)?)
-        }
-    };
+    let after = after
+        .map(|raw| shared::ids::TransactionId::parse(&raw).ok_or_else(|| ApiError::not_found("transaction", raw)))
+        .transpose()?;
     let (entries, total) =
-        Box::pin(state.ledger.list(&tenant, kind, after, page.skip(), page.page_size as usize)).await?;
+        Box::pin(state.ledger.transactions(&tenant, kind, after.as_ref(), page.skip(), page.page_size as usize))
+            .await?;
     Ok(Json(page.respond(entries, total)))
 }
 

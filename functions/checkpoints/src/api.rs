@@ -1,14 +1,14 @@
-//! The checkpoint endpoints.
+//! The checkpoint endpoints: each parses its request, calls one `domain::runs`
+//! operation, and answers.
 
 use std::collections::BTreeMap;
 
 use axum::Json;
 use axum::extract::State;
 use axum::response::Response;
-use domain::runs::checkpoint::{Checkpoint, LAST_SEQUENCE, ListWindow, PackedState, STATE_MAX_BYTES, Write};
-use domain::runs::model::Execution;
-use domain::runs::store::MAX_COUNTED;
-use domain::runs::{NewCheckpoint, Recorded};
+use domain::runs::checkpoints::model::{Checkpoint, PackedState, STATE_MAX_BYTES};
+use domain::runs::checkpoints::writes::Write;
+use domain::runs::{ListCheckpoints, NewCheckpoint, Recorded};
 use http::StatusCode;
 use serde::Serialize;
 use shared::body::{Fields, RawJsonBody, WireEnum, client_key, split_raw, string_map, text};
@@ -61,11 +61,6 @@ impl From<Checkpoint> for CheckpointBody {
             state: None,
         }
     }
-}
-
-async fn load_execution(state: &AppState, tenant: &TenantId, raw: &str) -> Result<Execution, ApiError> {
-    let id = ExecutionId::parse(raw).ok_or_else(|| ApiError::not_found("execution", raw))?;
-    Ok(state.runs.load(tenant, &id).await?)
 }
 
 /// `POST /checkpoints`
@@ -159,56 +154,21 @@ pub async fn list(
     let order = query.one_of::<Order>("order").unwrap_or(Order::Asc);
     let metadata = query.deep_object("metadata", METADATA_MAX_KEYS);
     query.finish()?;
-    let execution = load_execution(&state, &tenant, &execution.unwrap_or_default()).await?;
-    let descending = order == Order::Desc;
-    let mut range = ListWindow { from_sequence: 1, through_sequence: LAST_SEQUENCE, descending, metadata };
-    // After a checkpoint of this execution (404 for any other id): the ones after it
-    // in the list's order.
-    if let Some(raw) = after {
-        let sequence = checkpoint_of(&state, &tenant, &execution, &raw).await?.sequence;
-        if descending {
-            range.through_sequence = sequence.saturating_sub(1);
-        } else {
-            range.from_sequence = sequence + 1;
-        }
-    }
-    let (skip, take) = (window.offset as usize, window.limit as usize);
-    if let Some(key) = key {
-        let found = state.runs.checkpoints.by_key(&tenant, &execution.id, &key).await?;
-        let items: Vec<CheckpointBody> = found
-            .map(|stored| stored.checkpoint)
-            .filter(|c| {
-                !execution.is_discarded(c.sequence)
-                    && (range.from_sequence..=range.through_sequence).contains(&c.sequence)
-                    && range.metadata.iter().all(|(k, v)| c.metadata.get(k) == Some(v))
-                    && skip == 0
-            })
-            .into_iter()
-            .map(CheckpointBody::from)
-            .collect();
-        let total = items.len() as u64;
-        return Ok(Json(CheckpointList { page: window.respond(items, total), next_starting_after: None }));
-    }
-    let runs = &state.runs;
-    let items = runs.checkpoints.list(&tenant, &execution.id, &execution.discarded, &range, skip, take);
-    let total = async {
-        if range.metadata.is_empty() {
-            Ok(execution.checkpoint_count)
-        } else {
-            // The whole filtered list, as unfiltered totals count the whole list.
-            let whole = ListWindow { from_sequence: 1, through_sequence: LAST_SEQUENCE, ..range.clone() };
-            runs.checkpoints.count(&tenant, &execution.id, &execution.discarded, &whole, MAX_COUNTED).await
-        }
+    let execution = execution.unwrap_or_default();
+    let execution =
+        ExecutionId::parse(&execution).ok_or_else(|| ApiError::not_found("execution", execution.as_str()))?;
+    let list = ListCheckpoints {
+        descending: order == Order::Desc,
+        metadata,
+        key,
+        after,
+        skip: window.offset as usize,
+        take: window.limit as usize,
     };
-    let (page, total) = tokio::try_join!(items, total)?;
-    let full = page.items.len() == take;
-    let next = page.stopped_at.map(|id| id.to_string()).or_else(|| {
-        // A full page may have more after it: its last item is where the next one starts.
-        full.then(|| page.items.last().map(|c| c.id.to_string())).flatten()
-    });
+    let listing = Box::pin(state.runs.list_checkpoints(&tenant, &execution, &list)).await?;
     Ok(Json(CheckpointList {
-        page: window.respond(page.items.into_iter().map(CheckpointBody::from).collect(), total),
-        next_starting_after: next,
+        page: window.respond(listing.items.into_iter().map(CheckpointBody::from).collect(), listing.total),
+        next_starting_after: listing.next.map(|id| id.to_string()),
     }))
 }
 
@@ -223,26 +183,6 @@ pub struct CheckpointList {
     next_starting_after: Option<String>,
 }
 
-/// A checkpoint of `execution` that a client may see, by the id it sent, or 404.
-async fn checkpoint_of(
-    state: &AppState,
-    tenant: &TenantId,
-    execution: &Execution,
-    raw: &str,
-) -> Result<Checkpoint, ApiError> {
-    let not_found = || ApiError::not_found("checkpoint", raw);
-    let id = CheckpointId::parse(raw).ok_or_else(not_found)?;
-    match state.runs.checkpoints.get(tenant, &id).await? {
-        Some(stored)
-            if stored.checkpoint.execution_id == execution.id
-                && !execution.is_discarded(stored.checkpoint.sequence) =>
-        {
-            Ok(stored.checkpoint)
-        }
-        _ => Err(not_found()),
-    }
-}
-
 /// `GET /checkpoints/{checkpoint_id}`
 pub async fn get(
     State(state): State<AppState>,
@@ -253,15 +193,7 @@ pub async fn get(
     let include_state = query.boolean("include_state", false);
     query.finish()?;
     let id = CheckpointId::parse(&raw).ok_or_else(|| ApiError::not_found("checkpoint", raw.as_str()))?;
-    // One round trip when the state is inline (the entry beside the tenant's hidden
-    // ranges), one more for a state in parts.
-    let entry = state.runs.visible_checkpoint(&tenant, &id).await?;
-    let (checkpoint, value) = if include_state {
-        let (checkpoint, value) = state.runs.with_state(&tenant, &id, entry).await?;
-        (checkpoint, Some(value))
-    } else {
-        (entry.into_checkpoint(), None)
-    };
+    let (checkpoint, value) = state.runs.checkpoint(&tenant, &id, include_state).await?;
     let mut body = CheckpointBody::from(checkpoint);
     body.state = value;
     Ok(Json(body))
@@ -390,8 +322,7 @@ pub async fn list_writes(
     query.finish()?;
     let not_found = || ApiError::not_found("checkpoint", raw.as_str());
     let id = CheckpointId::parse(&raw).ok_or_else(not_found)?;
-    state.runs.visible_checkpoint(&tenant, &id).await?;
-    let writes = state.runs.checkpoints.writes(&tenant, &id).await?;
+    let writes = state.runs.checkpoint_writes(&tenant, &id).await?;
     let total = writes.items.len() as u64;
     Ok(Json(WritesBody { checkpoint_id: id.to_string(), items: writes.items, total }))
 }

@@ -1,5 +1,5 @@
-//! The execution endpoints: request parsing, responses, and the handlers that join them
-//! to the domain and the stores.
+//! The execution endpoints: each parses its request, calls one `domain::runs`
+//! operation, and answers.
 
 use std::collections::BTreeMap;
 
@@ -18,9 +18,9 @@ use shared::pagination::PageRequest;
 use shared::query::Query;
 use shared::{ApiError, TenantId};
 
-use domain::runs::model::{Action, Execution, ExecutionError, ExecutionStatus};
-use domain::runs::store::{ListFilter, VALUE_MAX_BYTES};
-use domain::runs::{Change, Changed, Deleted, NewExecution, ReplayFrom, Started};
+use domain::runs::executions::model::{Action, Execution, ExecutionError, ExecutionStatus};
+use domain::runs::executions::store::VALUE_MAX_BYTES;
+use domain::runs::{Change, Changed, Deleted, ListExecutions, NewExecution, ReplayFrom, Started};
 
 use crate::AppState;
 
@@ -158,40 +158,17 @@ pub async fn list(State(state): State<AppState>, tenant: TenantId, mut query: Qu
         query.reject("key", "needs workflow_id: a key is unique within its workflow".to_owned());
     }
     query.finish()?;
-    let after = after.map(|raw| parse_id(&raw)).transpose()?;
-    if let Some(id) = &after
-        && !state.runs.executions.exists(&tenant, id).await?
-    {
-        return Err(ApiError::not_found("execution", id.as_str()));
-    }
-    let workflow_id = match workflow {
-        None => None,
-        Some(raw) => {
-            let id = WorkflowId::parse(&raw).ok_or_else(|| ApiError::not_found("workflow", raw.as_str()))?;
-            let (exists, seen) = tokio::try_join!(
-                state.runs.workflows.get(&tenant, &id),
-                state.runs.executions.workflow_seen(&tenant, &id)
-            )?;
-            if exists.is_none() && !seen {
-                return Err(ApiError::not_found("workflow", raw));
-            }
-            Some(id)
-        }
+    let list = ListExecutions {
+        status,
+        workflow,
+        created_after,
+        created_before,
+        key,
+        after: after.map(|raw| parse_id(&raw)).transpose()?,
+        skip: page.skip(),
+        take: page.page_size as usize,
     };
-    let filter = ListFilter { status, workflow_id, created_after, created_before };
-    if let (Some(key), Some(workflow_id)) = (&key, &filter.workflow_id) {
-        let found = state.runs.executions.by_key(&tenant, workflow_id, key).await?;
-        let items: Vec<ExecutionSummary> = found
-            .into_iter()
-            .filter(|e| filter.admits(e) && after.as_ref().is_none_or(|a| e.id < *a) && page.skip() == 0)
-            .map(ExecutionSummary::from)
-            .collect();
-        let total = items.len() as u64;
-        return ok(&page.respond(items, total));
-    }
-    let (items, total) =
-        Box::pin(state.runs.executions.list(&tenant, &filter, after.as_ref(), page.skip(), page.page_size as usize))
-            .await?;
+    let (items, total) = Box::pin(state.runs.list_executions(&tenant, &list)).await?;
     ok(&page.respond(items.into_iter().map(ExecutionSummary::from).collect(), total))
 }
 

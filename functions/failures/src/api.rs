@@ -1,16 +1,15 @@
-//! The failure endpoints.
+//! The failure endpoints: each parses its request, calls one `domain::runs` operation,
+//! and answers.
 
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
-use chrono::TimeDelta;
-use domain::runs::failure::{Failure, FailureStatus, Settlement, counter_name};
-use domain::runs::store::FailureFilter;
+use domain::runs::ListFailures;
+use domain::runs::failures::model::{Failure, FailureStatus, Settlement};
 use serde::Serialize;
 use serde_json::{Map, Value};
 use shared::body::WireEnum;
-use shared::counters;
 use shared::idempotency::{self, Answer};
 use shared::ids::FailureId;
 use shared::ids::PathId;
@@ -19,9 +18,6 @@ use shared::query::Query;
 use shared::{ApiError, TenantId};
 
 use crate::AppState;
-
-/// Days in the window of `failure_rate_last_30_days` (today, UTC, and the 29 before).
-pub const RATE_WINDOW_DAYS: i64 = 30;
 
 /// A failure in a list.
 #[derive(Debug, Serialize)]
@@ -95,32 +91,15 @@ pub async fn list(
     let window = OffsetRequest::read(&mut query);
     let after = shared::pagination::starting_after(&mut query);
     query.finish()?;
-    let after = after
-        .map(|raw| FailureId::parse(&raw).ok_or_else(|| ApiError::not_found("failure", raw.as_str())))
-        .transpose()?;
-    // The cursor must be one of the tenant's failures (404 like any unknown id); it is
-    // checked while the window is read.
-    let check = async {
-        match &after {
-            Some(id) if !state.runs.executions.failure_exists(&tenant, id).await? => {
-                Err(ApiError::not_found("failure", id.as_str()))
-            }
-            _ => Ok(()),
-        }
+    let list = ListFailures {
+        status,
+        created_after,
+        created_before,
+        after: after.map(|raw| parse_id(&raw)).transpose()?,
+        skip: window.offset as usize,
+        take: window.limit as usize,
     };
-    let read = async {
-        Ok::<_, ApiError>(
-            Box::pin(state.runs.executions.list_failures(
-                &tenant,
-                &FailureFilter { status, created_after, created_before },
-                after.as_ref(),
-                window.offset as usize,
-                window.limit as usize,
-            ))
-            .await?,
-        )
-    };
-    let ((), (items, total)) = tokio::try_join!(check, read)?;
+    let (items, total) = Box::pin(state.runs.list_failures(&tenant, &list)).await?;
     Ok(Json(window.respond(items.iter().map(FailureItem::from).collect(), total)))
 }
 
@@ -154,29 +133,13 @@ pub struct Stats {
 
 /// `GET /failures/stats`: four counters and the 30 daily buckets, one batch read.
 pub async fn stats(State(state): State<AppState>, tenant: TenantId) -> Result<Json<Stats>, ApiError> {
-    let today = state.clock.now().date_naive();
-    let days: Vec<_> =
-        (0..RATE_WINDOW_DAYS).filter_map(|back| today.checked_sub_signed(TimeDelta::days(back))).collect();
-    let mut names = vec![
-        counter_name(None),
-        counter_name(Some(FailureStatus::Open)),
-        counter_name(Some(FailureStatus::Resolved)),
-        counter_name(Some(FailureStatus::Ignored)),
-    ];
-    names.extend(days.iter().map(|day| counters::daily("failures", *day)));
-    names.extend(days.iter().map(|day| counters::daily("attempts", *day)));
-    let values =
-        counters::read_many(state.runs.executions.client(), state.runs.executions.tables(), &tenant, &names).await?;
-    let window = days.len();
-    let failures: u64 = values[4..4 + window].iter().sum();
-    let attempts: u64 = values[4 + window..].iter().sum();
-    let rate = if attempts == 0 { 0.0 } else { (failures as f64 / attempts as f64).min(1.0) };
+    let stats = state.runs.failure_stats(&tenant, state.clock.as_ref()).await?;
     Ok(Json(Stats {
-        total_failures: values[0],
-        open_failures: values[1],
-        resolved_failures: values[2],
-        ignored_failures: values[3],
-        failure_rate_last_30_days: rate,
+        total_failures: stats.total,
+        open_failures: stats.open,
+        resolved_failures: stats.resolved,
+        ignored_failures: stats.ignored,
+        failure_rate_last_30_days: stats.rate_last_30_days,
     }))
 }
 

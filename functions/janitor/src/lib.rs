@@ -1,6 +1,6 @@
 //! The janitor: a scheduled function with no route. Every five minutes it finishes the
 //! execution deletions that clients left unfinished (`DELETE /executions/{id}` answered
-//! 202 and was not sent again for [`domain::runs::ABANDONED_AFTER`]), so their
+//! 202 and was not sent again for [`domain::runs::deletion::ABANDONED_AFTER`]), so their
 //! checkpoints do not stay stored, and hidden, for ever (README, "Keys, writes and
 //! deletion"). The work is `domain::runs::Runs::finish_deletions`; this crate gives it
 //! the time the invocation has.

@@ -1,5 +1,5 @@
-//! The workflow endpoints: request parsing, responses, and the handlers that join them
-//! to the domain and the store.
+//! The workflow endpoints: each parses its request, calls one `domain::workflows`
+//! operation, and answers.
 
 use std::collections::BTreeMap;
 
@@ -193,14 +193,12 @@ pub async fn create(
     JsonBody(body): JsonBody,
 ) -> Result<Response, ApiError> {
     let new = parse_new(body)?;
-    let workflow = Workflow::create(new, state.clock.now());
     // Known before the write: with an Idempotency-Key it is stored in the write's own
     // transaction.
-    let path = format!("workflows/{}", workflow.id);
-    let created = answer(StatusCode::CREATED, workflow.clone())?.located(&path)?;
-    idempotency::announce(|| Ok(created.clone()));
-    state.store.create(&tenant, &workflow).await?;
-    Ok(created.into_response())
+    let created = |w: &Workflow| answer(StatusCode::CREATED, w.clone())?.located(&format!("workflows/{}", w.id));
+    let announce = |w: &Workflow| idempotency::announce(|| created(w));
+    let workflow = workflows::create(&state.store, &tenant, new, state.clock.now(), &announce).await?;
+    Ok(created(&workflow)?.into_response())
 }
 
 /// `GET /workflows`
@@ -214,16 +212,7 @@ pub async fn list(
     let after = shared::pagination::starting_after(&mut query);
     query.finish()?;
     let after = after.map(|raw| parse_id(&raw)).transpose()?;
-    // The cursor must be one of the tenant's workflows (404 like any unknown id); it is
-    // checked while the page is read.
-    let check = async {
-        match &after {
-            Some(id) => load(&state, &tenant, id).await.map(|_| ()),
-            None => Ok(()),
-        }
-    };
-    let ((), (workflows, total)) =
-        tokio::try_join!(check, async { Ok(state.store.list(&tenant, filter, page, after.as_ref()).await?) })?;
+    let (workflows, total) = Box::pin(workflows::list(&state.store, &tenant, filter, page, after.as_ref())).await?;
     Ok(Json(page.respond(workflows.into_iter().map(WorkflowSummary::from).collect(), total)))
 }
 

@@ -1,5 +1,5 @@
-//! Checkpoints: the model and their storage, shared by the checkpoints function (which
-//! writes and reads them) and the executions function (replay and rollback).
+//! Checkpoints in DynamoDB, shared by the checkpoints function (which writes and reads
+//! them) and the executions function (replay and rollback).
 //!
 //! Table `checkpoints` (`tenant_id`, `entry`) holds every checkpoint twice, both written
 //! in one transaction and never changed afterwards:
@@ -8,8 +8,11 @@
 //!   listing an execution's checkpoints in sequence order is one consistent query that
 //!   reads no state.
 //!
-//! A state is compressed; when it is still larger than [`INLINE_STATE_MAX`] it is split
-//! into parts of [`PART_SIZE`] in table `blobs` (`cp_…#0000`, …) written in the same
+//! Beside them, a checkpoint's key pointer (`exec_…#key#…`) and its writes document
+//! ([`super::writes`]).
+//!
+//! A state is compressed; when it is still larger than [`super::model::INLINE_STATE_MAX`]
+//! it is split into parts of [`super::model::PART_SIZE`] in table `blobs` (`cp_…#0000`, …) written in the same
 //! transaction as the entries, so a reader never sees a half-written state and a failed
 //! write leaves nothing behind.
 
@@ -17,85 +20,19 @@ use std::collections::BTreeMap;
 
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem};
-use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
 use shared::TenantId;
-use shared::dynamo::Part;
 use shared::dynamo::{
-    Item, StoreError, Table, Tables, Transaction, batch_get, built, classify, get_item, n, query_window, s,
+    Item, Part, StoreError, Table, Tables, Transaction, built, classify, get_item, n, query_window, s,
 };
 use shared::ids::{CheckpointId, ExecutionId, WorkflowId};
 
-use crate::blobs::{BlobStore, PART_MAX};
-use crate::runs::model::Discarded;
-
-/// The largest state, as serialized JSON: 4 MiB.
-pub const STATE_MAX_BYTES: usize = 4 * 1024 * 1024;
-/// Compressed states up to this size sit in the by-id entry.
-pub const INLINE_STATE_MAX: usize = 300 * 1024;
-/// Size of one part of a larger compressed state: the blob store's largest part.
-pub const PART_SIZE: usize = PART_MAX;
-
-/// A checkpoint of an execution's state.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Checkpoint {
-    /// Its id.
-    pub id: CheckpointId,
-    /// The execution.
-    pub execution_id: ExecutionId,
-    /// The execution's workflow.
-    pub workflow_id: WorkflowId,
-    /// 1, 2, … within the execution; never reused.
-    pub sequence: u64,
-    /// The node or step.
-    pub name: Option<String>,
-    /// The client's name for it, unique within its execution.
-    pub key: Option<String>,
-    /// The checkpoint before it in this attempt (the replay point for the first
-    /// checkpoint of a replay).
-    pub parent_checkpoint_id: Option<CheckpointId>,
-    /// The execution's attempt when it was written.
-    pub attempt: u32,
-    /// String labels.
-    pub metadata: BTreeMap<String, String>,
-    /// Size of the state as serialized JSON.
-    pub state_size_bytes: u64,
-    /// When it was written.
-    pub created_at: DateTime<Utc>,
-}
-
-/// A state ready to store: serialized and compressed once.
-#[derive(Debug, Clone)]
-pub struct PackedState {
-    compressed: Vec<u8>,
-    /// Size of the serialized JSON.
-    pub size: usize,
-}
-
-impl PackedState {
-    /// Serializes and compresses `state`.
-    #[must_use]
-    pub fn pack(state: &Map<String, Value>) -> Self {
-        Self::from_json(&serde_json::to_vec(state).unwrap_or_default())
-    }
-
-    /// Compresses a state already serialized as compact JSON.
-    #[must_use]
-    pub fn from_json(json: &[u8]) -> Self {
-        Self { compressed: shared::blob::compress(json), size: json.len() }
-    }
-
-    /// Its compressed size.
-    #[must_use]
-    pub fn compressed_len(&self) -> usize {
-        self.compressed.len()
-    }
-
-    fn parts(&self) -> Vec<&[u8]> {
-        if self.compressed.len() <= INLINE_STATE_MAX { Vec::new() } else { self.compressed.chunks(PART_SIZE).collect() }
-    }
-}
+use super::model::{
+    Checkpoint, LAST_SEQUENCE, ListWindow, MAX_EXAMINED, PackedState, Page, STATE_MAX_BYTES, StoredCheckpoint,
+};
+use super::writes::{writes_entry, writes_part_key};
+use crate::blobs::BlobStore;
+use crate::runs::executions::model::Discarded;
 
 /// The stored form of both entries of a checkpoint.
 #[derive(Debug, Serialize, Deserialize)]
@@ -167,83 +104,12 @@ fn key_entry(execution: &ExecutionId, key: &str) -> String {
     format!("{execution}#key#{key}")
 }
 
-/// The entry of a checkpoint's writes document.
-fn writes_entry(checkpoint: &CheckpointId) -> String {
-    format!("{checkpoint}#writes")
-}
-
-fn writes_part_key(checkpoint: &CheckpointId, index: usize) -> String {
-    format!("{checkpoint}#writes#{index:04}")
-}
-
 /// The pointer from a key to its checkpoint.
 #[derive(Debug, Serialize, Deserialize)]
 struct KeyRecord {
     tenant_id: String,
     entry: String,
     checkpoint_id: String,
-}
-
-/// The stored form of a checkpoint's writes document.
-#[derive(Debug, Serialize, Deserialize)]
-struct WritesRecord {
-    tenant_id: String,
-    entry: String,
-    version: u64,
-    /// Number of writes.
-    count: u64,
-    /// Size of the document as serialized JSON.
-    size: u64,
-    /// Number of parts in `blobs`; 0 when the document is inline.
-    parts: u32,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    inline: Option<serde_bytes::ByteBuf>,
-}
-
-/// One write of a task to a channel, attached to a checkpoint.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Write {
-    /// The task that wrote it.
-    pub task_id: String,
-    /// Where the task sits in its graph (may be empty).
-    #[serde(default)]
-    pub task_path: String,
-    /// Its place among the task's writes (negative for special channels).
-    pub index: i64,
-    /// The channel written.
-    pub channel: String,
-    /// The value, as the JSON text it was sent as.
-    pub value: Box<serde_json::value::RawValue>,
-}
-
-/// The writes of a checkpoint as stored: in the order first stored, one per
-/// `(task_id, index)`.
-#[derive(Debug, Clone, Default)]
-pub struct Writes {
-    /// The writes.
-    pub items: Vec<Write>,
-    /// The stored document's version (0: none stored yet).
-    pub version: u64,
-    /// Its parts in `blobs`.
-    parts: u32,
-}
-
-impl Writes {
-    /// Stores `new`: each replaces the write with its `(task_id, index)`, or is added.
-    pub fn merge(&mut self, new: Vec<Write>) {
-        for write in new {
-            match self.items.iter_mut().find(|w| w.task_id == write.task_id && w.index == write.index) {
-                Some(old) => *old = write,
-                None => self.items.push(write),
-            }
-        }
-    }
-
-    /// The document as compact JSON.
-    #[must_use]
-    pub fn to_json(&self) -> Vec<u8> {
-        serde_json::to_vec(&self.items).unwrap_or_default()
-    }
 }
 
 impl CheckpointRecord {
@@ -289,57 +155,12 @@ impl CheckpointRecord {
     }
 }
 
-/// What deleting a checkpoint needs to know.
-#[derive(Debug, Clone)]
-pub struct StoredCheckpoint {
-    /// The checkpoint.
-    pub checkpoint: Checkpoint,
-    /// Parts of its state in `blobs`.
-    pub state_parts: u32,
-    /// Parts of its writes document in `blobs`, if it has one (see
-    /// [`CheckpointStore::with_writes`]).
-    pub writes_parts: Option<u32>,
-}
-
-impl StoredCheckpoint {
-    /// Operations this checkpoint's deletion takes (its entries, key, state parts,
-    /// writes document and its parts).
-    #[must_use]
-    pub fn deletion_size(&self) -> usize {
-        2 + usize::from(self.checkpoint.key.is_some())
-            + self.state_parts as usize
-            + self.writes_parts.map_or(0, |parts| 1 + parts as usize)
-    }
-}
-
-/// Which checkpoints of an execution a list shows, and in which order.
-#[derive(Debug, Clone, Default)]
-pub struct ListWindow {
-    /// The lowest sequence shown.
-    pub from_sequence: u64,
-    /// The highest sequence shown.
-    pub through_sequence: u64,
-    /// Highest sequence first.
-    pub descending: bool,
-    /// Only those whose metadata has each of these values.
-    pub metadata: BTreeMap<String, String>,
-}
-
-impl ListWindow {
-    /// Whether the sequence range holds nothing (after the first checkpoint, newest
-    /// first): answered without a query, whose key range would be reversed.
-    #[must_use]
-    pub fn is_empty(&self) -> bool {
-        self.from_sequence.max(1) > self.through_sequence.min(LAST_SEQUENCE)
-    }
-}
-
 /// Checkpoints of every tenant; each call is scoped to the tenant it is given.
 #[derive(Debug, Clone)]
 pub struct CheckpointStore {
-    client: Client,
+    pub(super) client: Client,
     tables: Tables,
-    blobs: BlobStore,
+    pub(super) blobs: BlobStore,
 }
 
 impl CheckpointStore {
@@ -349,7 +170,7 @@ impl CheckpointStore {
         Self { blobs: BlobStore::new(client.clone(), tables.clone()), client, tables }
     }
 
-    fn table(&self) -> &str {
+    pub(super) fn table(&self) -> &str {
         self.tables.name(Table::Checkpoints)
     }
 
@@ -373,7 +194,7 @@ impl CheckpointStore {
         state: &PackedState,
     ) -> Result<(), StoreError> {
         let parts = state.parts();
-        let inline = parts.is_empty().then(|| state.compressed.clone());
+        let inline = parts.is_empty().then(|| state.compressed().to_vec());
         let by_id = CheckpointRecord::new(tenant, c.id.to_string(), c, parts.len(), inline);
         let by_execution =
             CheckpointRecord::new(tenant, by_execution_entry(&c.execution_id, c.sequence), c, parts.len(), None);
@@ -477,113 +298,6 @@ impl CheckpointStore {
         let id = CheckpointId::parse(&pointer.checkpoint_id)
             .ok_or_else(|| StoreError::Corrupt(format!("key entry {entry}: checkpoint_id")))?;
         self.get(tenant, &id).await
-    }
-
-    /// Fills in which of `checkpoints` have a writes document, and its parts (one batch
-    /// read), so that their deletion takes everything.
-    ///
-    /// # Errors
-    /// The read's [`StoreError`].
-    pub async fn with_writes(
-        &self,
-        tenant: &TenantId,
-        mut checkpoints: Vec<StoredCheckpoint>,
-    ) -> Result<Vec<StoredCheckpoint>, StoreError> {
-        let keys = checkpoints
-            .iter()
-            .map(|c| {
-                std::collections::HashMap::from([
-                    ("tenant_id".to_owned(), s(tenant.as_str())),
-                    ("entry".to_owned(), s(writes_entry(&c.checkpoint.id))),
-                ])
-            })
-            .collect();
-        let found = batch_get(&self.client, self.table(), keys).await?;
-        let mut parts = std::collections::HashMap::new();
-        for item in found {
-            let record: WritesRecord = serde_dynamo::from_item(item)?;
-            parts.insert(record.entry, record.parts);
-        }
-        for c in &mut checkpoints {
-            c.writes_parts = parts.get(&writes_entry(&c.checkpoint.id)).copied();
-        }
-        Ok(checkpoints)
-    }
-
-    /// The writes of checkpoint `id` (none stored: empty, version 0).
-    ///
-    /// # Errors
-    /// The reads' [`StoreError`]s; [`StoreError::Corrupt`] if the document does not
-    /// reassemble.
-    pub async fn writes(&self, tenant: &TenantId, id: &CheckpointId) -> Result<Writes, StoreError> {
-        let entry = writes_entry(id);
-        let Some(item) =
-            get_item(&self.client, self.table(), &[("tenant_id", tenant.as_str()), ("entry", &entry)]).await?
-        else {
-            return Ok(Writes::default());
-        };
-        let record: WritesRecord = serde_dynamo::from_item(item)?;
-        let compressed = match record.inline {
-            Some(inline) => inline.into_vec(),
-            None => {
-                let keys: Vec<String> = (0..record.parts as usize).map(|i| writes_part_key(id, i)).collect();
-                let mut found = self.blobs.read(tenant, &keys).await?;
-                let mut all = Vec::new();
-                for key in &keys {
-                    all.extend(
-                        found
-                            .remove(key)
-                            .ok_or_else(|| StoreError::Corrupt(format!("{entry}: part {key} is missing")))?,
-                    );
-                }
-                all
-            }
-        };
-        let corrupt = |what: &str| StoreError::Corrupt(format!("{entry}: {what}"));
-        let json = shared::blob::decompress(&compressed, STATE_MAX_BYTES).map_err(|_| corrupt("does not inflate"))?;
-        let items: Vec<Write> = serde_json::from_slice(&json).map_err(|_| corrupt("is not a list of writes"))?;
-        Ok(Writes { items, version: record.version, parts: record.parts })
-    }
-
-    /// Adds the replacement of checkpoint `id`'s writes document (`old` as read) by `new`
-    /// to `tx`, conditioned on it being unchanged since ([`Part::Checkpoint`] fails
-    /// otherwise).
-    ///
-    /// # Errors
-    /// [`StoreError`] if an operation cannot be built.
-    pub fn stage_writes(
-        &self,
-        tx: &mut Transaction,
-        tenant: &TenantId,
-        id: &CheckpointId,
-        old: &Writes,
-        new: &Writes,
-        packed: &PackedState,
-    ) -> Result<(), StoreError> {
-        let parts = packed.parts();
-        let record = WritesRecord {
-            tenant_id: tenant.as_str().to_owned(),
-            entry: writes_entry(id),
-            version: old.version + 1,
-            count: new.items.len() as u64,
-            size: packed.size as u64,
-            parts: u32::try_from(parts.len()).unwrap_or(u32::MAX),
-            inline: parts.is_empty().then(|| serde_bytes::ByteBuf::from(packed.compressed.clone())),
-        };
-        let mut put = Put::builder().table_name(self.table()).set_item(Some(serde_dynamo::to_item(record)?));
-        put = if old.version == 0 {
-            put.condition_expression("attribute_not_exists(entry)")
-        } else {
-            put.condition_expression("version = :expected").expression_attribute_values(":expected", n(old.version))
-        };
-        tx.push(Part::Checkpoint, TransactWriteItem::builder().put(built(put.build())?).build());
-        for (index, part) in parts.iter().enumerate() {
-            self.blobs.stage_put(tx, Part::Checkpoint, tenant, &writes_part_key(id, index), part.to_vec())?;
-        }
-        for index in parts.len()..old.parts as usize {
-            self.blobs.stage_delete(tx, Part::Checkpoint, tenant, &writes_part_key(id, index))?;
-        }
-        Ok(())
     }
 
     /// The checkpoint of `entry` and its state: the entry's own when inline, else its
@@ -807,50 +521,9 @@ impl CheckpointStore {
     }
 }
 
-/// The highest sequence an entry can hold.
-pub const LAST_SEQUENCE: u64 = 9_999_999_999;
-
-/// Checkpoints one metadata-filtered list request examines at most: the filter is
-/// evaluated on what the key range reads, so this bounds the request's cost.
-pub const MAX_EXAMINED: usize = 1000;
-
-/// A window of checkpoints.
-#[derive(Debug, Clone, Default)]
-pub struct Page {
-    /// What the window shows.
-    pub items: Vec<Checkpoint>,
-    /// For a filtered list that examined [`MAX_EXAMINED`] checkpoints before filling the
-    /// window: the last one examined, where the next request continues.
-    pub stopped_at: Option<CheckpointId>,
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn small_states_are_inline_and_large_ones_split_into_parts() {
-        let mut small = Map::new();
-        small.insert("step".to_owned(), Value::from(3));
-        assert!(PackedState::pack(&small).parts().is_empty());
-
-        let mut seed = 0x9E37_79B9_7F4A_7C15_u64;
-        let noise: String = (0..1_200_000)
-            .map(|_| {
-                seed ^= seed << 13;
-                seed ^= seed >> 7;
-                seed ^= seed << 17;
-                char::from(b'A' + (seed % 26) as u8)
-            })
-            .collect();
-        let mut large = Map::new();
-        large.insert("blob".to_owned(), Value::from(noise));
-        let packed = PackedState::pack(&large);
-        let parts = packed.parts();
-        assert!(parts.len() >= 2, "{} bytes compressed", packed.compressed.len());
-        assert!(parts.iter().all(|p| p.len() <= PART_SIZE));
-        assert_eq!(parts.concat(), packed.compressed);
-    }
 
     #[test]
     fn by_execution_entries_sort_by_sequence() {

@@ -94,7 +94,7 @@ pub struct Execution {
     /// Failures recorded for it, oldest first.
     pub failure_ids: Vec<FailureId>,
     /// Checkpoints a rollback discarded whose items are not all deleted yet: hidden from
-    /// every reader, deleted after the rollback committed (see `api::rollback`).
+    /// every reader, deleted after the rollback committed (see `crate::runs::rollback`).
     pub discarded: Vec<Discarded>,
     /// Internal optimistic-concurrency version; +1 on every write.
     pub version: u64,

@@ -1,5 +1,5 @@
-//! Failures as the executions function records and settles them. The failures
-//! function reads and changes the same records.
+//! Failures, free of storage: a failure of an execution, its recovery commands, how a
+//! person settles it, and the counters it is counted under.
 
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
@@ -190,7 +190,7 @@ pub enum Settlement {
 /// list. It counts failures whatever their status: completing an execution resolves up
 /// to 49 failures in one transaction, and their span counters would not fit it, so a
 /// time-filtered list with a status filter counts its items (up to
-/// [`crate::runs::store::MAX_COUNTED`]).
+/// [`crate::runs::MAX_COUNTED`]).
 pub const SPAN_FAMILY: &str = "failures";
 
 /// The counter of failures in a status (all when `None`).

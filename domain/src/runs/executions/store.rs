@@ -1,0 +1,534 @@
+//! Executions in DynamoDB.
+//!
+//! Table `executions` (`tenant_id`, `id`): ids are UUIDv7, so `id` ranges are time
+//! ranges and descending order is newest first. GSIs `by_status` (`tenant_status`),
+//! `by_workflow` (`tenant_workflow`) and `by_workflow_status` (`tenant_workflow_status`),
+//! each sorted by `id`, serve the filters without filter expressions. Input and output
+//! are compressed and inline when small, else in `blobs` (`exec_…#input`, `#output`).
+//! Beside the executions, outside their id ranges: key pointers (`key#…`), and the purge
+//! markers and the tenant's `hidden` item of [`crate::runs::deletion`].
+//!
+//! Every change is a whole-item put conditioned on the version that was read; totals come
+//! from counters changed in the same transaction.
+
+use std::collections::{BTreeMap, HashMap};
+
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::types::{ConditionCheck, Delete, TransactWriteItem};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use shared::TenantId;
+use shared::body::WireEnum;
+use shared::counters::{self, CounterChange};
+use shared::dynamo::{
+    Item, Part, StoreError, Table, Tables, Transaction, built, get_item, n, newest_first_in, query_window_from, s,
+};
+use shared::ids::{CheckpointId, ExecutionId, FailureId, WorkflowId, created_millis, id_range};
+
+use super::model::{Discarded, Execution, ExecutionError, ExecutionStatus, counter_name, span_family};
+use crate::blobs::BlobStore;
+use crate::runs::ListExecutions;
+use crate::runs::deletion::{DiscardedRecord, HiddenStore, purge_shard};
+use crate::runs::storage::{self, put_item, start_after, timed_total};
+
+/// Input or output compressed up to this size sits in the execution item.
+pub const INLINE_VALUE_MAX: usize = 96 * 1024;
+/// The largest input or output, as serialized JSON.
+pub const VALUE_MAX_BYTES: usize = 256 * 1024;
+
+fn pack(value: &Value) -> Vec<u8> {
+    shared::blob::compress(&serde_json::to_vec(value).unwrap_or_default())
+}
+
+fn unpack(bytes: &[u8], what: &str) -> Result<Value, StoreError> {
+    let json = shared::blob::decompress(bytes, VALUE_MAX_BYTES)
+        .map_err(|_| StoreError::Corrupt(format!("{what} does not inflate")))?;
+    serde_json::from_slice(&json).map_err(|_| StoreError::Corrupt(format!("{what} is not JSON")))
+}
+
+/// Where a stored input or output is.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct StoredValue {
+    /// Compressed JSON when inline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    inline: Option<serde_bytes::ByteBuf>,
+    /// True when it is in `blobs`.
+    #[serde(default)]
+    external: bool,
+}
+
+impl StoredValue {
+    fn of(value: Option<&Value>) -> (Self, Option<Vec<u8>>) {
+        match value {
+            None => (Self::default(), None),
+            Some(v) => {
+                let packed = pack(v);
+                if packed.len() <= INLINE_VALUE_MAX {
+                    (Self { inline: Some(serde_bytes::ByteBuf::from(packed)), external: false }, None)
+                } else {
+                    (Self { inline: None, external: true }, Some(packed))
+                }
+            }
+        }
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct ExecutionRecord {
+    tenant_id: String,
+    id: String,
+    workflow_id: String,
+    status: String,
+    /// Left out of list queries ([`SUMMARY_ATTRIBUTES`]).
+    #[serde(default)]
+    input: StoredValue,
+    #[serde(default)]
+    output: StoredValue,
+    error_type: Option<String>,
+    error_message: Option<String>,
+    cancel_reason: Option<String>,
+    /// The client's key (`key` is a DynamoDB reserved word).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    client_key: Option<String>,
+    metadata: BTreeMap<String, String>,
+    attempt: u32,
+    current_checkpoint_id: Option<String>,
+    checkpoint_count: u64,
+    last_sequence: u64,
+    failure_ids: Vec<String>,
+    /// Rollback ranges whose checkpoints are not all deleted yet (usually absent).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    discarded: Vec<DiscardedRecord>,
+    version: u64,
+    created_at: String,
+    updated_at: String,
+    ended_at: Option<String>,
+    tenant_status: String,
+    tenant_workflow: String,
+    tenant_workflow_status: String,
+    /// While `discarded` is not empty: the execution is in the janitor's index
+    /// (`by_purge`), as of its creation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    purge_shard: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    purge_since: Option<String>,
+}
+
+/// The attributes a list reads: every one but `input` and `output`, so list items are
+/// summaries and a list reads no blob.
+const SUMMARY_ATTRIBUTES: &[&str] = &[
+    "tenant_id",
+    "id",
+    "workflow_id",
+    "status",
+    "error_type",
+    "error_message",
+    "cancel_reason",
+    "client_key",
+    "metadata",
+    "attempt",
+    "current_checkpoint_id",
+    "checkpoint_count",
+    "last_sequence",
+    "failure_ids",
+    "discarded",
+    "version",
+    "created_at",
+    "updated_at",
+    "ended_at",
+    "tenant_status",
+    "tenant_workflow",
+    "tenant_workflow_status",
+];
+
+impl ExecutionRecord {
+    fn new(tenant: &TenantId, e: &Execution) -> (Self, Vec<(String, Vec<u8>)>) {
+        let t = tenant.as_str();
+        let (input, input_blob) = StoredValue::of(e.input.as_ref());
+        let (output, output_blob) = StoredValue::of(e.output.as_ref());
+        let blobs = [("input", input_blob), ("output", output_blob)]
+            .into_iter()
+            .filter_map(|(name, blob)| blob.map(|data| (format!("{}#{name}", e.id), data)))
+            .collect();
+        let record = Self {
+            tenant_id: t.to_owned(),
+            id: e.id.to_string(),
+            workflow_id: e.workflow_id.to_string(),
+            status: e.status.wire().to_owned(),
+            input,
+            output,
+            error_type: e.error.as_ref().map(|x| x.error_type.clone()),
+            error_message: e.error.as_ref().map(|x| x.message.clone()),
+            cancel_reason: e.cancel_reason.clone(),
+            client_key: e.key.clone(),
+            metadata: e.metadata.clone(),
+            attempt: e.attempt,
+            current_checkpoint_id: e.current_checkpoint_id.as_ref().map(ToString::to_string),
+            checkpoint_count: e.checkpoint_count,
+            last_sequence: e.last_sequence,
+            failure_ids: e.failure_ids.iter().map(ToString::to_string).collect(),
+            discarded: e.discarded.iter().map(DiscardedRecord::from).collect(),
+            version: e.version,
+            created_at: shared::time::format(e.created_at),
+            updated_at: shared::time::format(e.updated_at),
+            ended_at: e.ended_at.map(shared::time::format),
+            tenant_status: format!("{t}#{}", e.status.wire()),
+            tenant_workflow: format!("{t}#{}", e.workflow_id),
+            tenant_workflow_status: format!("{t}#{}#{}", e.workflow_id, e.status.wire()),
+            purge_shard: (!e.discarded.is_empty()).then(|| purge_shard(&e.id)),
+            // The execution's creation, which no write moves: a cleanup is the janitor's
+            // once the execution is ABANDONED_AFTER old, however often it is written.
+            purge_since: (!e.discarded.is_empty()).then(|| shared::time::format(e.created_at)),
+        };
+        (record, blobs)
+    }
+
+    /// The blobs this record needs from `blobs`.
+    fn external_parts(&self) -> Vec<String> {
+        let mut parts = Vec::new();
+        if self.input.external {
+            parts.push(format!("{}#input", self.id));
+        }
+        if self.output.external {
+            parts.push(format!("{}#output", self.id));
+        }
+        parts
+    }
+
+    fn into_execution(self, blobs: &HashMap<String, Vec<u8>>) -> Result<Execution, StoreError> {
+        let id = self.id.clone();
+        let corrupt = |what: &str| StoreError::Corrupt(format!("execution {id}: {what}"));
+        let value = |stored: &StoredValue, name: &str| -> Result<Option<Value>, StoreError> {
+            if let Some(inline) = &stored.inline {
+                return unpack(inline, name).map(Some);
+            }
+            if stored.external {
+                let data = blobs.get(&format!("{id}#{name}")).ok_or_else(|| corrupt("missing blob"))?;
+                return unpack(data, name).map(Some);
+            }
+            Ok(None)
+        };
+        let time = |t: &str| shared::time::parse(t).map_err(|_| corrupt("timestamp"));
+        Ok(Execution {
+            id: ExecutionId::parse(&self.id).ok_or_else(|| corrupt("id"))?,
+            workflow_id: WorkflowId::parse(&self.workflow_id).ok_or_else(|| corrupt("workflow_id"))?,
+            status: ExecutionStatus::from_wire(&self.status).ok_or_else(|| corrupt("status"))?,
+            input: value(&self.input, "input")?,
+            output: value(&self.output, "output")?,
+            error: match (self.error_type, self.error_message) {
+                (Some(error_type), Some(message)) => Some(ExecutionError { error_type, message }),
+                _ => None,
+            },
+            cancel_reason: self.cancel_reason,
+            key: self.client_key,
+            metadata: self.metadata,
+            attempt: self.attempt,
+            current_checkpoint_id: self
+                .current_checkpoint_id
+                .as_deref()
+                .map(|c| CheckpointId::parse(c).ok_or_else(|| corrupt("current_checkpoint_id")))
+                .transpose()?,
+            checkpoint_count: self.checkpoint_count,
+            last_sequence: self.last_sequence,
+            failure_ids: self
+                .failure_ids
+                .iter()
+                .map(|f| FailureId::parse(f).ok_or_else(|| corrupt("failure_ids")))
+                .collect::<Result<_, _>>()?,
+            discarded: self.discarded.iter().copied().map(Discarded::from).collect(),
+            version: self.version,
+            created_at: time(&self.created_at)?,
+            updated_at: time(&self.updated_at)?,
+            ended_at: self.ended_at.as_deref().map(time).transpose()?,
+        })
+    }
+}
+
+/// The pointer item from an execution's key to the execution, in table `executions`
+/// beside the executions (its `id` sorts after every `exec_` id, outside their ranges,
+/// and it has none of the index attributes).
+#[derive(Debug, Serialize, Deserialize)]
+struct KeyPointer {
+    tenant_id: String,
+    id: String,
+    execution_id: String,
+}
+
+fn key_pointer(workflow: &WorkflowId, key: &str) -> String {
+    format!("key#{workflow}#{key}")
+}
+
+/// Executions of every tenant; each call is scoped to the tenant given.
+#[derive(Debug, Clone)]
+pub struct ExecutionStore {
+    client: Client,
+    tables: Tables,
+    blobs: BlobStore,
+    hidden: HiddenStore,
+}
+
+impl ExecutionStore {
+    /// A store over `client` and the named tables.
+    #[must_use]
+    pub fn new(client: Client, tables: Tables) -> Self {
+        Self {
+            blobs: BlobStore::new(client.clone(), tables.clone()),
+            hidden: HiddenStore::new(client.clone(), tables.clone()),
+            client,
+            tables,
+        }
+    }
+
+    fn table(&self) -> &str {
+        self.tables.name(Table::Executions)
+    }
+
+    /// The client, for callers that commit transactions.
+    pub(crate) fn client(&self) -> &Client {
+        &self.client
+    }
+
+    fn stage_blobs(
+        &self,
+        tx: &mut Transaction,
+        tenant: &TenantId,
+        blobs: Vec<(String, Vec<u8>)>,
+    ) -> Result<(), StoreError> {
+        for (key, data) in blobs {
+            self.blobs.stage_put(tx, Part::Blob, tenant, &key, data)?;
+        }
+        Ok(())
+    }
+
+    /// Adds a new execution, its key's pointer, its counts and the day's attempt to `tx`.
+    /// The pointer is conditioned on the key being free ([`Part::Key`] fails otherwise).
+    ///
+    /// # Errors
+    /// [`StoreError`] if an operation cannot be built.
+    pub fn stage_create(&self, tx: &mut Transaction, tenant: &TenantId, e: &Execution) -> Result<(), StoreError> {
+        let (record, blobs) = ExecutionRecord::new(tenant, e);
+        tx.push(
+            Part::Execution,
+            put_item(self.table(), serde_dynamo::to_item(record)?, "attribute_not_exists(id)", None)?,
+        );
+        if let Some(key) = &e.key {
+            let pointer = KeyPointer {
+                tenant_id: tenant.as_str().to_owned(),
+                id: key_pointer(&e.workflow_id, key),
+                execution_id: e.id.to_string(),
+            };
+            tx.push(
+                Part::Key,
+                put_item(self.table(), serde_dynamo::to_item(pointer)?, "attribute_not_exists(id)", None)?,
+            );
+        }
+        self.stage_blobs(tx, tenant, blobs)?;
+        let mut change = CounterChange::between(&[], &e.counters());
+        change.add(&counters::daily("attempts", e.created_at.date_naive()), 1);
+        tx.extend(Part::Counters, change.transact_items(&self.tables, tenant)?);
+        Ok(())
+    }
+
+    /// Adds the change from `old` to `new` (and the moved counts) to `tx`, conditioned on
+    /// the stored version still being `old.version`. `extra` counts join the same update.
+    ///
+    /// # Errors
+    /// [`StoreError`] if an operation cannot be built.
+    pub fn stage_replace(
+        &self,
+        tx: &mut Transaction,
+        tenant: &TenantId,
+        old: &Execution,
+        new: &Execution,
+        extra: &CounterChange,
+    ) -> Result<(), StoreError> {
+        let (record, blobs) = ExecutionRecord::new(tenant, new);
+        let put = put_item(self.table(), serde_dynamo::to_item(record)?, "version = :expected", Some(old.version))?;
+        tx.push(Part::Execution, put);
+        let changed: Vec<(String, Vec<u8>)> = blobs
+            .into_iter()
+            .filter(|(part, _)| {
+                (part.ends_with("#input") && old.input != new.input)
+                    || (part.ends_with("#output") && old.output != new.output)
+            })
+            .collect();
+        self.stage_blobs(tx, tenant, changed)?;
+        if old.discarded != new.discarded {
+            self.hidden.stage_hidden(tx, tenant, &new.id, &new.discarded)?;
+        }
+        let mut change = CounterChange::between(&old.counters(), &new.counters());
+        change.merge(extra);
+        tx.extend(Part::Counters, change.transact_items(&self.tables, tenant)?);
+        Ok(())
+    }
+
+    async fn decode(&self, tenant: &TenantId, items: Vec<Item>) -> Result<Vec<Execution>, StoreError> {
+        let records =
+            items.into_iter().map(serde_dynamo::from_item::<_, ExecutionRecord>).collect::<Result<Vec<_>, _>>()?;
+        let parts: Vec<String> = records.iter().flat_map(ExecutionRecord::external_parts).collect();
+        let blobs = self.blobs.read(tenant, &parts).await?;
+        records.into_iter().map(|r| r.into_execution(&blobs)).collect()
+    }
+
+    /// The execution `id` of `tenant`, if it exists.
+    ///
+    /// # Errors
+    /// The reads' [`StoreError`]s.
+    pub async fn get(&self, tenant: &TenantId, id: &ExecutionId) -> Result<Option<Execution>, StoreError> {
+        let item = get_item(&self.client, self.table(), &[("tenant_id", tenant.as_str()), ("id", id.as_str())]).await?;
+        Ok(self.decode(tenant, item.into_iter().collect()).await?.pop())
+    }
+
+    /// The window of the tenant's executions that `list` asks for (of `workflow`, its
+    /// workflow checked; its key and cursor not looked at), newest first, and the total
+    /// matching. The executions are summaries: their `input` and `output` are not read
+    /// (`None`).
+    ///
+    /// # Errors
+    /// The reads' [`StoreError`]s.
+    pub async fn list(
+        &self,
+        tenant: &TenantId,
+        list: &ListExecutions,
+        workflow: Option<&WorkflowId>,
+    ) -> Result<(Vec<Execution>, u64), StoreError> {
+        let t = tenant.as_str();
+        let (index, key, value) = match (&list.status, workflow) {
+            (None, None) => (None, "tenant_id", t.to_owned()),
+            (Some(st), None) => (Some("by_status"), "tenant_status", format!("{t}#{}", st.wire())),
+            (None, Some(w)) => (Some("by_workflow"), "tenant_workflow", format!("{t}#{w}")),
+            (Some(st), Some(w)) => {
+                (Some("by_workflow_status"), "tenant_workflow_status", format!("{t}#{w}#{}", st.wire()))
+            }
+        };
+        let Some(window) = created_millis(list.created_after, list.created_before) else {
+            return Ok((Vec::new(), 0));
+        };
+        let range = id_range(ExecutionId::PREFIX, window.0, window.1);
+        let Some(start) = start_after(tenant, (key, &value), &range, list.after.as_ref().map(ExecutionId::as_str))
+        else {
+            return Ok((Vec::new(), 0));
+        };
+        let query = newest_first_in(&self.client, self.table(), index, (key, value), range);
+        let timed = list.created_after.is_some() || list.created_before.is_some();
+        let total = async {
+            if timed {
+                let family = span_family(workflow);
+                let attribute = list.status.map_or(shared::spans::ALL, ExecutionStatus::wire);
+                timed_total(
+                    &self.client,
+                    &self.tables,
+                    tenant,
+                    &query,
+                    ExecutionId::PREFIX,
+                    (&family, attribute),
+                    window,
+                )
+                .await
+            } else {
+                counters::read(&self.client, &self.tables, tenant, &counter_name(list.status, workflow)).await
+            }
+        };
+        let window = query_window_from(query.clone(), "id", start, list.skip, list.take, SUMMARY_ATTRIBUTES);
+        let (items, total) = tokio::try_join!(window, total)?;
+        Ok((self.decode(tenant, items).await?, total))
+    }
+
+    /// The execution of `workflow` whose key is `key`: two consistent point reads (the
+    /// key's pointer, then the execution), not one read of an eventually consistent
+    /// index, so a client finds what it has just started.
+    ///
+    /// # Errors
+    /// The reads' [`StoreError`]s.
+    pub async fn by_key(
+        &self,
+        tenant: &TenantId,
+        workflow: &WorkflowId,
+        key: &str,
+    ) -> Result<Option<Execution>, StoreError> {
+        let table = self.table();
+        let pointer = key_pointer(workflow, key);
+        let Some(item) = get_item(&self.client, table, &[("tenant_id", tenant.as_str()), ("id", &pointer)]).await?
+        else {
+            return Ok(None);
+        };
+        let pointer: KeyPointer = serde_dynamo::from_item(item)?;
+        let id = ExecutionId::parse(&pointer.execution_id)
+            .ok_or_else(|| StoreError::Corrupt(format!("key pointer {}: execution_id", pointer.id)))?;
+        self.get(tenant, &id).await
+    }
+
+    /// Whether the tenant has the execution `id` (one small read: its id alone).
+    ///
+    /// # Errors
+    /// The read's [`StoreError`].
+    pub async fn exists(&self, tenant: &TenantId, id: &ExecutionId) -> Result<bool, StoreError> {
+        storage::has(&self.client, self.table(), tenant, id.as_str()).await
+    }
+
+    /// Whether the tenant has ever had executions of `workflow` (its counter exists).
+    ///
+    /// # Errors
+    /// The read's [`StoreError`].
+    pub async fn workflow_seen(&self, tenant: &TenantId, workflow: &WorkflowId) -> Result<bool, StoreError> {
+        let name = counter_name(None, Some(workflow));
+        let key = [("tenant_id", tenant.as_str()), ("name", name.as_str())];
+        Ok(get_item(&self.client, self.tables.name(Table::Counters), &key).await?.is_some())
+    }
+
+    /// A condition that execution `id` exists and is running, for a transaction that
+    /// changes what belongs to it without changing it.
+    ///
+    /// # Errors
+    /// [`StoreError`] if the operation cannot be built.
+    pub fn check_running(&self, tenant: &TenantId, id: &ExecutionId) -> Result<TransactWriteItem, StoreError> {
+        let check = ConditionCheck::builder()
+            .table_name(self.table())
+            .key("tenant_id", s(tenant.as_str()))
+            .key("id", s(id.as_str()))
+            .condition_expression("#status = :running")
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_values(":running", s(ExecutionStatus::Running.wire()))
+            .build()
+            .map_err(|e| StoreError::Other(Box::new(e)))?;
+        Ok(TransactWriteItem::builder().condition_check(check).build())
+    }
+
+    /// Adds the deletion of execution `e` (as read: conditioned on its version) to `tx`:
+    /// the execution, its key's pointer, its payload blobs and its counts, and puts the
+    /// marker of the purge of its checkpoints.
+    ///
+    /// # Errors
+    /// [`StoreError`] if an operation cannot be built.
+    pub fn stage_delete(
+        &self,
+        tx: &mut Transaction,
+        tenant: &TenantId,
+        e: &Execution,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        let table = self.table();
+        let key = |id: String| -> Result<TransactWriteItem, StoreError> {
+            let delete = Delete::builder().table_name(table).key("tenant_id", s(tenant.as_str())).key("id", s(id));
+            Ok(TransactWriteItem::builder().delete(built(delete.build())?).build())
+        };
+        let delete = Delete::builder()
+            .table_name(table)
+            .key("tenant_id", s(tenant.as_str()))
+            .key("id", s(e.id.as_str()))
+            .condition_expression("version = :expected")
+            .expression_attribute_values(":expected", n(e.version));
+        tx.push(Part::Execution, TransactWriteItem::builder().delete(built(delete.build())?).build());
+        if let Some(k) = &e.key {
+            tx.push(Part::Key, key(key_pointer(&e.workflow_id, k))?);
+        }
+        for name in ["input", "output"] {
+            self.blobs.stage_delete(tx, Part::Blob, tenant, &format!("{}#{name}", e.id))?;
+        }
+        self.hidden.stage_purge(tx, tenant, &e.id, now)?;
+        let change = CounterChange::between(&e.counters(), &[]);
+        tx.extend(Part::Counters, change.transact_items(&self.tables, tenant)?);
+        Ok(())
+    }
+}

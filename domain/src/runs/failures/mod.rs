@@ -1,0 +1,110 @@
+//! Failures: their model, their storage, and the operations of `/failures` (read, list,
+//! statistics, settle). The executions function records them ([`Runs::transition`]).
+
+pub mod model;
+pub mod store;
+
+use chrono::TimeDelta;
+use shared::TenantId;
+use shared::dynamo::{Attempt, Part, Transaction, retry_races};
+use shared::ids::FailureId;
+use shared::time::Clock;
+
+use self::model::{Failure, FailureStatus, Settlement, counter_name};
+use super::{BeforeCommit, FailureStats, ListFailures, RATE_WINDOW_DAYS, Runs};
+use crate::Error;
+
+impl Runs {
+    /// The tenant's failure `id`.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`], or the read's storage error.
+    pub async fn failure(&self, tenant: &TenantId, id: &FailureId) -> Result<Failure, Error> {
+        self.failures
+            .get_many(tenant, std::slice::from_ref(id))
+            .await?
+            .pop()
+            .ok_or_else(|| Error::not_found("failure", id.as_str()))
+    }
+
+    /// One window of the tenant's failures, newest first (optionally of one status and
+    /// time range), and the total matching. A cursor must be one of the tenant's
+    /// failures: it is checked while the window is read.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] for a cursor the tenant does not have, storage errors.
+    pub async fn list_failures(&self, tenant: &TenantId, list: &ListFailures) -> Result<(Vec<Failure>, u64), Error> {
+        let check = async {
+            match &list.after {
+                Some(id) if !self.failures.exists(tenant, id).await? => Err(Error::not_found("failure", id.as_str())),
+                _ => Ok(()),
+            }
+        };
+        let read = async { Ok::<_, Error>(Box::pin(self.failures.list(tenant, list)).await?) };
+        let ((), listed) = tokio::try_join!(check, read)?;
+        Ok(listed)
+    }
+
+    /// The tenant's failure statistics as of `clock`'s today (UTC): four counters and
+    /// the [`RATE_WINDOW_DAYS`] daily counts of failures and attempts, one batch read.
+    ///
+    /// # Errors
+    /// The read's storage error.
+    pub async fn failure_stats(&self, tenant: &TenantId, clock: &dyn Clock) -> Result<FailureStats, Error> {
+        let today = clock.now().date_naive();
+        let days: Vec<_> =
+            (0..RATE_WINDOW_DAYS).filter_map(|back| today.checked_sub_signed(TimeDelta::days(back))).collect();
+        let mut names = vec![
+            counter_name(None),
+            counter_name(Some(FailureStatus::Open)),
+            counter_name(Some(FailureStatus::Resolved)),
+            counter_name(Some(FailureStatus::Ignored)),
+        ];
+        names.extend(days.iter().map(|day| shared::counters::daily("failures", *day)));
+        names.extend(days.iter().map(|day| shared::counters::daily("attempts", *day)));
+        let values = self.failures.counters(tenant, &names).await?;
+        let window = days.len();
+        let failures: u64 = values[4..4 + window].iter().sum();
+        let attempts: u64 = values[4 + window..].iter().sum();
+        let rate = if attempts == 0 { 0.0 } else { (failures as f64 / attempts as f64).min(1.0) };
+        Ok(FailureStats {
+            total: values[0],
+            open: values[1],
+            resolved: values[2],
+            ignored: values[3],
+            rate_last_30_days: rate,
+        })
+    }
+
+    /// Settles failure `id` as a person decided, with its counter moves, in one
+    /// transaction conditioned on the version read. Settling it as it is already
+    /// settled changes nothing and answers it as it is.
+    ///
+    /// `before_commit` sees the settled failure just before its transaction is sent.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`], [`Error::InvalidState`] (see [`Failure::settle`]), storage
+    /// errors.
+    pub async fn settle_failure(
+        &self,
+        tenant: &TenantId,
+        id: &FailureId,
+        settlement: Settlement,
+        clock: &dyn Clock,
+        before_commit: BeforeCommit<'_, Failure>,
+    ) -> Result<Failure, Error> {
+        retry_races(|| async move {
+            let current = self.failure(tenant, id).await?;
+            let Some(next) = current.settle(settlement, clock.now())? else { return Ok(Attempt::Done(current)) };
+            let mut tx = Transaction::new();
+            let counts = self.failures.stage_replace(&mut tx, tenant, &current, &next)?;
+            tx.extend(Part::Counters, counts.transact_items(self.failures.tables(), tenant)?);
+            before_commit(&next);
+            match tx.commit(self.client()).await {
+                Ok(()) => Ok(Attempt::Done(next)),
+                Err(e) => Ok(Attempt::raced_on(e, &[Part::Failure])?),
+            }
+        })
+        .await
+    }
+}
