@@ -1,5 +1,5 @@
 //! The dashboard function: the page and its assets (every ES module the page imports),
-//! `/` sending browsers there, and the security headers on every
+//! `/` and `/dashboard/` sending browsers there, and the security headers on every
 //! answer. In process and through `cargo lambda watch` (the page's behaviour in a real
 //! browser is tests/browser).
 
@@ -96,6 +96,30 @@ async fn in_process_the_page_its_assets_and_the_redirect() {
 #[tokio::test]
 async fn over_http_the_page_its_assets_and_the_redirect() {
     serves_the_page_its_assets_and_the_redirect(over_http).await;
+}
+
+/// `/dashboard/` (with the slash) is a permanent redirect to the page, its query kept.
+async fn the_slash_redirects_to_the_page<F, Fut>(get: F)
+where
+    F: Fn(Method, String) -> Fut,
+    Fut: std::future::Future<Output = Answer>,
+{
+    for (path, location) in [("/dashboard/", "/dashboard"), ("/dashboard/?from=mail&x=1", "/dashboard?from=mail&x=1")] {
+        let answer = get(Method::GET, path.to_owned()).await;
+        assert_eq!(answer.status, StatusCode::PERMANENT_REDIRECT, "{path}: {}", answer.body);
+        assert_eq!(answer.headers[header::LOCATION], location, "{path}");
+        assert_eq!(answer.headers[header::X_CONTENT_TYPE_OPTIONS], "nosniff", "{path}");
+    }
+}
+
+#[tokio::test]
+async fn in_process_the_slash_redirects_to_the_page() {
+    the_slash_redirects_to_the_page(in_process).await;
+}
+
+#[tokio::test]
+async fn over_http_the_slash_redirects_to_the_page() {
+    the_slash_redirects_to_the_page(over_http).await;
 }
 
 /// The addresses a module's text imports (`import … from './x.js'`, `import './x.js'`),

@@ -3,7 +3,8 @@
 //! relative path) and one stylesheet, built into this binary (`include_str!`), so it
 //! deploys, scales and is versioned like every other function, and shares the API's
 //! origin (no CORS). The page signs in with an API key kept in the browser session and
-//! calls the public API like any client; this function reads no data.
+//! calls the public API like any client; this function reads no data. `/dashboard/`
+//! (with the slash) sends the browser to `/dashboard`.
 //!
 //! Every answer carries a strict Content-Security-Policy: scripts, styles and API calls
 //! from this origin only, no inline script or style, no framing; with card payments
@@ -11,15 +12,24 @@
 
 use axum::Router;
 use axum::extract::Path;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
 
 /// Every route of this function (all public: the page itself holds no data).
+///
+/// `/dashboard/` is not one of them: an HTTP API's route cannot end in `/`, and API
+/// Gateway sends `/dashboard/` to the `/dashboard` route with the path as requested, so
+/// the function sees it and redirects. `cargo lambda watch` matches paths exactly: its
+/// router names `/dashboard/` besides these.
 pub const ROUTES: &[(&str, &str)] = &[("GET", "/"), ("GET", "/dashboard"), ("GET", "/dashboard/{asset}")];
 
 /// Where the page is served.
 pub const PAGE: &str = "/dashboard";
+
+/// The page's address with a trailing slash, redirected to [`PAGE`]. Not in [`ROUTES`]:
+/// see there.
+pub const PAGE_WITH_SLASH: &str = "/dashboard/";
 
 /// The dashboard's Content-Security-Policy without card payments: scripts, styles and
 /// API calls from this origin only, no framing.
@@ -144,6 +154,7 @@ pub fn app(config: &Config) -> Router {
     Router::new()
         .route("/", get(|| async { Redirect::to(PAGE) }))
         .route(PAGE, get(|| async { page("text/html; charset=utf-8", INDEX, "no-cache") }))
+        .route(PAGE_WITH_SLASH, get(to_the_page))
         .route(
             "/dashboard/{asset}",
             get(move |Path(asset): Path<String>| {
@@ -165,6 +176,17 @@ pub fn app(config: &Config) -> Router {
 
 fn page(content_type: &'static str, body: &str, cache: &'static str) -> Response {
     ([(header::CONTENT_TYPE, content_type), (header::CACHE_CONTROL, cache)], body.to_owned()).into_response()
+}
+
+/// `/dashboard/` (an address typed or linked with the slash): a permanent redirect to the
+/// page, with the query as it came (the browser keeps the `#` route itself).
+async fn to_the_page(uri: Uri) -> Response {
+    let location = match uri.query().filter(|query| !query.is_empty()) {
+        Some(query) => format!("{PAGE}?{query}"),
+        None => PAGE.to_owned(),
+    };
+    let location = HeaderValue::from_str(&location).unwrap_or_else(|_| HeaderValue::from_static(PAGE));
+    (StatusCode::PERMANENT_REDIRECT, [(header::LOCATION, location)]).into_response()
 }
 
 /// The security headers of every answer.
