@@ -70,6 +70,13 @@ export function positiveInt(value, fallback) {
   return Number.isFinite(n) && n >= 1 ? n : fallback;
 }
 
+/** A list page's status filter (one of statuses, or '' for any) and page number, from
+ * the hash's query. */
+export function listQuery(params, statuses) {
+  const status = params.get('status');
+  return { status: statuses.includes(status) ? status : '', page: positiveInt(params.get('page'), 1) };
+}
+
 export function setBusy(button, busyText) {
   const original = button.textContent;
   button.disabled = true;

@@ -39,6 +39,17 @@ export function clearMessages() {
   }
 }
 
+/** A required field's trimmed value; when it is empty, says what is missing (message) and
+ * puts the focus there, and the value is ''. */
+export function required(input, message) {
+  const value = input.value.trim();
+  if (!value) {
+    showError(new Error(message));
+    input.focus();
+  }
+  return value;
+}
+
 /** Shows an error unless it was already handled (a 401 that went to sign-in). */
 export function report(error) {
   if (error?.handled) return;

@@ -101,18 +101,23 @@ export async function pageBilling(ctx) {
     ];
   });
 
-  const checkout = async (planId, button) => {
-    const done = setBusy(button, 'Opening checkout…');
+  /** Goes to the Stripe page (what: checkout, portal) whose address open() answers. */
+  const goToStripe = async (button, busyText, what, open) => {
+    const done = setBusy(button, busyText);
     try {
-      const result = await api('POST', '/billing/subscriptions/create-checkout', { body: { plan_id: planId, return_url: returnUrl() } });
-      const url = safeHttpUrl(result.checkout_url);
-      if (!url) throw new Error('The checkout address the API answered is not an http(s) URL.');
+      const url = safeHttpUrl(await open());
+      if (!url) throw new Error(`The ${what} address the API answered is not an http(s) URL.`);
       window.location.assign(url);
     } catch (error) {
       if (button.isConnected) done();
       report(error);
     }
   };
+
+  const checkout = (planId, button) => goToStripe(button, 'Opening checkout…', 'checkout', async () => {
+    const result = await api('POST', '/billing/subscriptions/create-checkout', { body: { plan_id: planId, return_url: returnUrl() } });
+    return result.checkout_url;
+  });
 
   const planButtons = () => h('div', { class: 'plans' }, PLANS.map(([id, label, credits]) => {
     const b = h('button', { type: 'button', class: 'button plan', testid: `plan-${id}` },
@@ -133,18 +138,10 @@ export async function pageBilling(ctx) {
       ];
     }
     const portalButton = h('button', { type: 'button', class: 'button', testid: 'subscription-portal' }, 'Manage in the billing portal');
-    portalButton.addEventListener('click', async () => {
-      const done = setBusy(portalButton, 'Opening…');
-      try {
-        const result = await api('POST', '/billing/subscriptions/portal', { body: { return_url: returnUrl() } });
-        const url = safeHttpUrl(result.portal_url);
-        if (!url) throw new Error('The portal address the API answered is not an http(s) URL.');
-        window.location.assign(url);
-      } catch (error) {
-        if (portalButton.isConnected) done();
-        report(error);
-      }
-    });
+    portalButton.addEventListener('click', () => goToStripe(portalButton, 'Opening…', 'portal', async () => {
+      const result = await api('POST', '/billing/subscriptions/portal', { body: { return_url: returnUrl() } });
+      return result.portal_url;
+    }));
     const cancel = async (immediately, button) => {
       const ok = await confirmDialog(immediately
         ? { title: 'Cancel the subscription now?', message: ['The subscription ends at once; no more monthly credits.', 'Credits you have stay.'], ok: 'Cancel now', danger: true }

@@ -3,28 +3,20 @@
 
 import { API, api } from './api.js';
 import { FAILURE_STATUSES } from './constants.js';
-import { enc, h, hashFor, link, positiveInt, setBusy } from './dom.js';
+import { enc, h, hashFor, link, listQuery, setBusy } from './dom.js';
 import { fmtNumber, percentFormat } from './format.js';
 import { report } from './messages.js';
 import { navigate, rerender, section } from './router.js';
-import { backLink, badge, code, emptyState, field, jsonBlock, labelled, pageHeader, pager, selectEl, tableWrap, timeEl } from './ui.js';
+import { backLink, badge, code, emptyState, field, jsonBlock, pageHeader, pager, statusFilter, tableWrap, timeEl } from './ui.js';
 
 export async function pageFailures(ctx) {
-  const p = ctx.route.params;
-  const status = FAILURE_STATUSES.includes(p.get('status')) ? p.get('status') : '';
-  const page = positiveInt(p.get('page'), 1);
+  const { status, page } = listQuery(ctx.route.params, FAILURE_STATUSES);
   const limit = 20;
 
-  const statusSelect = selectEl({ id: 'fail-status', name: 'status', testid: 'failure-filter-status' },
-    [['', 'Any status'], ['open', 'Open'], ['resolved', 'Resolved'], ['ignored', 'Ignored']], status);
-  const form = h('form', { class: 'filters', role: 'search', 'aria-label': 'Filter failures' },
-    labelled('fail-status', 'Status', statusSelect),
-    h('div', { class: 'filter-actions' }, h('button', { type: 'submit', class: 'button button-primary' }, 'Apply')));
-  const apply = (event) => {
-    event?.preventDefault();
-    navigate(hashFor('/failures', { status: statusSelect.value }));
-  };
-  form.addEventListener('submit', apply);
+  const form = statusFilter({
+    id: 'fail-status', testid: 'failure-filter-status', noun: 'failures', statuses: FAILURE_STATUSES, current: status,
+    onApply: (chosen) => navigate(hashFor('/failures', { status: chosen })),
+  });
 
   const stats = h('div', { class: 'stats' });
   const results = h('div', { class: 'results' });

@@ -3,7 +3,7 @@
 import { api } from './api.js';
 import { enc, h, setBusy } from './dom.js';
 import { fmtNumber } from './format.js';
-import { clearMessages, confirmDialog, report, showError, showNotice } from './messages.js';
+import { clearMessages, confirmDialog, report, required, showNotice } from './messages.js';
 import { endSession, section } from './router.js';
 import { getKey } from './session.js';
 import { badge, code, emptyState, labelled, pageHeader, tableWrap, timeEl } from './ui.js';
@@ -110,12 +110,8 @@ export async function pageKeys(ctx) {
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
     clearMessages();
-    const name = nameInput.value.trim();
-    if (!name) {
-      showError(new Error('Give the key a name.'));
-      nameInput.focus();
-      return;
-    }
+    const name = required(nameInput, 'Give the key a name.');
+    if (!name) return;
     const done = setBusy(createButton, 'Creating…');
     try {
       const item = await api('POST', '/keys', { body: { name } });

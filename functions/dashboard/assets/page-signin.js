@@ -2,7 +2,7 @@
 
 import { api } from './api.js';
 import { h, setBusy } from './dom.js';
-import { clearMessages, showError } from './messages.js';
+import { clearMessages, required, showError } from './messages.js';
 import { navigate } from './router.js';
 import { setKey, signin } from './session.js';
 import { code, labelled } from './ui.js';
@@ -22,12 +22,8 @@ export async function pageSignin(ctx) {
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
     clearMessages();
-    const key = input.value.trim();
-    if (!key) {
-      showError(new Error('Paste an API key first.'));
-      input.focus();
-      return;
-    }
+    const key = required(input, 'Paste an API key first.');
+    if (!key) return;
     const done = setBusy(submit, 'Checking…');
     try {
       await api('GET', '/billing/balance', { key });

@@ -3,11 +3,11 @@
 
 import { api, staleWorkflowNames } from './api.js';
 import { WORKFLOW_STATUSES, WORKFLOW_TYPES } from './constants.js';
-import { enc, h, hashFor, link, positiveInt, setBusy } from './dom.js';
+import { enc, h, hashFor, link, listQuery, setBusy } from './dom.js';
 import { fmtNumber, prettyJson } from './format.js';
-import { clearMessages, confirmDialog, report, showError, showNotice } from './messages.js';
+import { clearMessages, confirmDialog, report, required, showError, showNotice } from './messages.js';
 import { navigate, rerender, section } from './router.js';
-import { backLink, badge, code, emptyState, field, jsonBlock, labelled, pageHeader, pager, selectEl, tableWrap, timeEl } from './ui.js';
+import { backLink, badge, code, emptyState, field, jsonBlock, labelled, pageHeader, pager, selectEl, statusFilter, tableWrap, timeEl } from './ui.js';
 
 function parseDefinition(text) {
   const trimmed = text.trim();
@@ -25,21 +25,13 @@ function parseDefinition(text) {
 }
 
 export async function pageWorkflows(ctx) {
-  const p = ctx.route.params;
-  const status = WORKFLOW_STATUSES.includes(p.get('status')) ? p.get('status') : '';
-  const page = positiveInt(p.get('page'), 1);
+  const { status, page } = listQuery(ctx.route.params, WORKFLOW_STATUSES);
   const pageSize = 20;
 
-  const statusSelect = selectEl({ id: 'wf-status', name: 'status', testid: 'workflow-filter-status' },
-    [['', 'Any status'], ['draft', 'Draft'], ['published', 'Published'], ['archived', 'Archived']], status);
-  const filterForm = h('form', { class: 'filters', role: 'search', 'aria-label': 'Filter workflows' },
-    labelled('wf-status', 'Status', statusSelect),
-    h('div', { class: 'filter-actions' }, h('button', { type: 'submit', class: 'button button-primary' }, 'Apply')));
-  const apply = (event) => {
-    event?.preventDefault();
-    navigate(hashFor('/workflows', { status: statusSelect.value }));
-  };
-  filterForm.addEventListener('submit', apply);
+  const filterForm = statusFilter({
+    id: 'wf-status', testid: 'workflow-filter-status', noun: 'workflows', statuses: WORKFLOW_STATUSES, current: status,
+    onApply: (chosen) => navigate(hashFor('/workflows', { status: chosen })),
+  });
 
   const nameInput = h('input', { id: 'wf-name', name: 'name', type: 'text', required: true, maxlength: '200', testid: 'workflow-create-name', autocomplete: 'off' });
   const typeSelect = selectEl({ id: 'wf-type', name: 'workflow_type', testid: 'workflow-create-type' }, WORKFLOW_TYPES, 'custom');
@@ -56,12 +48,8 @@ export async function pageWorkflows(ctx) {
   createForm.addEventListener('submit', async (event) => {
     event.preventDefault();
     clearMessages();
-    const body = { name: nameInput.value.trim(), workflow_type: typeSelect.value };
-    if (!body.name) {
-      showError(new Error('Give the workflow a name.'));
-      nameInput.focus();
-      return;
-    }
+    const body = { name: required(nameInput, 'Give the workflow a name.'), workflow_type: typeSelect.value };
+    if (!body.name) return;
     try {
       const definition = parseDefinition(defInput.value);
       if (definition) body.definition = definition;
@@ -139,12 +127,8 @@ export async function pageWorkflow(ctx) {
     event.preventDefault();
     clearMessages();
     const body = {};
-    const name = nameInput.value.trim();
-    if (!name) {
-      showError(new Error('The name cannot be empty.'));
-      nameInput.focus();
-      return;
-    }
+    const name = required(nameInput, 'The name cannot be empty.');
+    if (!name) return;
     if (name !== wf.name) body.name = name;
     const desc = descInput.value.trim();
     if (desc !== (wf.description ?? '')) body.description = desc || null;

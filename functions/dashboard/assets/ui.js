@@ -69,6 +69,21 @@ export function selectEl(props, options, current) {
   return select;
 }
 
+/** A list's status filter: Any status or one of statuses, and Apply, which calls
+ * onApply with the status chosen ('' for any). */
+export function statusFilter({ id, testid, noun, statuses, current, onApply }) {
+  const statusSelect = selectEl({ id, name: 'status', testid },
+    [['', 'Any status'], ...statuses.map((s) => [s, s[0].toUpperCase() + s.slice(1)])], current);
+  const form = h('form', { class: 'filters', role: 'search', 'aria-label': `Filter ${noun}` },
+    labelled(id, 'Status', statusSelect),
+    h('div', { class: 'filter-actions' }, h('button', { type: 'submit', class: 'button button-primary' }, 'Apply')));
+  form.addEventListener('submit', (event) => {
+    event.preventDefault();
+    onApply(statusSelect.value);
+  });
+  return form;
+}
+
 export function labelled(id, label, control, hint) {
   return h('div', { class: 'field' },
     h('label', { for: id }, label),
