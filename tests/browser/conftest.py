@@ -70,7 +70,7 @@ def _env(name: str) -> str:
 
 @pytest.fixture(scope="session")
 def dashboard_url() -> str:
-    # As given: the page is served at /dashboard (and may be at /dashboard/ too); hash
+    # As given: the page is served at /dashboard (/dashboard/ redirects there); hash
     # routes are appended to it, and the assets are absolute (/dashboard/app.js).
     return _env("CAIRN_DASHBOARD_URL")
 
@@ -344,12 +344,14 @@ def _retry_the_emulators_own_500(route: Any) -> None:
     resend = request.method == "GET" or (request.method == "POST" and "/api/v1/" in request.url)
     if resend and request.method == "POST" and not any(name.lower() == "idempotency-key" for name in headers):
         headers["idempotency-key"] = f"browser-test-{uuid.uuid4()}"
-    response = route.fetch(headers=headers)
+    # A redirect goes to the page as it came (the browser follows it, its URL changing), not
+    # followed here, which would serve the target's answer at the first address.
+    response = route.fetch(headers=headers, max_redirects=0)
     for _ in range(2):
         if not resend or not emulators_own_500(response.status, response.body()):
             break
         time.sleep(0.3)
-        response = route.fetch(headers=headers)
+        response = route.fetch(headers=headers, max_redirects=0)
     route.fulfill(response=response)
 
 

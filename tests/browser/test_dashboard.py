@@ -6,7 +6,7 @@ and state, replay, failures, workflows, billing, API keys, sign out. Every page 
 saved as a full-page screenshot (1280x900, and the executions list and an execution page
 again at 390x844). The page's console must show no JS error and no CSP violation.
 
-Run (with the stack serving /dashboard/ and /api/v1):
+Run (with the stack serving /dashboard and /api/v1):
 
     CAIRN_DASHBOARD_URL=http://127.0.0.1:3000/dashboard \
     CAIRN_API_URL=http://127.0.0.1:3000/api/v1 \
@@ -99,6 +99,31 @@ def test_signin_page_loads_clean(
     # A signed-out visit to a page goes to sign-in.
     page.goto(at(dashboard_url, "/keys"))
     expect(page).to_have_url(re.compile(r"#/signin$"))
+
+    assert csp_violations(page) == []
+    console.assert_clean()
+
+
+def test_the_address_with_a_slash_opens_the_dashboard(
+    page: Page, dashboard_url: str, tenant: Tenant, console: Console
+) -> None:
+    """/dashboard/ (typed or linked with the slash) is redirected to /dashboard, its #route kept."""
+    with_slash = dashboard_url.split("#", 1)[0].rstrip("/") + "/"
+    response = page.goto(with_slash + "#/keys")
+    assert response is not None and response.ok, response
+    first = response.request.redirected_from
+    assert first is not None and first.url.split("#", 1)[0] == with_slash, "the page was not redirected"
+    redirect = first.response()
+    assert redirect is not None and redirect.status == 308, redirect
+
+    # Signed out: sign-in first, then the page asked for (#/keys, which the redirect kept).
+    expect(page).to_have_url(re.compile(r"/dashboard#/signin$"))
+    tid(page, "signin-key").fill(tenant.key)
+    tid(page, "signin-submit").click()
+    expect(page).to_have_url(re.compile(r"/dashboard#/keys$"))
+    expect(tid(page, "nav-keys")).to_have_attribute("aria-current", "page")
+    expect(tid(page, "key-row").first).to_be_visible()
+    expect(page.locator("[aria-busy=true]")).to_have_count(0)
 
     assert csp_violations(page) == []
     console.assert_clean()

@@ -1,6 +1,9 @@
-//! The dashboard function: the page and its assets, `/` sending browsers there, and the
-//! security headers on every answer. In process and through `cargo lambda watch` (the
-//! page's behaviour in a real browser is tests/browser).
+//! The dashboard function: the page and its assets (every ES module the page imports),
+//! `/` and `/dashboard/` sending browsers there, and the security headers on every
+//! answer. In process and through `cargo lambda watch` (the page's behaviour in a real
+//! browser is tests/browser).
+
+use std::collections::BTreeSet;
 
 use axum::body::Body;
 use http::{Method, Request, StatusCode, header};
@@ -12,7 +15,7 @@ struct Answer {
     body: String,
 }
 
-async fn in_process(method: Method, path: &str) -> Answer {
+async fn in_process(method: Method, path: String) -> Answer {
     let app = dashboard::app(&dashboard::Config::from_env());
     let request = Request::builder().method(method).uri(path).body(Body::empty()).expect("request");
     let response = app.oneshot(request).await.expect("answer");
@@ -21,7 +24,7 @@ async fn in_process(method: Method, path: &str) -> Answer {
     Answer { status: parts.status, headers: parts.headers, body: String::from_utf8_lossy(&body).into_owned() }
 }
 
-async fn over_http(method: Method, path: &str) -> Answer {
+async fn over_http(method: Method, path: String) -> Answer {
     let url = std::env::var("CAIRN_API_URL").expect("CAIRN_API_URL is set by make test");
     let origin = url.strip_suffix("/api/v1").unwrap_or(&url).to_owned();
     let client = reqwest::Client::builder()
@@ -45,11 +48,12 @@ async fn over_http(method: Method, path: &str) -> Answer {
     }
 }
 
-async fn serves_the_page_its_assets_and_the_redirect<F, Fut>(get: F)
+async fn serves_the_page_its_assets_and_the_redirect<F, Fut>(send: F)
 where
-    F: Fn(Method, &'static str) -> Fut,
+    F: Fn(Method, String) -> Fut,
     Fut: std::future::Future<Output = Answer>,
 {
+    let get = |method: Method, path: &str| send(method, path.to_owned());
     let expected = dashboard::Config::from_env();
     let page = get(Method::GET, "/dashboard").await;
     assert_eq!(page.status, StatusCode::OK);
@@ -92,6 +96,88 @@ async fn in_process_the_page_its_assets_and_the_redirect() {
 #[tokio::test]
 async fn over_http_the_page_its_assets_and_the_redirect() {
     serves_the_page_its_assets_and_the_redirect(over_http).await;
+}
+
+/// `/dashboard/` (with the slash) is a permanent redirect to the page, its query kept.
+async fn the_slash_redirects_to_the_page<F, Fut>(get: F)
+where
+    F: Fn(Method, String) -> Fut,
+    Fut: std::future::Future<Output = Answer>,
+{
+    for (path, location) in [("/dashboard/", "/dashboard"), ("/dashboard/?from=mail&x=1", "/dashboard?from=mail&x=1")] {
+        let answer = get(Method::GET, path.to_owned()).await;
+        assert_eq!(answer.status, StatusCode::PERMANENT_REDIRECT, "{path}: {}", answer.body);
+        assert_eq!(answer.headers[header::LOCATION], location, "{path}");
+        assert_eq!(answer.headers[header::X_CONTENT_TYPE_OPTIONS], "nosniff", "{path}");
+    }
+}
+
+#[tokio::test]
+async fn in_process_the_slash_redirects_to_the_page() {
+    the_slash_redirects_to_the_page(in_process).await;
+}
+
+#[tokio::test]
+async fn over_http_the_slash_redirects_to_the_page() {
+    the_slash_redirects_to_the_page(over_http).await;
+}
+
+/// The addresses a module's text imports (`import … from './x.js'`, `import './x.js'`),
+/// resolved against `/dashboard/`. Every import must be one of these relative ones.
+fn imports_of(module: &str, text: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for keyword in ["from ", "import "] {
+        for (at, _) in text.match_indices(keyword) {
+            let rest = &text[at + keyword.len()..];
+            let Some(quote) = rest.chars().next().filter(|c| *c == '\'' || *c == '"') else { continue };
+            let specifier = rest[1..].split(quote).next().unwrap_or_default();
+            let name = specifier.strip_prefix("./");
+            let name = name.unwrap_or_else(|| panic!("{module} imports {specifier:?}: not a module beside it"));
+            assert!(!name.contains('/'), "{module} imports {specifier:?}: not at /dashboard/'s one level");
+            found.push(format!("/dashboard/{name}"));
+        }
+    }
+    found
+}
+
+/// Every ES module the page loads, followed import by import from index.html's entry
+/// module, is served as JavaScript (a module missing from the function breaks the page).
+async fn every_module_the_page_imports_is_served<F, Fut>(get: F)
+where
+    F: Fn(Method, String) -> Fut,
+    Fut: std::future::Future<Output = Answer>,
+{
+    let page = get(Method::GET, "/dashboard".to_owned()).await;
+    let entry = r#"<script type="module" src="/dashboard/app.js"></script>"#;
+    assert!(page.body.contains(entry), "index.html loads app.js as a module: {}", page.body);
+    assert_eq!(page.body.matches("<script").count(), 1, "one script, the entry module");
+    let mut seen = BTreeSet::new();
+    let mut next = vec!["/dashboard/app.js".to_owned()];
+    while let Some(path) = next.pop() {
+        if !seen.insert(path.clone()) {
+            continue;
+        }
+        let module = get(Method::GET, path.clone()).await;
+        assert_eq!(module.status, StatusCode::OK, "{path}: {}", module.body);
+        let content_type = module.headers[header::CONTENT_TYPE].to_str().expect("type");
+        assert!(content_type.starts_with("text/javascript"), "{path}: {content_type}");
+        assert_eq!(module.headers[header::CACHE_CONTROL], "no-cache", "{path}");
+        next.extend(imports_of(&path, &module.body));
+    }
+    for module in ["/dashboard/router.js", "/dashboard/api.js", "/dashboard/page-signin.js", "/dashboard/page-keys.js"]
+    {
+        assert!(seen.contains(module), "{module} among {seen:?}");
+    }
+}
+
+#[tokio::test]
+async fn in_process_every_module_the_page_imports_is_served() {
+    every_module_the_page_imports_is_served(in_process).await;
+}
+
+#[tokio::test]
+async fn over_http_every_module_the_page_imports_is_served() {
+    every_module_the_page_imports_is_served(over_http).await;
 }
 
 #[test]

@@ -74,7 +74,12 @@ fn template_watch_router_openapi_and_functions_serve_the_same_routes() {
     let paths: BTreeSet<(String, String)> = template.iter().map(|(_, p, f)| (p.clone(), f.clone())).collect();
     let any_paths: BTreeSet<(String, String)> = any.into_iter().map(|(_, p, f)| (p, f)).collect();
     assert_eq!(any_paths, paths, "every path has one ANY route to its function, and no other function serves it");
-    assert_eq!(watch_paths(), paths, "template.yaml vs [workspace.metadata.lambda.watch.router]");
+    // The watch router matches paths exactly; API Gateway also sends `/dashboard/` to the
+    // `/dashboard` route (an HTTP API route cannot end in `/`): only the router names it.
+    let mut watch = watch_paths();
+    let slash = (dashboard::PAGE_WITH_SLASH.to_owned(), "dashboard".to_owned());
+    assert!(watch.remove(&slash), "the watch router sends {} to the dashboard", slash.0);
+    assert_eq!(watch, paths, "template.yaml vs [workspace.metadata.lambda.watch.router]");
     // The dashboard's page and assets are not API routes: the OpenAPI document is the API's.
     let api: BTreeSet<(String, String)> =
         template.into_iter().filter(|(_, _, f)| f != "dashboard").map(|(m, p, _)| (m, p)).collect();

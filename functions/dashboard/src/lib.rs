@@ -1,8 +1,10 @@
 //! The dashboard (`/dashboard`): the tenant's web console, a single page of plain HTML,
-//! one ES module and one stylesheet built into this binary (`include_str!`), so it
+//! its ES modules (no build step: `app.js` is the entry and imports the others by
+//! relative path) and one stylesheet, built into this binary (`include_str!`), so it
 //! deploys, scales and is versioned like every other function, and shares the API's
 //! origin (no CORS). The page signs in with an API key kept in the browser session and
-//! calls the public API like any client; this function reads no data.
+//! calls the public API like any client; this function reads no data. `/dashboard/`
+//! (with the slash) sends the browser to `/dashboard`.
 //!
 //! Every answer carries a strict Content-Security-Policy: scripts, styles and API calls
 //! from this origin only, no inline script or style, no framing; with card payments
@@ -10,12 +12,24 @@
 
 use axum::Router;
 use axum::extract::Path;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
 
 /// Every route of this function (all public: the page itself holds no data).
+///
+/// `/dashboard/` is not one of them: an HTTP API's route cannot end in `/`, and API
+/// Gateway sends `/dashboard/` to the `/dashboard` route with the path as requested, so
+/// the function sees it and redirects. `cargo lambda watch` matches paths exactly: its
+/// router names `/dashboard/` besides these.
 pub const ROUTES: &[(&str, &str)] = &[("GET", "/"), ("GET", "/dashboard"), ("GET", "/dashboard/{asset}")];
+
+/// Where the page is served.
+pub const PAGE: &str = "/dashboard";
+
+/// The page's address with a trailing slash, redirected to [`PAGE`]. Not in [`ROUTES`]:
+/// see there.
+pub const PAGE_WITH_SLASH: &str = "/dashboard/";
 
 /// The dashboard's Content-Security-Policy without card payments: scripts, styles and
 /// API calls from this origin only, no framing.
@@ -27,8 +41,41 @@ pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'
 pub const STRIPE_JS: &str = "https://js.stripe.com/v3/";
 
 const INDEX: &str = include_str!("../assets/index.html");
-const SCRIPT: &str = include_str!("../assets/app.js");
-const STYLE: &str = include_str!("../assets/app.css");
+
+const JAVASCRIPT: &str = "text/javascript; charset=utf-8";
+
+/// An ES module of the page: its file name (its address under `/dashboard/`), its
+/// content type and its text.
+macro_rules! module {
+    ($name:literal) => {
+        ($name, JAVASCRIPT, include_str!(concat!("../assets/", $name)))
+    };
+}
+
+/// The page's assets under `/dashboard/{asset}` (name, content type, text): its
+/// stylesheet and its ES modules, all at this one level, as `{asset}` is one path segment
+/// and the modules import each other as `./name.js`. Each is served `no-cache`, so a
+/// browser never runs a module older than the one that imports it.
+const ASSETS: &[(&str, &str, &str)] = &[
+    ("app.css", "text/css; charset=utf-8", include_str!("../assets/app.css")),
+    module!("app.js"),
+    module!("api.js"),
+    module!("card.js"),
+    module!("constants.js"),
+    module!("dom.js"),
+    module!("format.js"),
+    module!("messages.js"),
+    module!("page-billing.js"),
+    module!("page-execution.js"),
+    module!("page-executions.js"),
+    module!("page-failures.js"),
+    module!("page-keys.js"),
+    module!("page-signin.js"),
+    module!("page-workflows.js"),
+    module!("router.js"),
+    module!("session.js"),
+    module!("ui.js"),
+];
 
 /// What the page needs to know of the deployment: the Stripe publishable key for card
 /// payments (`STRIPE_PUBLISHABLE_KEY`), if one is configured, and where Stripe.js comes
@@ -105,18 +152,20 @@ pub fn app(config: &Config) -> Router {
     let policy = HeaderValue::from_str(&config.content_security_policy())
         .unwrap_or_else(|_| HeaderValue::from_static(CONTENT_SECURITY_POLICY));
     Router::new()
-        .route("/", get(|| async { Redirect::to("/dashboard") }))
-        .route("/dashboard", get(|| async { page("text/html; charset=utf-8", INDEX, "no-cache") }))
+        .route("/", get(|| async { Redirect::to(PAGE) }))
+        .route(PAGE, get(|| async { page("text/html; charset=utf-8", INDEX, "no-cache") }))
+        .route(PAGE_WITH_SLASH, get(to_the_page))
         .route(
             "/dashboard/{asset}",
             get(move |Path(asset): Path<String>| {
                 let config_json = config_json.clone();
                 async move {
-                    match asset.as_str() {
-                        "app.js" => page("text/javascript; charset=utf-8", SCRIPT, "no-cache"),
-                        "app.css" => page("text/css; charset=utf-8", STYLE, "no-cache"),
-                        "config.json" => page("application/json", &config_json, "no-store"),
-                        _ => (StatusCode::NOT_FOUND, "not found").into_response(),
+                    if asset == "config.json" {
+                        return page("application/json", &config_json, "no-store");
+                    }
+                    match ASSETS.iter().find(|(name, _, _)| *name == asset) {
+                        Some((_, content_type, text)) => page(content_type, text, "no-cache"),
+                        None => (StatusCode::NOT_FOUND, "not found").into_response(),
                     }
                 }
             }),
@@ -127,6 +176,17 @@ pub fn app(config: &Config) -> Router {
 
 fn page(content_type: &'static str, body: &str, cache: &'static str) -> Response {
     ([(header::CONTENT_TYPE, content_type), (header::CACHE_CONTROL, cache)], body.to_owned()).into_response()
+}
+
+/// `/dashboard/` (an address typed or linked with the slash): a permanent redirect to the
+/// page, with the query as it came (the browser keeps the `#` route itself).
+async fn to_the_page(uri: Uri) -> Response {
+    let location = match uri.query().filter(|query| !query.is_empty()) {
+        Some(query) => format!("{PAGE}?{query}"),
+        None => PAGE.to_owned(),
+    };
+    let location = HeaderValue::from_str(&location).unwrap_or_else(|_| HeaderValue::from_static(PAGE));
+    (StatusCode::PERMANENT_REDIRECT, [(header::LOCATION, location)]).into_response()
 }
 
 /// The security headers of every answer.
@@ -164,6 +224,23 @@ mod tests {
         assert!(local.contains("script-src 'self' http://127.0.0.1:8420;"), "{local}");
         assert!(local.contains("connect-src 'self' http://127.0.0.1:8420;"), "{local}");
         assert!(!local.contains("stripe.com"), "{local}");
+    }
+
+    #[test]
+    fn every_file_in_assets_is_served_and_every_script_is_a_module() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("assets");
+        let mut files: Vec<String> = std::fs::read_dir(dir)
+            .expect("assets")
+            .map(|entry| entry.expect("entry").file_name().to_string_lossy().into_owned())
+            .filter(|name| name != "index.html")
+            .collect();
+        files.sort();
+        let mut served: Vec<String> = ASSETS.iter().map(|(name, _, _)| (*name).to_owned()).collect();
+        served.sort();
+        assert_eq!(files, served, "assets/ vs ASSETS");
+        for (name, content_type, _) in ASSETS {
+            assert_eq!(name.ends_with(".js"), *content_type == JAVASCRIPT, "{name}: {content_type}");
+        }
     }
 
     #[test]

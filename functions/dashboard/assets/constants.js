@@ -1,0 +1,26 @@
+// The API's vocabulary as the dashboard shows it: statuses, workflow types, plans, page
+// sizes and the badges that have a colour of their own.
+
+export const EXECUTION_STATUSES = ['running', 'paused', 'failed', 'completed', 'cancelled'];
+export const FAILURE_STATUSES = ['open', 'resolved', 'ignored'];
+export const WORKFLOW_STATUSES = ['draft', 'published', 'archived'];
+export const WORKFLOW_TYPES = [
+  ['crewai', 'CrewAI'],
+  ['langgraph', 'LangGraph'],
+  ['autogen', 'AutoGen'],
+  ['semantic_kernel', 'Semantic Kernel'],
+  ['custom', 'Custom'],
+];
+export const PLANS = [
+  ['developer', 'Developer', 1000],
+  ['pro', 'Pro', 10000],
+  ['enterprise', 'Enterprise', 100000],
+];
+export const PAGE_SIZES = [10, 20, 50, 100];
+export const KNOWN_BADGES = new Set([
+  ...EXECUTION_STATUSES, ...FAILURE_STATUSES, ...WORKFLOW_STATUSES,
+  'active', 'trialing', 'past_due', 'cancel_at_period_end', 'live', 'revoked', 'current',
+  'pending', 'completed', 'topup', 'usage', 'subscription',
+]);
+// A state shown in full up to this many characters of pretty JSON; beyond, on request.
+export const STATE_PREVIEW_CHARS = 200000;

@@ -1,0 +1,123 @@
+// Failures (#/failures, #/failures/<id>): statistics, the list, and one failure with its
+// traceback, to resolve or ignore.
+
+import { API, api } from './api.js';
+import { FAILURE_STATUSES } from './constants.js';
+import { enc, h, hashFor, link, listQuery, setBusy } from './dom.js';
+import { fmtNumber, percentFormat } from './format.js';
+import { report } from './messages.js';
+import { navigate, rerender, section } from './router.js';
+import { backLink, badge, code, emptyState, field, jsonBlock, pageHeader, pager, statusFilter, tableWrap, timeEl } from './ui.js';
+
+export async function pageFailures(ctx) {
+  const { status, page } = listQuery(ctx.route.params, FAILURE_STATUSES);
+  const limit = 20;
+
+  const form = statusFilter({
+    id: 'fail-status', testid: 'failure-filter-status', noun: 'failures', statuses: FAILURE_STATUSES, current: status,
+    onApply: (chosen) => navigate(hashFor('/failures', { status: chosen })),
+  });
+
+  const stats = h('div', { class: 'stats' });
+  const results = h('div', { class: 'results' });
+  ctx.mount(pageHeader('Failures'), stats, form, results);
+
+  const statsLoad = section(stats, ctx, async () => {
+    const s = await api('GET', '/failures/stats');
+    const card = (label, value, testid, note) => h('div', { class: 'stat' },
+      h('p', { class: 'stat-label' }, label),
+      h('p', { class: 'stat-value', testid }, value),
+      note ? h('p', { class: 'stat-note' }, note) : null);
+    return [
+      card('Open', fmtNumber(s.open_failures), 'stats-open', 'need a decision'),
+      card('Resolved', fmtNumber(s.resolved_failures), 'stats-resolved'),
+      card('Ignored', fmtNumber(s.ignored_failures), 'stats-ignored'),
+      card('Total', fmtNumber(s.total_failures), 'stats-total'),
+      card('Failure rate', typeof s.failure_rate_last_30_days === 'number' ? percentFormat.format(s.failure_rate_last_30_days) : '—',
+        'stats-rate', 'failures per attempt, last 30 days'),
+    ];
+  });
+
+  const listLoad = section(results, ctx, async () => {
+    const data = await api('GET', '/failures', { query: { status, limit, offset: (page - 1) * limit } });
+    const items = Array.isArray(data.items) ? data.items : [];
+    if (items.length === 0) {
+      if (status) {
+        return emptyState(`No ${status} failures.`, h('p', {}, link('/failures', 'Show failures of any status'), '.'));
+      }
+      return emptyState('No failures recorded.',
+        h('p', {}, 'When an execution fails (an exception inside a ', code('@client.workflow'), ' function, or ',
+          code(`POST ${API}/executions/{id}/fail`), '), the failure appears here with its traceback and a retry command.'));
+    }
+    const rows = items.map((f) => h('tr', { testid: 'failure-row', 'data-id': f.id },
+      h('td', {}, link(`/failures/${enc(f.id)}`, code(f.id))),
+      h('td', {}, h('strong', {}, f.error_type ?? ''), h('div', { class: 'sub message-cell' }, f.message ?? '')),
+      h('td', {}, badge(f.status, null, 'failure-status')),
+      h('td', {}, link(`/executions/${enc(f.execution_id)}`, code(f.execution_id))),
+      h('td', {}, timeEl(f.created_at))));
+    const table = h('table', { class: 'table', testid: 'failures-table' },
+      h('caption', { class: 'visually-hidden' }, 'Failures, newest first'),
+      h('thead', {}, h('tr', {}, ['Failure', 'Error', 'Status', 'Execution', 'Created'].map((t) => h('th', { scope: 'col' }, t)))),
+      h('tbody', {}, rows));
+    return [tableWrap(table, 'Failures table'), pager({
+      page, pageSize: limit, total: data.total ?? items.length, noun: 'failures',
+      onPage: (n) => navigate(hashFor('/failures', { status, page: n === 1 ? '' : n })),
+    })];
+  });
+  await Promise.all([statsLoad, listLoad]);
+}
+
+export async function pageFailure(ctx) {
+  const f = await api('GET', `/failures/${enc(ctx.route.id)}`);
+  if (ctx.stale()) return;
+  const details = f.details && typeof f.details === 'object' ? { ...f.details } : {};
+  const traceback = typeof details.traceback === 'string' ? details.traceback : null;
+  delete details.traceback;
+  const agent = details.agent_name;
+  const task = details.task_id;
+  delete details.agent_name;
+  delete details.task_id;
+
+  const resolveButton = h('button', { type: 'button', class: 'button button-primary', testid: 'failure-resolve', disabled: f.status === 'resolved' }, 'Resolve');
+  const ignoreButton = h('button', { type: 'button', class: 'button', testid: 'failure-ignore', disabled: f.status !== 'open' }, 'Ignore');
+  const act = async (kind, button) => {
+    const done = setBusy(button, kind === 'resolve' ? 'Resolving…' : 'Ignoring…');
+    try {
+      const result = await api('POST', `/failures/${enc(f.id)}/${kind}`);
+      rerender(result?.message || (kind === 'resolve' ? 'Failure resolved' : 'Failure ignored'));
+    } catch (error) {
+      if (button.isConnected) done();
+      report(error);
+    }
+  };
+  resolveButton.addEventListener('click', () => act('resolve', resolveButton));
+  ignoreButton.addEventListener('click', () => act('ignore', ignoreButton));
+
+  const commands = Array.isArray(f.recovery_commands) ? f.recovery_commands : [];
+  ctx.mount(
+    backLink('/failures', 'Failures'),
+    pageHeader('Failure', badge(f.status, null, 'failure-status')),
+    h('section', { class: 'panel' },
+      h('p', { class: 'failure-message' }, h('strong', {}, f.error_type ?? 'Error'), ': ', f.message ?? ''),
+      h('dl', { class: 'fields' },
+        field('Failure', code(f.id)),
+        field('Execution', link(`/executions/${enc(f.execution_id)}`, code(f.execution_id))),
+        field('Workflow', link(`/workflows/${enc(f.workflow_id)}`, code(f.workflow_id))),
+        agent !== undefined ? field('Agent', String(agent)) : null,
+        task !== undefined ? field('Task', String(task)) : null,
+        field('Created', timeEl(f.created_at)),
+        field('Resolved', timeEl(f.resolved_at))),
+      h('div', { class: 'actions' }, resolveButton, ignoreButton),
+      h('p', { class: 'hint' }, 'Resolve when it is dealt with (its pending retry commands are cancelled); ignore an open failure you will not act on. To retry, replay the execution from its page.')),
+    h('section', { class: 'panel' }, h('h2', {}, 'Traceback'),
+      traceback ? h('pre', { class: 'traceback', tabindex: '0', testid: 'failure-traceback' }, traceback) : h('p', { class: 'muted' }, 'No traceback was recorded.')),
+    Object.keys(details).length ? h('section', { class: 'panel' }, h('h2', {}, 'Other details'), jsonBlock(details)) : null,
+    h('section', { class: 'panel' }, h('h2', {}, 'Recovery commands'),
+      commands.length
+        ? tableWrap(h('table', { class: 'table', testid: 'recovery-commands' },
+          h('thead', {}, h('tr', {}, ['Command', 'Type', 'Status'].map((t) => h('th', { scope: 'col' }, t)))),
+          h('tbody', {}, commands.map((c) => h('tr', { testid: 'recovery-command', 'data-id': c.id },
+            h('td', {}, code(c.id)), h('td', {}, c.type ?? ''), h('td', {}, badge(c.status)))))), 'Recovery commands')
+        : h('p', { class: 'muted' }, 'None.')),
+  );
+}

@@ -1,0 +1,155 @@
+// API keys (#/keys): the tenant's keys, a new key's secret shown once, and revoking.
+
+import { api } from './api.js';
+import { enc, h, setBusy } from './dom.js';
+import { fmtNumber } from './format.js';
+import { clearMessages, confirmDialog, report, required, showNotice } from './messages.js';
+import { endSession, section } from './router.js';
+import { getKey } from './session.js';
+import { badge, code, emptyState, labelled, pageHeader, tableWrap, timeEl } from './ui.js';
+
+async function copySecret(secretEl, button) {
+  const text = secretEl.textContent;
+  let copied = false;
+  try {
+    if (navigator.clipboard && window.isSecureContext) {
+      await navigator.clipboard.writeText(text);
+      copied = true;
+    }
+  } catch {
+    copied = false;
+  }
+  if (copied) {
+    button.textContent = 'Copied';
+    showNotice('The key is on the clipboard.');
+  } else {
+    const selection = window.getSelection();
+    const range = document.createRange();
+    range.selectNodeContents(secretEl);
+    selection.removeAllRanges();
+    selection.addRange(range);
+    button.textContent = 'Selected: press Ctrl+C';
+    showNotice('The clipboard is not available here: the key is selected, press Ctrl+C (⌘C on a Mac) to copy it.');
+  }
+}
+
+export async function pageKeys(ctx) {
+  // Keys made or revoked on this page, until the list (read from an index DynamoDB fills
+  // within about a second) shows them itself.
+  const created = new Map();
+  const revoked = new Map();
+  const sessionPrefix = (getKey() || '').slice(0, 10);
+
+  const nameInput = h('input', { id: 'key-name', name: 'name', type: 'text', required: true, maxlength: '100', testid: 'key-create-name', autocomplete: 'off', placeholder: 'CI deploys' });
+  const createButton = h('button', { type: 'submit', class: 'button button-primary', testid: 'key-create-submit' }, 'Create key');
+  const secretSlot = h('div', { class: 'secret-slot' });
+  const form = h('form', { class: 'form inline-form', novalidate: true },
+    labelled('key-name', 'Name', nameInput, 'What the key is for, so you can recognise it later.'),
+    h('div', { class: 'actions' }, createButton));
+  const list = h('div', { class: 'results' });
+
+  const loadList = () => section(list, ctx, async () => {
+    const data = await api('GET', '/keys');
+    const items = Array.isArray(data.items) ? data.items.slice() : [];
+    const seen = new Set(items.map((k) => k.id));
+    for (const [id, item] of created) if (!seen.has(id)) items.unshift(item);
+    for (const item of items) if (!item.revoked_at && revoked.has(item.id)) item.revoked_at = revoked.get(item.id);
+    if (items.length === 0) {
+      return emptyState('No API keys.', h('p', {}, 'Create one with the form above.'));
+    }
+    const rows = items.map((k) => {
+      const live = !k.revoked_at;
+      const mine = Boolean(sessionPrefix) && k.prefix === sessionPrefix && live;
+      let revokeButton = null;
+      if (live) {
+        revokeButton = h('button', { type: 'button', class: 'button button-small button-danger-quiet', testid: 'key-revoke' }, 'Revoke');
+        revokeButton.addEventListener('click', async () => {
+          const ok = await confirmDialog({
+            title: 'Revoke this key?',
+            message: [
+              `“${k.name ?? k.prefix}” (${k.prefix}…) stops working at its next request. This cannot be undone.`,
+              mine ? 'This looks like the key this dashboard is signed in with: you will be signed out.' : 'Programs using it get 401 from then on.',
+            ],
+            ok: 'Revoke',
+            danger: true,
+          });
+          if (!ok) return;
+          const done = setBusy(revokeButton, 'Revoking…');
+          try {
+            await api('DELETE', `/keys/${enc(k.id)}`);
+            revoked.set(k.id, new Date().toISOString());
+            showNotice(`Key “${k.name ?? k.prefix}” revoked.`);
+            if (mine) {
+              // Our own key: the next request would be 401 anyway; say why now.
+              endSession('You revoked the key this dashboard was signed in with. Sign in with another key.');
+              return;
+            }
+            loadList();
+          } catch (error) {
+            if (revokeButton.isConnected) done();
+            report(error);
+          }
+        });
+      }
+      return h('tr', { testid: 'key-row', 'data-id': k.id, 'data-live': live ? 'true' : 'false' },
+        h('td', {}, k.name ?? h('span', { class: 'muted' }, 'unnamed'), mine ? [' ', h('span', { class: 'tag' }, 'this session')] : null),
+        h('td', {}, code(`${k.prefix}…`)),
+        h('td', {}, timeEl(k.created_at)),
+        h('td', {}, live ? badge('live', 'live', 'key-status') : [badge('revoked', 'revoked', 'key-status'), ' ', timeEl(k.revoked_at)]),
+        h('td', { class: 'row-actions' }, revokeButton));
+    });
+    const table = h('table', { class: 'table', testid: 'keys-table' },
+      h('caption', { class: 'visually-hidden' }, 'API keys, newest first'),
+      h('thead', {}, h('tr', {}, ['Name', 'Prefix', 'Created', 'Status', 'Actions'].map((t) => h('th', { scope: 'col' }, t)))),
+      h('tbody', {}, rows));
+    const liveCount = items.filter((k) => !k.revoked_at).length;
+    return [tableWrap(table, 'API keys table'), h('p', { class: 'hint' },
+      `${fmtNumber(liveCount)} live ${liveCount === 1 ? 'key' : 'keys'} of ${fmtNumber(items.length)}. The last live key cannot be revoked: create another first.`)];
+  });
+
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    clearMessages();
+    const name = required(nameInput, 'Give the key a name.');
+    if (!name) return;
+    const done = setBusy(createButton, 'Creating…');
+    try {
+      const item = await api('POST', '/keys', { body: { name } });
+      const secret = item.key;
+      const listed = { id: item.id, name: item.name, prefix: item.prefix, created_at: item.created_at, revoked_at: item.revoked_at ?? null };
+      created.set(item.id, listed);
+      nameInput.value = '';
+      if (typeof secret === 'string' && secret) {
+        const secretEl = h('code', { class: 'secret', testid: 'key-secret', 'data-key-id': item.id, tabindex: '0' }, secret);
+        const copyButton = h('button', { type: 'button', class: 'button button-primary', testid: 'key-copy' }, 'Copy');
+        copyButton.addEventListener('click', () => copySecret(secretEl, copyButton));
+        const dismiss = h('button', { type: 'button', class: 'button', testid: 'key-secret-dismiss' }, 'I have saved it');
+        dismiss.addEventListener('click', () => {
+          secretSlot.replaceChildren();
+          nameInput.focus();
+        });
+        secretSlot.replaceChildren(h('div', { class: 'secret-box', role: 'region', 'aria-labelledby': 'secret-title' },
+          h('h3', { id: 'secret-title' }, `Your new key “${item.name ?? name}”`),
+          h('p', {}, h('strong', {}, 'Copy it now: it is shown only this once.'), ' Cairn stores only its hash.'),
+          h('div', { class: 'secret-line' }, secretEl, copyButton),
+          h('div', { class: 'actions' }, dismiss)));
+        copyButton.focus();
+      } else {
+        showNotice('The key was created, but its secret was not returned (a repeated request). Revoke it and create another.');
+      }
+      loadList();
+    } catch (error) {
+      report(error);
+    } finally {
+      if (createButton.isConnected) done();
+    }
+  });
+
+  ctx.mount(
+    pageHeader('API keys'),
+    h('section', { class: 'panel', 'aria-labelledby': 'key-create-title' },
+      h('h2', { id: 'key-create-title' }, 'Create a key'), form, secretSlot),
+    h('section', { class: 'panel', 'aria-labelledby': 'key-list-title' }, h('h2', { id: 'key-list-title' }, 'Keys'), list),
+  );
+  await loadList();
+}
