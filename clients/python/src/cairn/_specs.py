@@ -1,5 +1,5 @@
 """What each API route is asked for: one function per route, written once and served by
-both the sync and the async client (see ``resources.py``)."""
+both the sync and the async client (see ``_resources.py``), and how an answer is read."""
 
 from __future__ import annotations
 
@@ -53,6 +53,15 @@ def model(cls: type[M]) -> Callable[[Any], M]:
         return parsed
 
     return parse
+
+
+def read_page(item: type[M], raw: Any) -> models.Page[M]:
+    """A page of a list, whose items keep the API's own JSON (:meth:`~cairn.models.Model.api_json`)."""
+    page: models.Page[M] = models.Page[item].model_validate(raw)  # type: ignore[valid-type]
+    for parsed, original in zip(page.items, raw.get("items", []), strict=False):
+        if isinstance(original, dict):
+            parsed._raw = original
+    return page
 
 
 def _nothing(_: Any) -> None:

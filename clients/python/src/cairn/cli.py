@@ -51,7 +51,8 @@ from rich.table import Table
 from rich.text import Text
 
 from . import errors, models
-from ._client import Cairn, Pager
+from ._client import Cairn
+from ._resources import Pager
 from ._specs import OMIT
 
 M = TypeVar("M", bound=models.Model)

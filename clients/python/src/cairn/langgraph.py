@@ -98,7 +98,7 @@ from typing import Any, TypeVar, cast
 
 from . import _specs as specs
 from . import errors, models
-from ._client import AsyncCairn, Cairn, _page
+from ._client import AsyncCairn, Cairn
 from .tracing import failure_of
 
 try:
@@ -435,20 +435,20 @@ _Listing = Generator[_Op | _Out, Any, None]
 
 def _perform(client: Cairn, op: _Op) -> Any:
     if isinstance(op, _Page):
-        return _page(op.spec.item, client._send(op.spec.page_call(op.after)))
+        return client.api.page(op.spec, op.after)
     if isinstance(op, _Delete):
         client.executions.delete(op.execution_id)
         return None
-    return op.parse(client._send(op.call))
+    return client.api.answer(op)
 
 
 async def _aperform(client: AsyncCairn, op: _Op) -> Any:
     if isinstance(op, _Page):
-        return _page(op.spec.item, await client._send(op.spec.page_call(op.after)))
+        return await client.api.page(op.spec, op.after)
     if isinstance(op, _Delete):
         await client.executions.delete(op.execution_id)
         return None
-    return op.parse(await client._send(op.call))
+    return await client.api.answer(op)
 
 
 class CairnSaver(BaseCheckpointSaver[int]):
@@ -1514,7 +1514,7 @@ C = TypeVar("C", Cairn, AsyncCairn)
 
 def _like(kind: type[C], other: Cairn | AsyncCairn) -> C:
     """A client of ``kind`` with ``other``'s settings (the saver's missing twin)."""
-    s = other._settings
+    s = other.api.settings
     url, retries, elapsed = s.base_url, s.max_retries, s.max_elapsed
     return kind(s.api_key, base_url=url, timeout=s.timeout, max_retries=retries, max_elapsed=elapsed)
 
