@@ -15,8 +15,8 @@ import respx
 from click.testing import CliRunner, Result
 from rich.console import Console
 
-from cairn import cli as cli_module
 from cairn.cli import cli, parse_minimal_toml, read_profiles, toml_dumps
+from cairn.cli import output as cli_output
 
 BASE = "http://cairn.test/api/v1"
 KEY = "cairn_" + "k" * 43
@@ -210,7 +210,7 @@ def test_all_shows_progress_on_a_terminal_only_past_the_first_page(
 ) -> None:
     screen = io.StringIO()
     monkeypatch.setattr(
-        cli_module, "stderr_console", lambda: Console(file=screen, force_terminal=True, width=80)
+        cli_output, "stderr_console", lambda: Console(file=screen, force_terminal=True, width=80)
     )
     with respx.mock:
         respx.get(f"{BASE}/executions").mock(
