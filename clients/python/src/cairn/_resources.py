@@ -284,6 +284,22 @@ class AsyncBilling(_Async):
     cancel_subscription = _async(specs.billing_cancel_subscription)
 
 
+class Keys(_Sync):
+    """``/keys``: the tenant's API keys."""
+
+    list = _sync(specs.keys_list)
+    create = _sync(specs.keys_create)
+    revoke = _sync(specs.keys_revoke)
+
+
+class AsyncKeys(_Async):
+    """``/keys``: the tenant's API keys."""
+
+    list = _async(specs.keys_list)
+    create = _async(specs.keys_create)
+    revoke = _async(specs.keys_revoke)
+
+
 # ---- every resource of a client ----
 
 
@@ -297,6 +313,7 @@ class Resources:
         self.checkpoints = Checkpoints(api)
         self.failures = Failures(api)
         self.billing = Billing(api)
+        self.keys = Keys(api)
 
 
 class AsyncResources:
@@ -309,3 +326,4 @@ class AsyncResources:
         self.checkpoints = AsyncCheckpoints(api)
         self.failures = AsyncFailures(api)
         self.billing = AsyncBilling(api)
+        self.keys = AsyncKeys(api)

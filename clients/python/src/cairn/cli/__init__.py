@@ -1,7 +1,7 @@
 """``cairn``: the Cairn API from the command line, on the client library.
 
 One module per resource (``workflows``, ``executions``, ``checkpoints``, ``failures``,
-``billing``), as ``gh`` is organised; ``app`` is the root group, ``login`` and
+``billing``, ``keys``), as ``gh`` is organised; ``app`` is the root group, ``login`` and
 the error handling; ``config`` the profiles and the options of one invocation; ``output``
 tables, fields and ``--json``; ``toml`` the profile file's format.
 
