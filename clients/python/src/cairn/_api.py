@@ -23,12 +23,21 @@ R = TypeVar("R")
 M = TypeVar("M", bound=models.Model)
 
 
-def _give_up(error: errors.CairnError, tries: int, clock: Clock, s: Settings) -> float | None:
-    """How long to wait before trying again, or None when the error is final."""
-    wait = pause(error, tries)
-    if not retryable(error) or tries > s.max_retries or clock.elapsed() + wait > s.max_elapsed:
-        return None
-    return wait
+class _Tries:
+    """The tries of one logical call: how long to wait before the next one."""
+
+    def __init__(self, s: Settings) -> None:
+        self.settings, self.clock, self.count = s, Clock(), 1
+
+    def pause(self, error: errors.CairnError) -> float:
+        """The wait before another try; ``error`` itself when it is final (not
+        retryable, or past ``max_retries`` or ``max_elapsed``)."""
+        wait = pause(error, self.count)
+        s = self.settings
+        if not retryable(error) or self.count > s.max_retries or self.clock.elapsed() + wait > s.max_elapsed:
+            raise error
+        self.count += 1
+        return wait
 
 
 class API:
@@ -41,9 +50,8 @@ class API:
         """The JSON answer of a call (``None`` for 204), tried again as the retry policy
         says; the typed error of the last try otherwise."""
         url, headers, content, params = encode(c, self.settings)
-        clock, tries = Clock(), 0
+        tries = _Tries(self.settings)
         while True:
-            tries += 1
             try:
                 try:
                     response = self.http.request(
@@ -53,10 +61,7 @@ class API:
                     raise connection_error(e) from e
                 return outcome(response)
             except errors.CairnError as error:
-                wait = _give_up(error, tries, clock, self.settings)
-                if wait is None:
-                    raise
-                time.sleep(wait)
+                time.sleep(tries.pause(error))
 
     def answer(self, spec: Spec[R]) -> R:
         """The parsed answer of a spec's call."""
@@ -78,9 +83,8 @@ class AsyncAPI:
 
     async def send(self, c: Call) -> Any:
         url, headers, content, params = encode(c, self.settings)
-        clock, tries = Clock(), 0
+        tries = _Tries(self.settings)
         while True:
-            tries += 1
             try:
                 try:
                     response = await self.http.request(
@@ -90,10 +94,7 @@ class AsyncAPI:
                     raise connection_error(e) from e
                 return outcome(response)
             except errors.CairnError as error:
-                wait = _give_up(error, tries, clock, self.settings)
-                if wait is None:
-                    raise
-                await asyncio.sleep(wait)
+                await asyncio.sleep(tries.pause(error))
 
     async def answer(self, spec: Spec[R]) -> R:
         return spec.parse(await self.send(spec.call))

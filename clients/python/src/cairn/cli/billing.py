@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from .config import state
-from .output import api_json, command, emit_json, show, show_list, when
+from .output import answer, command, show, show_list, when
 
 TRANSACTION_TYPES = ["topup", "usage", "subscription"]
 
@@ -19,10 +19,7 @@ def billing() -> None:
 def billing_balance() -> None:
     """The credit balance."""
     b = state().client().billing.balance()
-    if state().as_json:
-        emit_json(api_json(b))
-    else:
-        click.echo(f"{b.credits_balance} credits (US${b.balance_usd:.2f})")
+    answer(b, f"{b.credits_balance} credits (US${b.balance_usd:.2f})")
 
 
 @command(billing, "transactions")

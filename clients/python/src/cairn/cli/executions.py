@@ -10,7 +10,18 @@ from .. import models
 from .._specs import OMIT
 from .checkpoints import CHECKPOINT_COLUMNS, checkpoint_row
 from .config import state
-from .output import api_json, command, emit_json, fields, json_argument, pretty, show_list, table, when
+from .output import (
+    answer,
+    api_json,
+    command,
+    emit_json,
+    fields,
+    json_argument,
+    pretty,
+    show_list,
+    table,
+    when,
+)
 
 EXECUTION_STATUSES = list(get_args(models.ExecutionStatus))
 
@@ -86,10 +97,7 @@ def executions_show(execution_id: str) -> None:
 
 
 def done(e: models.Execution, what: str) -> None:
-    if state().as_json:
-        emit_json(api_json(e))
-    else:
-        click.echo(f"{e.id} {what}: {e.status}, attempt {e.attempt}")
+    answer(e, f"{e.id} {what}: {e.status}, attempt {e.attempt}")
 
 
 @command(executions, "start")

@@ -8,7 +8,7 @@ import click
 
 from .. import models
 from .config import state
-from .output import api_json, command, emit_json, fields, pretty, show, show_list, table, when
+from .output import answer, api_json, command, emit_json, fields, pretty, show, show_list, table, when
 
 FAILURE_STATUSES = list(get_args(models.FailureStatus))
 
@@ -69,10 +69,7 @@ def failures_show(failure_id: str) -> None:
 
 
 def settled(s: models.FailureSettled) -> None:
-    if state().as_json:
-        emit_json(api_json(s))
-    else:
-        click.echo(f"{s.id}: {s.status}")
+    answer(s, f"{s.id}: {s.status}")
 
 
 @command(failures, "resolve")

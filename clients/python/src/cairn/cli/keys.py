@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from .config import CommandError, state
-from .output import api_json, command, emit_json, show_items, when
+from .output import answer, command, show_items, when
 
 
 @click.group()
@@ -34,12 +34,8 @@ def keys_create(name: str) -> None:
     Cairn keeps only the secret's hash: store it now. With --json, the API's answer (the
     secret in `key`)."""
     k = state().client().keys.create(name=name)
-    if state().as_json:
-        emit_json(api_json(k))
-    else:
-        click.echo(f"{k.id} created ({k.name}, prefix {k.prefix})")
-        if k.key is not None:
-            click.echo(f"secret: {k.key}")
+    secret = "" if k.key is None else f"\nsecret: {k.key}"
+    answer(k, f"{k.id} created ({k.name}, prefix {k.prefix}){secret}")
     if k.key is None:
         raise CommandError(
             "no_secret",

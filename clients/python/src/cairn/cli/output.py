@@ -143,6 +143,14 @@ def show_items(found: list[M], columns: list[str], row: Callable[[M], list[Any]]
         table(columns, (row(x) for x in found))
 
 
+def answer(value: models.Model, text: str) -> None:
+    """The API's JSON with ``--json``, else ``text`` for people."""
+    if state().as_json:
+        emit_json(api_json(value))
+    else:
+        click.echo(text)
+
+
 def show(value: models.Model, names: list[str]) -> None:
     if state().as_json:
         emit_json(api_json(value))

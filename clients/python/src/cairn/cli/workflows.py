@@ -9,7 +9,7 @@ import click
 from .. import models
 from .._specs import OMIT
 from .config import state
-from .output import api_json, command, emit_json, json_argument, show, show_list, when
+from .output import answer, command, json_argument, show, show_list, when
 
 WORKFLOW_TYPES = list(get_args(models.WorkflowType))
 WORKFLOW_STATUSES = list(get_args(models.WorkflowStatus))
@@ -73,7 +73,4 @@ def workflows_create(name: str, workflow_type: Any, description: str | None, def
             definition=OMIT if definition is None else json_argument(definition, "--definition"),
         )
     )
-    if state().as_json:
-        emit_json(api_json(w))
-    else:
-        click.echo(f"{w.id} created ({w.status}, version {w.version})")
+    answer(w, f"{w.id} created ({w.status}, version {w.version})")
