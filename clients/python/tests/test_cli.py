@@ -739,7 +739,7 @@ def test_keys_create_without_the_secret_in_the_answer_says_what_to_do(run: Any) 
 
 
 def test_keys_revoke_and_the_last_live_key_refused(run: Any) -> None:
-    last = "key key_1 is the tenant's last live key; create another before revoking it"
+    last = "invalid state: key key_1 is the tenant's last live key; create another before revoking it"
     with respx.mock:
         revoked = respx.delete(f"{BASE}/keys/key_2").respond(204)
         respx.delete(f"{BASE}/keys/key_1").mock(return_value=problem(409, "invalid_state", last))

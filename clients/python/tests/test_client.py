@@ -503,7 +503,7 @@ def test_a_retried_create_makes_one_key_whose_secret_the_replay_does_not_hold(cl
 
 
 def test_revoking_the_last_live_key_or_with_a_revoked_key_is_a_typed_error(client: Cairn) -> None:
-    last = "key key_1 is the tenant's last live key; create another before revoking it"
+    last = "invalid state: key key_1 is the tenant's last live key; create another before revoking it"
     with respx.mock:
         respx.delete(f"{BASE}/keys/key_1").mock(return_value=problem(409, "invalid_state", last))
         respx.delete(f"{BASE}/keys/key_2").mock(return_value=problem(401, "unauthorized"))
