@@ -1,7 +1,7 @@
 """An in-memory Cairn behind respx, for tests without a server: workflows, executions
 (with keys, statuses, replays, rollbacks, DELETE that takes several requests),
 checkpoints (keys, newest-first lists, metadata filters), writes and failures, as
-``docs/langgraph-api.md`` and ``infra/openapi.yaml`` describe them. It checks requests
+``docs/api.md`` and ``infra/openapi.yaml`` describe them. It checks requests
 as the API does (metadata bounds, keys, write indexes), so a client that breaks a rule
 gets the API's 422 here too."""
 

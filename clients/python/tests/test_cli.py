@@ -15,8 +15,8 @@ import respx
 from click.testing import CliRunner, Result
 from rich.console import Console
 
-from cairn import cli as cli_module
 from cairn.cli import cli, parse_minimal_toml, read_profiles, toml_dumps
+from cairn.cli import output as cli_output
 
 BASE = "http://cairn.test/api/v1"
 KEY = "cairn_" + "k" * 43
@@ -210,7 +210,7 @@ def test_all_shows_progress_on_a_terminal_only_past_the_first_page(
 ) -> None:
     screen = io.StringIO()
     monkeypatch.setattr(
-        cli_module, "stderr_console", lambda: Console(file=screen, force_terminal=True, width=80)
+        cli_output, "stderr_console", lambda: Console(file=screen, force_terminal=True, width=80)
     )
     with respx.mock:
         respx.get(f"{BASE}/executions").mock(
@@ -678,3 +678,79 @@ def test_what_login_writes_reads_back_with_either_parser() -> None:
         import tomllib
 
         assert tomllib.loads(text) == profiles
+
+
+# ---- keys ----
+
+SECRET = "cairn_" + "s" * 43
+
+
+def api_key(n: int, **fields: Any) -> dict[str, Any]:
+    body = {"id": f"key_{n}", "name": f"key {n}", "prefix": "cairn_abcd", "created_at": T, "revoked_at": None}
+    return {**body, **fields}
+
+
+def test_keys_list_as_a_table_and_as_the_apis_json(run: Any) -> None:
+    keys = [api_key(2, name="CI deploys"), api_key(1, revoked_at=T)]
+    with respx.mock:
+        respx.get(f"{BASE}/keys").respond(200, json={"items": keys, "total": 2})
+        table = run("keys", "list")
+        as_json = run("keys", "list", "--json")
+    assert table.exit_code == 0, table.stderr
+    lines = table.stdout.splitlines()
+    assert lines[0].split() == ["id", "name", "prefix", "created_at", "revoked_at"]
+    assert lines[1].split() == ["key_2", "CI", "deploys", "cairn_abcd", "2026-11-24T10:00:00Z"]
+    assert lines[2].split() == [
+        "key_1",
+        "key",
+        "1",
+        "cairn_abcd",
+        "2026-11-24T10:00:00Z",
+        "2026-11-24T10:00:00Z",
+    ]
+    assert json.loads(as_json.stdout) == keys
+
+
+def test_keys_create_prints_the_secret_once_with_a_note(run: Any) -> None:
+    with respx.mock:
+        route = respx.post(f"{BASE}/keys").respond(201, json={**api_key(3, name="CI"), "key": SECRET})
+        shown = run("keys", "create", "--name", "CI")
+        as_json = run("--json", "keys", "create", "--name", "CI")
+        nameless = run("keys", "create")
+    assert shown.exit_code == 0, shown.stderr
+    assert shown.stdout.splitlines() == ["key_3 created (CI, prefix cairn_abcd)", f"secret: {SECRET}"]
+    assert "shown this once" in shown.stderr
+    assert json.loads(as_json.stdout)["key"] == SECRET
+    assert "shown this once" in as_json.stderr
+    assert json.loads(route.calls.last.request.content) == {"name": "CI"}
+    assert (nameless.exit_code, route.call_count) == (2, 2)
+
+
+def test_keys_create_without_the_secret_in_the_answer_says_what_to_do(run: Any) -> None:
+    with respx.mock:
+        respx.post(f"{BASE}/keys").mock(
+            side_effect=[httpx.ConnectError("reset"), httpx.Response(201, json={**api_key(3), "key": None})]
+        )
+        result = run("keys", "create", "--name", "CI")
+    assert result.exit_code == 1
+    assert "secret" not in result.stdout
+    assert result.stderr.startswith("error: no_secret: key_3 was made by an earlier try")
+    assert "cairn keys revoke key_3" in result.stderr
+
+
+def test_keys_revoke_and_the_last_live_key_refused(run: Any) -> None:
+    last = "invalid state: key key_1 is the tenant's last live key; create another before revoking it"
+    with respx.mock:
+        revoked = respx.delete(f"{BASE}/keys/key_2").respond(204)
+        respx.delete(f"{BASE}/keys/key_1").mock(return_value=problem(409, "invalid_state", last))
+        respx.delete(f"{BASE}/keys/key_9").mock(return_value=problem(401, "unauthorized", "revoked"))
+        done = run("keys", "revoke", "key_2")
+        quiet = run("--json", "keys", "revoke", "key_2")
+        refused = run("keys", "revoke", "key_1")
+        unauthorized = run("keys", "revoke", "key_9")
+    assert (done.exit_code, done.stdout) == (0, "key_2 revoked\n")
+    assert (quiet.exit_code, quiet.stdout) == (0, "")
+    assert revoked.call_count == 2
+    assert refused.exit_code == 5
+    assert refused.stderr.splitlines()[0] == f"error: invalid_state: {last}"
+    assert unauthorized.exit_code == 4

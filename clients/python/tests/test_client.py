@@ -299,7 +299,7 @@ async def test_the_async_client_is_the_same_api() -> None:
     await c.close()
 
 
-# ---- keys, deletion, newest-first lists, metadata filters, writes (docs/langgraph-api.md) ----
+# ---- execution and checkpoint keys, deletion, newest-first lists, filters, writes (docs/api.md) ----
 
 
 def test_an_execution_key_is_sent_and_an_existing_execution_comes_back(client: Cairn) -> None:
@@ -455,3 +455,72 @@ def test_writes_are_stored_and_listed(client: Cairn) -> None:
     assert len(put.calls) == 1, "nothing sent for writes refused before sending"
     assert "Idempotency-Key" in put.calls.last.request.headers
     assert (listed.total, listed.items[0].channel, listed.items[0].value) == (1, "__interrupt__", [1])
+
+
+# ---- keys ----
+
+SECRET = "cairn_" + "s" * 43
+
+
+def api_key(n: int, **fields: Any) -> dict[str, Any]:
+    body = {
+        "id": f"key_{n}",
+        "name": f"key {n}",
+        "prefix": "cairn_abcd",
+        "created_at": "2026-11-24T10:00:00.000Z",
+        "revoked_at": None,
+    }
+    return {**body, **fields}
+
+
+def test_keys_are_listed_created_with_their_secret_and_revoked(client: Cairn) -> None:
+    with respx.mock:
+        respx.get(f"{BASE}/keys").respond(
+            200, json={"items": [api_key(2), api_key(1, revoked_at="2026-11-25T10:00:00.000Z")], "total": 2}
+        )
+        created_route = respx.post(f"{BASE}/keys").respond(201, json={**api_key(3, name="CI"), "key": SECRET})
+        revoke = respx.delete(f"{BASE}/keys/key_2").respond(204)
+        listed = client.keys.list()
+        created = client.keys.create(name="CI")
+        assert client.keys.revoke("key_2") is None
+    assert [(k.id, k.revoked_at is None) for k in listed] == [("key_2", True), ("key_1", False)]
+    assert listed[1].api_json()["revoked_at"] == "2026-11-25T10:00:00.000Z", "the API's own JSON"
+    assert (created.id, created.name, created.key) == ("key_3", "CI", SECRET)
+    request = created_route.calls.last.request
+    assert json.loads(request.content) == {"name": "CI"}
+    assert request.headers["Idempotency-Key"]
+    assert revoke.call_count == 1
+
+
+def test_a_retried_create_makes_one_key_whose_secret_the_replay_does_not_hold(client: Cairn) -> None:
+    with respx.mock:
+        route = respx.post(f"{BASE}/keys").mock(
+            side_effect=[httpx.ConnectError("reset"), httpx.Response(201, json={**api_key(3), "key": None})]
+        )
+        created = client.keys.create(name="CI")
+    assert created.key is None
+    assert len({c.request.headers["Idempotency-Key"] for c in route.calls}) == 1
+
+
+def test_revoking_the_last_live_key_or_with_a_revoked_key_is_a_typed_error(client: Cairn) -> None:
+    last = "invalid state: key key_1 is the tenant's last live key; create another before revoking it"
+    with respx.mock:
+        respx.delete(f"{BASE}/keys/key_1").mock(return_value=problem(409, "invalid_state", last))
+        respx.delete(f"{BASE}/keys/key_2").mock(return_value=problem(401, "unauthorized"))
+        with pytest.raises(errors.InvalidState) as refused:
+            client.keys.revoke("key_1")
+        with pytest.raises(errors.Unauthorized):
+            client.keys.revoke("key_2")
+    assert refused.value.detail == last
+
+
+async def test_the_async_client_has_keys_too() -> None:
+    async with AsyncCairn("k", base_url=BASE) as c:
+        with respx.mock:
+            respx.get(f"{BASE}/keys").respond(200, json={"items": [api_key(1)], "total": 1})
+            respx.post(f"{BASE}/keys").respond(201, json={**api_key(2), "key": SECRET})
+            revoke = respx.delete(f"{BASE}/keys/key_1").respond(204)
+            assert [k.id for k in await c.keys.list()] == ["key_1"]
+            assert (await c.keys.create(name="n")).key == SECRET
+            await c.keys.revoke("key_1")
+    assert revoke.call_count == 1

@@ -583,13 +583,13 @@ def test_writes_wait_while_the_thread_sends_what_comes_before(
     another, and sends a checkpoint's writes without waiting: with puts running behind,
     writes wait past the grace for as long as the thread has a put or a write being sent
     (a slow upload of a large state)."""
-    monkeypatch.setattr("cairn.langgraph._PUT_GRACE", 0.05)
+    monkeypatch.setattr("cairn.langgraph._traffic._PUT_GRACE", 0.05)
     first = put(saver)
     later = checkpoint()
     under_way = (
-        saver._putting_checkpoint("t1", "the-checkpoint-before")
+        saver._traffic.putting_checkpoint("t1", "the-checkpoint-before")
         if sending == "an earlier put"
-        else saver._sending_thread("t1")
+        else saver._traffic.sending_thread("t1")
     )
     with under_way:
         asked = len(fake.requests)
@@ -611,7 +611,7 @@ def test_writes_wait_while_the_thread_sends_what_comes_before(
 def test_writes_stop_waiting_when_the_put_of_their_checkpoint_fails(
     fake: FakeCairn, saver: CairnSaver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("cairn.langgraph._PUT_GRACE", 60.0)
+    monkeypatch.setattr("cairn.langgraph._traffic._PUT_GRACE", 60.0)
     first = put(saver)
     later = checkpoint()
     writer, failed = write_in_background(saver, later["id"])
@@ -632,7 +632,7 @@ def test_writes_stop_waiting_when_the_put_of_their_checkpoint_fails(
 def test_writes_to_a_checkpoint_never_stored_are_not_found(
     fake: FakeCairn, saver: CairnSaver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("cairn.langgraph._PUT_GRACE", 0.05)
+    monkeypatch.setattr("cairn.langgraph._traffic._PUT_GRACE", 0.05)
     put(saver)
     with pytest.raises(errors.NotFound, match="not stored"):
         saver.put_writes(config(checkpoint_id=str(uuid6(clock_seq=-1))), [("x", 1)], "task")

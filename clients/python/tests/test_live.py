@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -139,3 +140,35 @@ async def test_the_async_client_traces_too(key: str) -> None:
         assert await flow(20) == 41
         executions = [e async for e in client.executions.list()]
         assert [e.status for e in executions] == ["completed"]
+
+
+def test_keys_are_created_listed_revoked_and_the_last_live_one_stays(client: Cairn, key: str) -> None:
+    first = client.keys.list()
+    assert [(k.revoked_at, key.startswith(k.prefix)) for k in first] == [(None, True)]
+    created = client.keys.create(name="CI deploys")
+    assert created.key is not None
+    assert (created.name, created.prefix, created.revoked_at) == ("CI deploys", created.key[:10], None)
+    with Cairn(created.key, base_url=URL) as other:
+        listed = other.keys.list()  # the new key authenticates, for the same tenant
+        assert [k.id for k in listed] == [created.id, first[0].id], "newest first"
+        assert created.key not in json.dumps([k.api_json() for k in listed])
+        client.keys.revoke(created.id)
+        with pytest.raises(errors.Unauthorized):
+            other.billing.balance()
+    revoked = next(k for k in client.keys.list() if k.id == created.id)
+    assert revoked.revoked_at is not None
+    client.keys.revoke(created.id)  # again: nothing changes
+    with pytest.raises(errors.InvalidState) as refused:
+        client.keys.revoke(first[0].id)
+    assert "last live key" in refused.value.detail
+    assert client.billing.balance().credits_balance == 100
+
+
+async def test_the_async_client_manages_keys_too(key: str) -> None:
+    async with AsyncCairn(key, base_url=URL) as client:
+        created = await client.keys.create(name="async")
+        assert (await client.keys.list())[0].id == created.id, "newest first"
+        await client.keys.revoke(created.id)
+        states = {k.id: k.revoked_at is not None for k in await client.keys.list()}
+    assert list(states.values()).count(False) == 1
+    assert states[created.id]

@@ -61,3 +61,33 @@ def test_the_cli_shows_replays_and_reports(client: Cairn, key: str, tmp_path: Pa
     refused = cli("cairn_" + "y" * 43, "billing", "balance")
     assert refused.returncode == 4
     assert key not in shown.stdout + shown.stderr + listed.stderr
+
+
+def test_cairn_keys_creates_lists_and_revokes(client: Cairn, key: str) -> None:
+    created = cli(key, "keys", "create", "--name", "deploys")
+    assert created.returncode == 0, created.stderr
+    first, second = created.stdout.splitlines()
+    key_id, secret = first.split()[0], second.removeprefix("secret: ")
+    assert (secret[:6], len(secret)) == ("cairn_", 49)
+    assert "shown this once" in created.stderr
+
+    listed = cli(secret, "--json", "keys", "list")  # the new key authenticates
+    assert listed.returncode == 0, listed.stderr
+    ids = [k["id"] for k in json.loads(listed.stdout)]
+    assert (len(ids), ids[0]) == (2, key_id)
+    assert secret not in listed.stdout
+    table = cli(key, "keys", "list")
+    assert key_id in table.stdout
+
+    revoked = cli(key, "keys", "revoke", key_id)
+    assert (revoked.returncode, revoked.stdout) == (0, f"{key_id} revoked\n"), revoked.stderr
+    refused = cli(secret, "billing", "balance")
+    assert (refused.returncode, refused.stderr.startswith("error: unauthorized: ")) == (4, True)
+
+    own = next(k.id for k in client.keys.list() if k.revoked_at is None)
+    last = cli(key, "keys", "revoke", own)
+    assert last.returncode == 5
+    assert last.stderr.startswith("error: invalid_state: ")
+    assert f"key {own} is the tenant's last live key; create another before revoking it" in last.stderr
+    assert "Traceback" not in last.stderr
+    assert client.billing.balance().credits_balance == 100

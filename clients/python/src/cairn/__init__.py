@@ -11,7 +11,8 @@ every run of your agent code a Cairn execution with a checkpoint per step.
 """
 
 from . import errors, models
-from ._client import AsyncCairn, AsyncPager, Cairn, Pager
+from ._client import AsyncCairn, Cairn
+from ._resources import AsyncPager, Pager
 from ._specs import OMIT
 from .tracing import AsyncRun, Run
 

@@ -1,5 +1,5 @@
 """What each API route is asked for: one function per route, written once and served by
-both the sync and the async client (see ``resources.py``)."""
+both the sync and the async client (see ``_resources.py``), and how an answer is read."""
 
 from __future__ import annotations
 
@@ -53,6 +53,15 @@ def model(cls: type[M]) -> Callable[[Any], M]:
         return parsed
 
     return parse
+
+
+def read_page(item: type[M], raw: Any) -> models.Page[M]:
+    """A page of a list, whose items keep the API's own JSON (:meth:`~cairn.models.Model.api_json`)."""
+    page: models.Page[M] = models.Page[item].model_validate(raw)  # type: ignore[valid-type]
+    for parsed, original in zip(page.items, raw.get("items", []), strict=False):
+        if isinstance(original, dict):
+            parsed._raw = original
+    return page
 
 
 def _nothing(_: Any) -> None:
@@ -486,6 +495,35 @@ def billing_cancel_subscription(
     params = {"immediately": True} if immediately else None
     c = call("POST", "/billing/subscriptions/cancel", params=params, idempotency_key=idempotency_key)
     return Spec(c, model(models.SubscriptionCancelled))
+
+
+# ---- keys ----
+
+
+def _keys(raw: Any) -> list[models.Key]:
+    return list(read_page(models.Key, raw).items)
+
+
+def keys_list(_: Any) -> Spec[list[models.Key]]:
+    """The tenant's API keys, newest first, revoked ones included (``GET /keys``): all of
+    them in one answer, each with its ``prefix``, never its secret."""
+    return Spec(call("GET", "/keys"), _keys)
+
+
+def keys_create(_: Any, *, name: str, idempotency_key: str | None = None) -> Spec[models.KeyCreated]:
+    """Creates an API key of the tenant (``POST /keys``). Its secret, ``key``, is in this
+    answer only (Cairn keeps its SHA-256); it is ``None`` when the answer is the replay of
+    a request already made with the same ``idempotency_key`` (a retry whose first answer
+    was lost): that key's secret is gone, revoke it and create another."""
+    c = call("POST", "/keys", body={"name": name}, idempotency_key=idempotency_key)
+    return Spec(c, model(models.KeyCreated))
+
+
+def keys_revoke(_: Any, key_id: str) -> Spec[None]:
+    """Revokes an API key (``DELETE /keys/{id}``): from then on it authenticates nothing
+    (``Unauthorized``). Revoking a revoked key changes nothing; the tenant's last live key
+    cannot be revoked (``InvalidState``: create another first)."""
+    return Spec(call("DELETE", f"/keys/{key_id}"), _nothing)
 
 
 def _clean(params: dict[str, Any]) -> dict[str, Any]:

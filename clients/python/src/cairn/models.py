@@ -247,6 +247,24 @@ class SubscriptionCancelled(Model):
     message: str
 
 
+class Key(Model):
+    """An API key of the tenant, as lists show it: its ``prefix`` (first 10 characters),
+    never its secret. ``name`` is ``None`` for keys made before keys had names."""
+
+    id: str
+    name: str | None
+    prefix: str
+    created_at: datetime
+    revoked_at: datetime | None
+
+
+class KeyCreated(Key):
+    """A new API key with its secret, ``key``: shown this once (``None`` in the answer to
+    a retried request, an ``Idempotency-Key`` replay)."""
+
+    key: str | None
+
+
 T = TypeVar("T", bound=Model)
 
 

@@ -37,13 +37,11 @@ import inspect
 import re
 import traceback
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from . import errors, models
+from ._resources import AsyncResources, Resources
 from ._specs import jsonable
-
-if TYPE_CHECKING:
-    from ._client import AsyncCairn, Cairn
 
 STEP_KEY = "cairn_step"
 
@@ -125,7 +123,9 @@ class _Steps:
 class Run(_Steps):
     """One execution while your code runs: ``step`` and ``checkpoint`` record it."""
 
-    def __init__(self, client: Cairn, execution: models.Execution, recorded: list[tuple[str, Any]]) -> None:
+    def __init__(
+        self, client: Resources, execution: models.Execution, recorded: list[tuple[str, Any]]
+    ) -> None:
         super().__init__(execution, recorded)
         self.client = client
 
@@ -148,7 +148,7 @@ class AsyncRun(_Steps):
     """:class:`Run` for :class:`~cairn.AsyncCairn`."""
 
     def __init__(
-        self, client: AsyncCairn, execution: models.Execution, recorded: list[tuple[str, Any]]
+        self, client: AsyncResources, execution: models.Execution, recorded: list[tuple[str, Any]]
     ) -> None:
         super().__init__(execution, recorded)
         self.client = client
@@ -194,7 +194,7 @@ class _Workflow:
     """A traced workflow function (see the module's documentation)."""
 
     def __init__(
-        self, client: Cairn, name: str, workflow_type: models.WorkflowType, fn: Callable[..., Any]
+        self, client: Resources, name: str, workflow_type: models.WorkflowType, fn: Callable[..., Any]
     ) -> None:
         self._client, self._name, self._type, self._fn = client, name, workflow_type, fn
         self._id: str | None = None
@@ -244,7 +244,7 @@ class _AsyncWorkflow:
 
     def __init__(
         self,
-        client: AsyncCairn,
+        client: AsyncResources,
         name: str,
         workflow_type: models.WorkflowType,
         fn: Callable[..., Awaitable[Any]],
@@ -295,7 +295,7 @@ class _AsyncWorkflow:
         return result
 
 
-def workflow(client: Cairn, name: str, workflow_type: models.WorkflowType) -> Callable[[Any], _Workflow]:
+def workflow(client: Resources, name: str, workflow_type: models.WorkflowType) -> Callable[[Any], _Workflow]:
     def decorate(fn: Callable[..., Any]) -> _Workflow:
         if inspect.iscoroutinefunction(fn):
             raise TypeError(f"{fn.__name__} is async: decorate it with AsyncCairn().workflow(...)")
@@ -305,7 +305,7 @@ def workflow(client: Cairn, name: str, workflow_type: models.WorkflowType) -> Ca
 
 
 def async_workflow(
-    client: AsyncCairn, name: str, workflow_type: models.WorkflowType
+    client: AsyncResources, name: str, workflow_type: models.WorkflowType
 ) -> Callable[[Any], _AsyncWorkflow]:
     def decorate(fn: Callable[..., Awaitable[Any]]) -> _AsyncWorkflow:
         if not inspect.iscoroutinefunction(fn):
@@ -320,7 +320,9 @@ def async_workflow(
 class Trace:
     """``with client.trace(workflow_id, input=...) as run:`` one execution."""
 
-    def __init__(self, client: Cairn, workflow_id: str, input: Any, metadata: dict[str, str] | None) -> None:
+    def __init__(
+        self, client: Resources, workflow_id: str, input: Any, metadata: dict[str, str] | None
+    ) -> None:
         self._client, self._workflow_id, self._input, self._metadata = client, workflow_id, input, metadata
         self._run: Run | None = None
 
@@ -347,7 +349,7 @@ class AsyncTrace:
     """``async with client.trace(workflow_id, input=...) as run:`` one execution."""
 
     def __init__(
-        self, client: AsyncCairn, workflow_id: str, input: Any, metadata: dict[str, str] | None
+        self, client: AsyncResources, workflow_id: str, input: Any, metadata: dict[str, str] | None
     ) -> None:
         self._client, self._workflow_id, self._input, self._metadata = client, workflow_id, input, metadata
         self._run: AsyncRun | None = None

@@ -1,0 +1,329 @@
+"""The API's resources, one class per area and one method per route, each method made
+from its spec in ``_specs`` (sync and async from the same spec), and the pagers of their
+lists. :class:`Resources` gathers a client's resources; the clients are in ``_client``."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
+
+from . import _specs as specs
+from . import errors, models
+from ._api import API, AsyncAPI
+
+P = ParamSpec("P")
+R = TypeVar("R")
+M = TypeVar("M", bound=models.Model)
+
+
+# ---- pages ----
+
+
+class Pager(Generic[M]):
+    """Every item of a list, page after page (keyset cursor ``starting_after``).
+
+    Iterate it for the items; ``pages()`` for one :class:`~cairn.models.Page` at a time
+    (each with the list's ``total``); ``first_page()`` for one page alone.
+    """
+
+    def __init__(self, api: API, spec: specs.ListSpec[M]) -> None:
+        self._api, self._spec = api, spec
+
+    def first_page(self) -> models.Page[M]:
+        return self._page(None)
+
+    def _page(self, after: str | None) -> models.Page[M]:
+        return self._api.page(self._spec, after)
+
+    def pages(self) -> Iterator[models.Page[M]]:
+        after: str | None = None
+        while True:
+            page = self._page(after)
+            yield page
+            after = page.after(self._spec.size)
+            if after is None:
+                return
+
+    def __iter__(self) -> Iterator[M]:
+        for page in self.pages():
+            yield from page.items
+
+
+class AsyncPager(Generic[M]):
+    """:class:`Pager` for :class:`~cairn.AsyncCairn`: ``async for`` the items."""
+
+    def __init__(self, api: AsyncAPI, spec: specs.ListSpec[M]) -> None:
+        self._api, self._spec = api, spec
+
+    async def first_page(self) -> models.Page[M]:
+        return await self._page(None)
+
+    async def _page(self, after: str | None) -> models.Page[M]:
+        return await self._api.page(self._spec, after)
+
+    async def pages(self) -> AsyncIterator[models.Page[M]]:
+        after: str | None = None
+        while True:
+            page = await self._page(after)
+            yield page
+            after = page.after(self._spec.size)
+            if after is None:
+                return
+
+    async def __aiter__(self) -> AsyncIterator[M]:
+        async for page in self.pages():
+            for item in page.items:
+                yield item
+
+
+# ---- resource methods from specs ----
+
+
+class _Sync:
+    def __init__(self, api: API) -> None:
+        self._api = api
+
+
+class _Async:
+    def __init__(self, api: AsyncAPI) -> None:
+        self._api = api
+
+
+def _sync(spec: Callable[Concatenate[Any, P], specs.Spec[R]]) -> Callable[Concatenate[_Sync, P], R]:
+    @functools.wraps(spec)
+    def method(self: _Sync, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self._api.answer(spec(self, *args, **kwargs))
+
+    return method
+
+
+def _async(
+    spec: Callable[Concatenate[Any, P], specs.Spec[R]],
+) -> Callable[Concatenate[_Async, P], Awaitable[R]]:
+    @functools.wraps(spec)
+    async def method(self: _Async, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return await self._api.answer(spec(self, *args, **kwargs))
+
+    return method
+
+
+def _sync_list(
+    spec: Callable[Concatenate[Any, P], specs.ListSpec[M]],
+) -> Callable[Concatenate[_Sync, P], Pager[M]]:
+    @functools.wraps(spec)
+    def method(self: _Sync, /, *args: P.args, **kwargs: P.kwargs) -> Pager[M]:
+        return Pager(self._api, spec(self, *args, **kwargs))
+
+    return method
+
+
+def _async_list(
+    spec: Callable[Concatenate[Any, P], specs.ListSpec[M]],
+) -> Callable[Concatenate[_Async, P], AsyncPager[M]]:
+    @functools.wraps(spec)
+    def method(self: _Async, /, *args: P.args, **kwargs: P.kwargs) -> AsyncPager[M]:
+        return AsyncPager(self._api, spec(self, *args, **kwargs))
+
+    return method
+
+
+class Workflows(_Sync):
+    """``/workflows``"""
+
+    create = _sync(specs.workflows_create)
+    get = _sync(specs.workflows_get)
+    update = _sync(specs.workflows_update)
+    delete = _sync(specs.workflows_delete)
+    list = _sync_list(specs.workflows_list)
+
+
+class AsyncWorkflows(_Async):
+    """``/workflows``"""
+
+    create = _async(specs.workflows_create)
+    get = _async(specs.workflows_get)
+    update = _async(specs.workflows_update)
+    delete = _async(specs.workflows_delete)
+    list = _async_list(specs.workflows_list)
+
+
+#: The most DELETE requests ``executions.delete`` sends for one execution.
+DELETE_MAX_REQUESTS = 1000
+
+
+def _deletion_incomplete(execution_id: str, requests: int) -> errors.DeletionIncomplete:
+    return errors.DeletionIncomplete(
+        f"execution {execution_id} is deleted but its checkpoints were still being purged after "
+        f"{requests} requests; call delete again to finish",
+        status=202,
+    )
+
+
+class Executions(_Sync):
+    """``/executions``"""
+
+    create = _sync(specs.executions_create)
+    get = _sync(specs.executions_get)
+    list = _sync_list(specs.executions_list)
+    complete = _sync(specs.executions_complete)
+    fail = _sync(specs.executions_fail)
+    pause = _sync(specs.executions_pause)
+    cancel = _sync(specs.executions_cancel)
+    replay = _sync(specs.executions_replay)
+    rollback = _sync(specs.executions_rollback)
+    _delete_once = _sync(specs.executions_delete)
+
+    def delete(self, execution_id: str, *, max_requests: int = DELETE_MAX_REQUESTS) -> None:
+        """Deletes an execution, in any status, with its checkpoints, their states and
+        their writes (``DELETE /executions/{id}``). The API purges a bounded amount per
+        request and answers 202 while more remains: the request is sent again until it
+        answers 204, at most ``max_requests`` times (then ``DeletionIncomplete``).
+        Failures recorded on the execution stay."""
+        for sent in range(max_requests):
+            try:
+                if self._delete_once(execution_id) is None:
+                    return
+            except errors.NotFound:
+                if sent == 0:
+                    raise
+                return  # a retried request whose 204 was lost
+        raise _deletion_incomplete(execution_id, max_requests)
+
+
+class AsyncExecutions(_Async):
+    """``/executions``"""
+
+    create = _async(specs.executions_create)
+    get = _async(specs.executions_get)
+    list = _async_list(specs.executions_list)
+    complete = _async(specs.executions_complete)
+    fail = _async(specs.executions_fail)
+    pause = _async(specs.executions_pause)
+    cancel = _async(specs.executions_cancel)
+    replay = _async(specs.executions_replay)
+    rollback = _async(specs.executions_rollback)
+    _delete_once = _async(specs.executions_delete)
+
+    async def delete(self, execution_id: str, *, max_requests: int = DELETE_MAX_REQUESTS) -> None:
+        """:meth:`Executions.delete`, awaited."""
+        for sent in range(max_requests):
+            try:
+                if await self._delete_once(execution_id) is None:
+                    return
+            except errors.NotFound:
+                if sent == 0:
+                    raise
+                return
+        raise _deletion_incomplete(execution_id, max_requests)
+
+
+class Checkpoints(_Sync):
+    """``/checkpoints``"""
+
+    create = _sync(specs.checkpoints_create)
+    get = _sync(specs.checkpoints_get)
+    delete = _sync(specs.checkpoints_delete)
+    list = _sync_list(specs.checkpoints_list)
+    put_writes = _sync(specs.checkpoints_put_writes)
+    list_writes = _sync(specs.checkpoints_list_writes)
+
+
+class AsyncCheckpoints(_Async):
+    """``/checkpoints``"""
+
+    create = _async(specs.checkpoints_create)
+    get = _async(specs.checkpoints_get)
+    delete = _async(specs.checkpoints_delete)
+    list = _async_list(specs.checkpoints_list)
+    put_writes = _async(specs.checkpoints_put_writes)
+    list_writes = _async(specs.checkpoints_list_writes)
+
+
+class Failures(_Sync):
+    """``/failures``"""
+
+    get = _sync(specs.failures_get)
+    list = _sync_list(specs.failures_list)
+    stats = _sync(specs.failures_stats)
+    resolve = _sync(specs.failures_resolve)
+    ignore = _sync(specs.failures_ignore)
+
+
+class AsyncFailures(_Async):
+    """``/failures``"""
+
+    get = _async(specs.failures_get)
+    list = _async_list(specs.failures_list)
+    stats = _async(specs.failures_stats)
+    resolve = _async(specs.failures_resolve)
+    ignore = _async(specs.failures_ignore)
+
+
+class Billing(_Sync):
+    """``/billing``"""
+
+    balance = _sync(specs.billing_balance)
+    transactions = _sync_list(specs.billing_transactions)
+    topup = _sync(specs.billing_topup)
+    create_checkout = _sync(specs.billing_create_checkout)
+    subscription = _sync(specs.billing_subscription)
+    portal = _sync(specs.billing_portal)
+    cancel_subscription = _sync(specs.billing_cancel_subscription)
+
+
+class AsyncBilling(_Async):
+    """``/billing``"""
+
+    balance = _async(specs.billing_balance)
+    transactions = _async_list(specs.billing_transactions)
+    topup = _async(specs.billing_topup)
+    create_checkout = _async(specs.billing_create_checkout)
+    subscription = _async(specs.billing_subscription)
+    portal = _async(specs.billing_portal)
+    cancel_subscription = _async(specs.billing_cancel_subscription)
+
+
+class Keys(_Sync):
+    """``/keys``: the tenant's API keys."""
+
+    list = _sync(specs.keys_list)
+    create = _sync(specs.keys_create)
+    revoke = _sync(specs.keys_revoke)
+
+
+class AsyncKeys(_Async):
+    """``/keys``: the tenant's API keys."""
+
+    list = _async(specs.keys_list)
+    create = _async(specs.keys_create)
+    revoke = _async(specs.keys_revoke)
+
+
+# ---- every resource of a client ----
+
+
+class Resources:
+    """A sync client's resources, one per API area, over its :class:`~cairn._api.API`."""
+
+    def __init__(self, api: API) -> None:
+        self.api = api
+        self.workflows = Workflows(api)
+        self.executions = Executions(api)
+        self.checkpoints = Checkpoints(api)
+        self.failures = Failures(api)
+        self.billing = Billing(api)
+        self.keys = Keys(api)
+
+
+class AsyncResources:
+    """An async client's resources, over its :class:`~cairn._api.AsyncAPI`."""
+
+    def __init__(self, api: AsyncAPI) -> None:
+        self.api = api
+        self.workflows = AsyncWorkflows(api)
+        self.executions = AsyncExecutions(api)
+        self.checkpoints = AsyncCheckpoints(api)
+        self.failures = AsyncFailures(api)
+        self.billing = AsyncBilling(api)
+        self.keys = AsyncKeys(api)

@@ -1,0 +1,141 @@
+"""The saver's methods are written once, as *flows*: generators that yield the API calls
+they need (an :data:`Op`) and get each answer back (or its error thrown in). A driver
+runs a flow on a sync or an async client, through the client's internal interface
+(:mod:`cairn._api`); a listing flow also yields its items (:class:`Out`)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Generator, Iterator
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from langgraph.checkpoint.base import CheckpointTuple
+
+from .. import _specs as specs
+from .. import errors
+from .._resources import AsyncResources, Resources
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of a list."""
+
+    spec: specs.ListSpec[Any]
+    after: str | None = None
+
+
+@dataclass(frozen=True)
+class Delete:
+    """``executions.delete`` (its DELETE loop)."""
+
+    execution_id: str
+
+
+@dataclass(frozen=True)
+class Out:
+    """An item a listing flow yields to its caller."""
+
+    item: CheckpointTuple
+
+
+Op = specs.Spec[Any] | Page | Delete
+Flow = Generator[Op, Any, T]
+Listing = Generator[Op | Out, Any, None]
+
+
+def perform(client: Resources, op: Op) -> Any:
+    if isinstance(op, Page):
+        return client.api.page(op.spec, op.after)
+    if isinstance(op, Delete):
+        client.executions.delete(op.execution_id)
+        return None
+    return client.api.answer(op)
+
+
+async def aperform(client: AsyncResources, op: Op) -> Any:
+    if isinstance(op, Page):
+        return await client.api.page(op.spec, op.after)
+    if isinstance(op, Delete):
+        await client.executions.delete(op.execution_id)
+        return None
+    return await client.api.answer(op)
+
+
+def run(client: Resources, flow: Flow[T]) -> T:
+    """The flow's result, its calls made on ``client``."""
+    value: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            op = flow.send(value) if error is None else flow.throw(error)
+        except StopIteration as stop:
+            result: T = stop.value
+            return result
+        value, error = None, None
+        try:
+            value = perform(client, op)
+        except errors.CairnError as e:
+            error = e
+
+
+async def arun(client: AsyncResources, flow: Flow[T]) -> T:
+    """:func:`run` on an async client."""
+    value: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            op = flow.send(value) if error is None else flow.throw(error)
+        except StopIteration as stop:
+            result: T = stop.value
+            return result
+        value, error = None, None
+        try:
+            value = await aperform(client, op)
+        except errors.CairnError as e:
+            error = e
+
+
+def iterate(client: Resources, flow: Listing) -> Iterator[CheckpointTuple]:
+    """The items of a listing flow, its calls made on ``client``."""
+    value: Any = None
+    error: BaseException | None = None
+    try:
+        while True:
+            try:
+                step = flow.send(value) if error is None else flow.throw(error)
+            except StopIteration:
+                return
+            value, error = None, None
+            if isinstance(step, Out):
+                yield step.item
+                continue
+            try:
+                value = perform(client, step)
+            except errors.CairnError as e:
+                error = e
+    finally:
+        flow.close()
+
+
+async def aiterate(client: AsyncResources, flow: Listing) -> AsyncIterator[CheckpointTuple]:
+    """:func:`iterate` on an async client."""
+    value: Any = None
+    error: BaseException | None = None
+    try:
+        while True:
+            try:
+                step = flow.send(value) if error is None else flow.throw(error)
+            except StopIteration:
+                return
+            value, error = None, None
+            if isinstance(step, Out):
+                yield step.item
+                continue
+            try:
+                value = await aperform(client, step)
+            except errors.CairnError as e:
+                error = e
+    finally:
+        flow.close()

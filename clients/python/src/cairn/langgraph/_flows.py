@@ -1,0 +1,315 @@
+"""The flows of :class:`~cairn.langgraph.CairnSaver` (see ``_driver``): finding the
+workflow, a thread's execution and its checkpoints; keeping the execution running for a
+write and applying the pause or failure the writes call for; and the flows of ``put``,
+``put_writes``, ``get_tuple`` and ``complete``. ``_listing`` and ``_housekeeping`` add
+the others."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    BaseCheckpointSaver,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    get_checkpoint_id,
+    get_checkpoint_metadata,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.serde.types import ERROR
+
+from .. import _specs as specs
+from .. import errors, models
+from ._driver import Flow, Page
+from ._encoding import checkpoint_state, checkpoint_tuple, encode
+from ._metadata import NS_KEY, cairn_metadata, checkpoint_name, ns_value
+from ._status import Stop, cancelled, transition
+from ._text import key_ok
+from ._threads import Memory, Thread, ThreadEnded, checkpoint_config, ns_of, thread_of
+from ._traffic import Traffic, Unstored
+
+T = TypeVar("T")
+
+#: The most writes one request stores.
+WRITES_PER_REQUEST = 1000
+_WORKFLOW_ID = re.compile(r"wf_[0-9A-Za-z]+")
+
+
+class Flows(BaseCheckpointSaver[int]):
+    """What the saver's flows share: the workflow, what is known of its threads
+    (:class:`~cairn.langgraph._threads.Memory`) and the traffic under way."""
+
+    def __init__(self, *, workflow: str, serde: SerializerProtocol | None) -> None:
+        super().__init__(serde=serde)
+        if not workflow:
+            raise ValueError("workflow must be a workflow id (wf_...) or a name")
+        self.workflow = workflow
+        self._workflow_id: str | None = workflow if _WORKFLOW_ID.fullmatch(workflow) else None
+        self._memory = Memory()
+        self._traffic = Traffic()
+
+    # ---- flows: lookups ----
+
+    def _workflow_flow(self) -> Flow[str]:
+        if self._workflow_id is not None:
+            return self._workflow_id
+        spec = specs.workflows_list(None)
+        after: str | None = None
+        found: str | None = None
+        while found is None:
+            page: models.Page[models.WorkflowSummary] = yield Page(spec, after)
+            found = next((w.id for w in page.items if w.name == self.workflow), None)
+            after = page.after(spec.size)
+            if after is None:
+                break
+        if found is None:
+            created: models.Workflow = yield specs.workflows_create(
+                None, name=self.workflow, workflow_type="langgraph"
+            )
+            found = created.id
+        self._workflow_id = found
+        return found
+
+    def _find(self, thread_id: str, *, fresh: bool = False) -> Flow[Thread | None]:
+        """The thread's execution, if it has one."""
+        if not fresh and (thread := self._memory.thread(thread_id)) is not None:
+            return thread
+        workflow_id = yield from self._workflow_flow()
+        spec = specs.executions_list(None, workflow_id=workflow_id, key=thread_id)
+        page: models.Page[models.ExecutionSummary] = yield Page(spec)
+        if not page.items:
+            self._memory.forget(thread_id)
+            return None
+        return self._memory.remember(thread_id, page.items[0])
+
+    def _by_key(self, execution_id: str, key: str) -> Flow[models.Checkpoint | None]:
+        spec = specs.checkpoints_list(None, execution_id=execution_id, key=key, limit=1)
+        page: models.Page[models.Checkpoint] = yield Page(spec)
+        found = page.items[0] if page.items else None
+        if found is not None:
+            self._memory.remember_checkpoint(execution_id, key, found.id)
+        return found
+
+    def _checkpoint_id(self, execution_id: str, key: str) -> Flow[str | None]:
+        """The Cairn id of the execution's checkpoint with this LangGraph id."""
+        cached = self._memory.checkpoint(execution_id, key)
+        if cached is not None:
+            return cached
+        found = yield from self._by_key(execution_id, key)
+        return found.id if found is not None else None
+
+    def _tuple(self, thread_id: str, checkpoint: models.Checkpoint) -> Flow[CheckpointTuple | None]:
+        """The LangGraph tuple of a Cairn checkpoint (None when it is gone meanwhile)."""
+        try:
+            full: models.Checkpoint = yield specs.checkpoints_get(None, checkpoint.id, include_state=True)
+            writes: models.CheckpointWrites = yield specs.checkpoints_list_writes(None, checkpoint.id)
+        except errors.NotFound:
+            return None
+        return checkpoint_tuple(self.serde, thread_id, full.state, writes.items)
+
+    # ---- flows: the status of the execution ----
+
+    def _resume(self, thread_id: str, thread: Thread, at: str | None) -> Flow[bool]:
+        """Makes the execution running: a replay when paused or failed. Whether it
+        replayed."""
+        if thread.status in ("completed", "cancelled"):
+            raise ThreadEnded(
+                f"thread {thread_id!r} (execution {thread.execution_id}) is {thread.status}: "
+                "it takes no more checkpoints; use a new thread_id",
+                status=409,
+            )
+        if thread.status == "running":
+            return False
+        point: Any = None  # from the start
+        if at is not None:
+            found = yield from self._by_key(thread.execution_id, at)
+            point = found.id if found is not None else specs.OMIT  # else from its current checkpoint
+        try:
+            replayed: models.Execution = yield specs.executions_replay(
+                None, thread.execution_id, checkpoint_id=point
+            )
+        except errors.InvalidState:
+            current: models.Execution = yield specs.executions_get(None, thread.execution_id)
+            thread.status = current.status
+            if thread.status == "running":
+                return False
+            if thread.status in ("completed", "cancelled"):
+                return (yield from self._resume(thread_id, thread, at))
+            raise
+        thread.status = replayed.status
+        return True
+
+    def _apply(self, thread: Thread, stop: Stop) -> Flow[None]:
+        try:
+            if stop.action == "pause":
+                done: models.Execution = yield specs.executions_pause(None, thread.execution_id)
+            else:
+                done = yield specs.executions_fail(None, thread.execution_id, **(stop.failure or {}))
+        except errors.InvalidState:
+            done = yield specs.executions_get(None, thread.execution_id)
+        thread.status = done.status
+        thread.stop = stop
+
+    def _write(
+        self,
+        thread_id: str,
+        at: str | None,
+        send: Callable[[Thread], Flow[T]],
+        stop: Stop | None = None,
+        *,
+        again: bool = True,
+    ) -> Flow[T]:
+        """Runs ``send`` on a running execution of the thread (started, or replayed from
+        ``at``), once more after a 409 or 404 (status or execution changed behind the
+        saver), then applies ``stop``, or again the stop of this run after a replay."""
+        thread = self._memory.thread(thread_id)
+        if thread is None:
+            workflow_id = yield from self._workflow_flow()
+            started: models.Execution = yield specs.executions_create(
+                None, workflow_id=workflow_id, key=thread_id
+            )
+            thread = self._memory.remember(thread_id, started)
+        replayed = yield from self._resume(thread_id, thread, at)
+        try:
+            result = yield from send(thread)
+        except (errors.InvalidState, errors.NotFound) as e:
+            if isinstance(e, ThreadEnded) or not again:
+                raise
+            self._memory.forget_checkpoints(thread.execution_id)
+            try:
+                current: models.Execution = yield specs.executions_get(None, thread.execution_id)
+            except errors.NotFound:  # deleted behind the saver: the thread starts again
+                self._memory.forget(thread_id)
+                return (yield from self._write(thread_id, at, send, stop, again=False))
+            thread = self._memory.remember(thread_id, current)
+            replayed = (yield from self._resume(thread_id, thread, at)) or replayed
+            result = yield from send(thread)
+        if stop is not None:
+            if stop.outranks(thread.pending):
+                thread.pending = stop
+        elif replayed and thread.stop is not None and thread.pending is None:
+            thread.pending = thread.stop  # a late write of the run: its stop again
+        if thread.pending is not None and not self._traffic.others_writing(thread_id):
+            pending, thread.pending = thread.pending, None
+            yield from self._apply(thread, pending)
+        return result
+
+    # ---- flows: the saver's methods ----
+
+    def _put_flow(
+        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata
+    ) -> Flow[RunnableConfig]:
+        thread_id, ns = thread_of(config), ns_of(config)
+        parent = get_checkpoint_id(config)
+        key = str(checkpoint["id"])
+        if not key_ok(key):
+            raise ValueError(f"checkpoint id {key!r} must be 1 to 256 characters without control characters")
+        meta = dict(get_checkpoint_metadata(config, metadata))
+        state = checkpoint_state(self.serde, checkpoint, meta, ns, parent)
+        index = cairn_metadata(ns, meta)
+        name = checkpoint_name(meta, ns)
+
+        def send(thread: Thread) -> Flow[models.Checkpoint]:
+            stored: models.Checkpoint = yield specs.checkpoints_create(
+                None,
+                execution_id=thread.execution_id,
+                state=state,
+                name=name if name is not None else specs.OMIT,
+                metadata=index,
+                key=key,
+            )
+            if stored.metadata.get(NS_KEY) != index[NS_KEY]:
+                raise ValueError(
+                    f"checkpoint {key} of thread {thread_id!r} is stored in another namespace already"
+                )
+            self._memory.remember_checkpoint(thread.execution_id, key, stored.id)
+            return stored
+
+        yield from self._write(thread_id, parent, send)
+        return checkpoint_config(thread_id, ns, key)
+
+    def _put_writes_flow(
+        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str
+    ) -> Flow[None]:
+        if not writes:
+            return None
+        thread_id, ns = thread_of(config), ns_of(config)
+        key = get_checkpoint_id(config)
+        if not key:
+            raise ValueError("put_writes needs configurable.checkpoint_id (the checkpoint the writes go to)")
+        cached = self._memory.thread(thread_id)
+        if (
+            cached is not None
+            and cached.status == "failed"
+            and cached.stop is not None
+            and cached.stop.action == "fail"
+            and any(c == ERROR and cancelled(v) for c, v in writes)
+        ):
+            return None  # a task cancelled because another failed in this run
+        items = [
+            {"index": WRITES_IDX_MAP.get(channel, i), "channel": channel, "value": encode(self.serde, value)}
+            for i, (channel, value) in enumerate(writes)
+        ]
+
+        def send(thread: Thread) -> Flow[None]:
+            checkpoint_id = yield from self._checkpoint_id(thread.execution_id, key)
+            if checkpoint_id is None:
+                raise Unstored(thread_id, key)
+            for start in range(0, len(items), WRITES_PER_REQUEST):
+                yield specs.checkpoints_put_writes(
+                    None,
+                    checkpoint_id,
+                    task_id=task_id,
+                    task_path=task_path,
+                    writes=items[start : start + WRITES_PER_REQUEST],
+                )
+
+        yield from self._write(thread_id, key, send, transition(ns, writes, task_id))
+        return None
+
+    def _get_tuple_flow(self, config: RunnableConfig) -> Flow[CheckpointTuple | None]:
+        thread_id, ns = thread_of(config), ns_of(config)
+        key = get_checkpoint_id(config)
+        if not ns and (cached := self._memory.thread(thread_id)) is not None:
+            cached.stop = cached.pending = None  # a run starts by reading its checkpoint: a new run
+        for fresh in (False, True):
+            thread = yield from self._find(thread_id, fresh=fresh)
+            if thread is None:
+                return None
+            try:
+                if key:
+                    found = yield from self._by_key(thread.execution_id, key)
+                else:
+                    spec = specs.checkpoints_list(
+                        None,
+                        execution_id=thread.execution_id,
+                        order="desc",
+                        metadata={NS_KEY: ns_value(ns)},
+                        limit=1,
+                    )
+                    page: models.Page[models.Checkpoint] = yield Page(spec)
+                    found = page.items[0] if page.items else None
+            except errors.NotFound:
+                continue  # the execution went: look the thread up again
+            if found is None or found.metadata.get(NS_KEY) != ns_value(ns):
+                return None
+            tup = yield from self._tuple(thread_id, found)
+            if tup is None or tup.config["configurable"]["checkpoint_ns"] != ns:
+                return None
+            return tup
+        return None
+
+    def _complete_flow(self, config: RunnableConfig, output: Any) -> Flow[models.Execution]:
+        thread_id = thread_of(config)
+        thread = yield from self._find(thread_id, fresh=True)
+        if thread is None:
+            raise errors.NotFound(f"thread {thread_id!r} has no execution", status=404, code="not_found")
+        output = specs.OMIT if output is None else specs.jsonable(output, "the output")
+        done: models.Execution = yield specs.executions_complete(None, thread.execution_id, output=output)
+        thread.status, thread.stop = done.status, None
+        return done

@@ -1,0 +1,264 @@
+""":class:`CairnSaver`: LangGraph's ``BaseCheckpointSaver`` interface, sync and async,
+each method running its flow (``_flows``, ``_listing``, ``_housekeeping``) on the
+saver's clients under the thread's lock."""
+
+from __future__ import annotations
+
+import builtins
+import threading
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import Any, TypeVar
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata, CheckpointTuple
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from .. import models
+from .._client import AsyncCairn, Cairn
+from ._driver import aiterate, arun, iterate, run
+from ._housekeeping import Housekeeping
+from ._listing import Lists
+from ._threads import thread_key, thread_of
+from ._traffic import Unstored
+
+C = TypeVar("C", Cairn, AsyncCairn)
+
+
+def _like(kind: type[C], other: Cairn | AsyncCairn) -> C:
+    """A client of ``kind`` with ``other``'s settings (the saver's missing twin)."""
+    s = other.api.settings
+    url, retries, elapsed = s.base_url, s.max_retries, s.max_elapsed
+    return kind(s.api_key, base_url=url, timeout=s.timeout, max_retries=retries, max_elapsed=elapsed)
+
+
+class CairnSaver(Lists, Housekeeping):
+    """A LangGraph checkpointer on Cairn (see :mod:`cairn.langgraph`).
+
+    ``client`` and ``async_client`` default to ``Cairn()`` from the environment
+    (``CAIRN_API_KEY``, ``CAIRN_API_URL``); when only one is given, the other is made
+    with its settings. ``workflow`` is a workflow id (``wf_...``) or name. ``serde``
+    serializes the values that are not plain JSON (LangGraph's ``JsonPlusSerializer``
+    by default).
+    """
+
+    def __init__(
+        self,
+        client: Cairn | None = None,
+        *,
+        workflow: str,
+        async_client: AsyncCairn | None = None,
+        serde: SerializerProtocol | None = None,
+    ) -> None:
+        super().__init__(workflow=workflow, serde=serde)
+        if client is None and async_client is None:
+            client = Cairn()
+            self._owned: builtins.list[Any] = [client]
+        else:
+            self._owned = []
+        self.client = client
+        self.async_client = async_client
+        self._mutex = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"CairnSaver(workflow={self.workflow!r})"
+
+    # ---- clients ----
+
+    def _sync_client(self) -> Cairn:
+        with self._mutex:
+            if self.client is None:
+                assert self.async_client is not None
+                self.client = _like(Cairn, self.async_client)
+                self._owned.append(self.client)
+            return self.client
+
+    def _async_client(self) -> AsyncCairn:
+        with self._mutex:
+            if self.async_client is None:
+                assert self.client is not None
+                self.async_client = _like(AsyncCairn, self.client)
+                self._owned.append(self.async_client)
+            return self.async_client
+
+    def close(self) -> None:
+        """Closes the sync client the saver made (not one it was given)."""
+        for owned in self._owned:
+            if isinstance(owned, Cairn):
+                owned.close()
+
+    async def aclose(self) -> None:
+        """Closes the clients the saver made (not ones it was given)."""
+        for owned in self._owned:
+            if isinstance(owned, AsyncCairn):
+                await owned.close()
+            else:
+                owned.close()
+
+    # ---- BaseCheckpointSaver ----
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Stores a checkpoint (a Cairn checkpoint keyed by its id) on the thread's execution."""
+        thread_id = thread_of(config)
+        with (
+            self._traffic.writing_thread(thread_id),
+            self._traffic.putting_checkpoint(thread_id, str(checkpoint["id"])),
+            self._traffic.lock(thread_id),
+        ):
+            return run(self._sync_client(), self._put_flow(config, checkpoint, metadata))
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        thread_id = thread_of(config)
+        with (
+            self._traffic.writing_thread(thread_id),
+            self._traffic.putting_checkpoint(thread_id, str(checkpoint["id"])),
+        ):
+            async with self._traffic.alock(thread_id):
+                return await arun(self._async_client(), self._put_flow(config, checkpoint, metadata))
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Stores a task's writes on the checkpoint of ``config``; an interrupt pauses
+        the execution, an error fails it (see the module's documentation)."""
+        thread_id = thread_of(config)
+        with self._traffic.writing_thread(thread_id):
+            try:
+                with self._traffic.sending_thread(thread_id), self._traffic.lock(thread_id):
+                    run(self._sync_client(), self._put_writes_flow(config, writes, task_id, task_path))
+            except Unstored as unstored:
+                self._traffic.await_put(unstored)
+                try:
+                    with self._traffic.sending_thread(thread_id), self._traffic.lock(thread_id):
+                        run(self._sync_client(), self._put_writes_flow(config, writes, task_id, task_path))
+                except Unstored as again:
+                    raise again.not_found() from None
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        thread_id = thread_of(config)
+        with self._traffic.writing_thread(thread_id):
+            try:
+                with self._traffic.sending_thread(thread_id):
+                    async with self._traffic.alock(thread_id):
+                        await arun(
+                            self._async_client(), self._put_writes_flow(config, writes, task_id, task_path)
+                        )
+            except Unstored as unstored:
+                await self._traffic.aawait_put(unstored)
+                try:
+                    with self._traffic.sending_thread(thread_id):
+                        async with self._traffic.alock(thread_id):
+                            await arun(
+                                self._async_client(),
+                                self._put_writes_flow(config, writes, task_id, task_path),
+                            )
+                except Unstored as again:
+                    raise again.not_found() from None
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The checkpoint of ``config`` (its ``checkpoint_id``, else the newest of its
+        namespace), with its pending writes; None when there is none."""
+        return run(self._sync_client(), self._get_tuple_flow(config))
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return await arun(self._async_client(), self._get_tuple_flow(config))
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """Checkpoints newest first: of the thread of ``config`` (and its namespace when
+        given), else of every thread of the workflow; ``filter`` on the metadata,
+        ``before`` a checkpoint, at most ``limit``."""
+        return iterate(self._sync_client(), self._list_flow(config, filter, before, limit))
+
+    def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        return aiterate(self._async_client(), self._list_flow(config, filter, before, limit))
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Deletes the thread's execution with its checkpoints and writes (none: nothing)."""
+        thread_id = thread_key(thread_id)
+        with self._traffic.lock(thread_id):
+            run(self._sync_client(), self._delete_flow(thread_id))
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        thread_id = thread_key(thread_id)
+        async with self._traffic.alock(thread_id):
+            await arun(self._async_client(), self._delete_flow(thread_id))
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copies a thread's checkpoints, oldest first, with their ids, metadata,
+        parents and writes, to the target thread (its execution started if need be)."""
+        source, target = thread_key(source_thread_id), thread_key(target_thread_id)
+        with self._traffic.lock(target):
+            run(self._sync_client(), self._copy_flow(source, target))
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        source, target = thread_key(source_thread_id), thread_key(target_thread_id)
+        async with self._traffic.alock(target):
+            await arun(self._async_client(), self._copy_flow(source, target))
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """``keep_latest``: each thread keeps its newest checkpoint per namespace (with its
+        writes), the others are deleted; ``delete``: the threads are deleted."""
+        for thread_id in [thread_key(t) for t in thread_ids]:
+            with self._traffic.lock(thread_id):
+                run(self._sync_client(), self._prune_flow(thread_id, strategy))
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        for thread_id in [thread_key(t) for t in thread_ids]:
+            async with self._traffic.alock(thread_id):
+                await arun(self._async_client(), self._prune_flow(thread_id, strategy))
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Deletes the checkpoints (and their writes) whose metadata names one of these
+        runs, in every thread of the workflow: a read of each thread per run, so meant
+        for occasional clean-up."""
+        run(self._sync_client(), self._delete_runs_flow(run_ids))
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        await arun(self._async_client(), self._delete_runs_flow(run_ids))
+
+    def complete(self, config: RunnableConfig, output: Any = None) -> models.Execution:
+        """Completes the thread's execution with ``output`` (JSON): the thread is done
+        for good (later writes raise :class:`ThreadEnded`)."""
+        thread_id = thread_of(config)
+        with self._traffic.lock(thread_id):
+            return run(self._sync_client(), self._complete_flow(config, output))
+
+    async def acomplete(self, config: RunnableConfig, output: Any = None) -> models.Execution:
+        thread_id = thread_of(config)
+        async with self._traffic.alock(thread_id):
+            return await arun(self._async_client(), self._complete_flow(config, output))
