@@ -46,6 +46,11 @@ if URL:
     resending.install()
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # CrewAI warns about its own deprecated fields on every crew.
+    config.addinivalue_line("filterwarnings", "ignore::DeprecationWarning:crewai")
+
+
 def admin(*args: str) -> str:
     if not ADMIN or not URL:
         pytest.skip("the live stack is not running (make test starts it)")
