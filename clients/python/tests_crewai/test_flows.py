@@ -266,6 +266,40 @@ async def test_an_async_flow_resumes_with_aresume(client: Cairn, listener: Cairn
     assert client.executions.get(execution.id).attempt == 2, "the failed execution was replayed by the run"
 
 
+def test_a_save_after_a_rollback_behind_the_persistence_replays_from_the_rollback_point(
+    client: Cairn,
+) -> None:
+    persistence = CairnFlowPersistence(client, workflow="trips")
+    persistence.save_state("f", "plan", {"id": "f", "n": 1})
+    persistence.save_state("f", "search", {"id": "f", "n": 2})
+    execution = persistence.execution("f")
+    assert execution is not None
+    first = next(iter(client.checkpoints.list(execution_id=execution.id)))
+    client.executions.rollback(execution.id, checkpoint_id=first.id)  # the persistence still thinks it runs
+
+    persistence.save_state("f", "search", {"id": "f", "n": 3})
+    after = client.executions.get(execution.id)
+    assert (after.status, after.attempt, after.checkpoint_count) == ("running", 2, 2)
+    newest = client.checkpoints.get(after.current_checkpoint_id or "")
+    assert newest.parent_checkpoint_id == first.id
+    assert persistence.load_state("f") == {"id": "f", "n": 3}
+
+
+def test_a_flow_whose_execution_was_deleted_starts_a_new_one(client: Cairn) -> None:
+    persistence = CairnFlowPersistence(client, workflow="trips")
+    persistence.save_state("f", "plan", {"id": "f", "n": 1})
+    execution = persistence.execution("f")
+    assert execution is not None
+    client.executions.delete(execution.id)
+    assert persistence.load_state("f") is None
+
+    persistence.save_state("f", "plan", {"id": "f", "n": 2})
+    again = persistence.execution("f")
+    assert again is not None
+    assert again.id != execution.id
+    assert persistence.load_state("f") == {"id": "f", "n": 2}
+
+
 def test_a_completed_flow_takes_no_more_states(client: Cairn) -> None:
     persistence = CairnFlowPersistence(client, workflow="trips")
     trip = Trip(persistence)
