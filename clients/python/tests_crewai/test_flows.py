@@ -3,6 +3,7 @@ fail) against the running stack, seen through the API and the ``cairn`` command 
 
 from __future__ import annotations
 
+import copy
 import os
 import subprocess
 import sys
@@ -313,6 +314,16 @@ def test_a_completed_flow_takes_no_more_states(client: Cairn) -> None:
     fork = trip.flow()
     fork.kickoff(restore_from_state_id=first.state.id)
     assert fork.state.stops == ["plan", "search", "book", "plan", "search", "book"]
+
+
+def test_a_copy_of_the_persistence_shares_its_client(client: Cairn) -> None:
+    """CrewAI deep-copies flow method definitions, which may hold the persistence."""
+    persistence = CairnFlowPersistence(client, workflow="trips")
+    persistence.save_state("f", "plan", {"id": "f", "n": 1})
+    copied = copy.deepcopy(persistence)
+    assert copied is not persistence
+    assert copied.client is client
+    assert copied.load_state("f") == {"id": "f", "n": 1}
 
 
 def test_each_call_costs_a_bounded_number_of_requests(key: str) -> None:
