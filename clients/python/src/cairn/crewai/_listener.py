@@ -6,6 +6,7 @@ import atexit
 import logging
 import queue
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -195,9 +196,11 @@ class CairnEventListener(BaseEventListener):
     def flush(self, timeout: float | None = 30.0) -> bool:
         """Waits until every event emitted so far is recorded in Cairn (at most
         ``timeout`` seconds); whether it all was. Not from inside an event handler."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         crewai_event_bus.flush(timeout)
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
         with self._idle:
-            return self._idle.wait_for(lambda: self._pending == 0, timeout)
+            return self._idle.wait_for(lambda: self._pending == 0, left)
 
     def close(self) -> None:
         """Stops listening, after recording what was emitted so far."""

@@ -113,8 +113,11 @@ class CairnFlowPersistence(FlowPersistence):
                 )
             try:
                 known = reg.remember(wf, flow_uuid, client.executions.replay(known.id))
-            except errors.InvalidState:  # its status changed meanwhile
-                known = reg.remember(wf, flow_uuid, client.executions.get(known.id))
+            except errors.InvalidState:
+                current = reg.remember(wf, flow_uuid, client.executions.get(known.id))
+                if current.status == known.status:
+                    raise  # refused as it is (its 50 attempts are used up), not changed meanwhile
+                known = current
         return known
 
     def _write(self, flow_uuid: str, send: Callable[[Known], T]) -> T:
