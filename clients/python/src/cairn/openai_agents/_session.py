@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import random
 import threading
+import uuid
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
@@ -26,7 +28,7 @@ FORMAT = "cairn.openai_agents.session/1"
 #: The largest checkpoint state Cairn takes, as compact JSON (docs/api.md, Limits).
 STATE_MAX_BYTES = 4 * 1024 * 1024
 #: How many times a write is tried against a session that changed behind it.
-_ATTEMPTS = 5
+_ATTEMPTS = 30
 
 
 class SessionTooLarge(errors.PayloadTooLarge):
@@ -47,6 +49,7 @@ class _Seen:
 
     execution_id: str
     status: str
+    attempt: int
     checkpoint_id: str | None
     items: list[Any]
 
@@ -254,7 +257,9 @@ class CairnSession:
 
     async def _see(self, execution: models.ExecutionSummary) -> _Seen:
         items = await self._items(execution.current_checkpoint_id)
-        self._seen = _Seen(execution.id, execution.status, execution.current_checkpoint_id, items)
+        self._seen = _Seen(
+            execution.id, execution.status, execution.attempt, execution.current_checkpoint_id, items
+        )
         return self._seen
 
     async def _read(self) -> _Seen | None:
@@ -287,9 +292,16 @@ class CairnSession:
 
     async def _write(self, name: str, change: Callable[[list[Any]], tuple[list[Any] | None, T]]) -> T:
         """Applies ``change`` to the session's items as one checkpoint: 1 request when this
-        object knows the session's current checkpoint and the execution runs."""
+        object knows the session's current checkpoint and the execution runs.
+
+        The checkpoint's ``key`` names the attempt and the checkpoint it follows, so of two
+        writers on one state only the first is stored: the other is answered that first
+        checkpoint (another ``write`` in its metadata), reads the session again and applies
+        its change to it."""
         refused: errors.CairnError | None = None
-        for _ in range(_ATTEMPTS):
+        for attempt in range(_ATTEMPTS):
+            if attempt:
+                await asyncio.sleep(random.uniform(0, 0.02 * min(attempt, 10)))  # writers apart
             refused = None
             seen = await self._running()
             items, result = change(seen.items)
@@ -305,7 +317,8 @@ class CairnSession:
                     "say), or shorten this one (pop_item, clear_session)",
                     status=None,
                 )
-            metadata = {"items": str(len(items)), "change": str(len(items) - len(seen.items))}
+            write = uuid.uuid4().hex
+            metadata = {"items": str(len(items)), "change": str(len(items) - len(seen.items)), "write": write}
             try:
                 checkpoint: models.Checkpoint = await self._call(
                     self._client.checkpoints.create,
@@ -313,22 +326,26 @@ class CairnSession:
                     state=state,
                     name=name,
                     metadata=metadata,
+                    key=f"{seen.attempt}:{seen.checkpoint_id or 'start'}",
                 )
-            except errors.InvalidState as e:  # no longer running (rolled back: paused; completed...)
-                refused = e
+            except errors.InvalidState as e:  # no longer running (rolled back: paused), or the key
+                refused = e  # is a discarded checkpoint's, still being deleted
                 await self._read()
                 continue
             except errors.NotFound as e:  # deleted behind this object: the session starts again
                 refused = e
                 self._seen = None
                 continue
+            if checkpoint.metadata.get("write") != write:  # another writer's, on the same state
+                await self._read()
+                continue
             if checkpoint.parent_checkpoint_id != seen.checkpoint_id:
-                # Written on a state this object did not know (another writer, a rollback and
-                # replay): undone, and done again on the session's current items.
+                # Written on a state the execution no longer has (rolled back and replayed
+                # behind this object): undone, and done again on the session's current items.
                 await self._call(self._client.checkpoints.delete, checkpoint.id)
                 await self._read()
                 continue
-            self._seen = _Seen(seen.execution_id, "running", checkpoint.id, items)
+            self._seen = _Seen(seen.execution_id, "running", seen.attempt, checkpoint.id, items)
             return result
         if refused is not None:
             raise refused
