@@ -4,6 +4,7 @@ Cairn's own tools (rollback, replay, complete) do to its execution."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
 import subprocess
 import sys
@@ -188,6 +189,29 @@ async def test_two_writers_of_one_session_lose_nothing(async_client: AsyncCairn)
     assert await one.pop_item() == message(2)
     assert await two.pop_item() == message(1)  # it knew message(2) newest: redone too
     assert await CairnSession("shared", async_client).get_items() == [message(0)]
+
+
+async def test_one_object_written_from_many_tasks_and_threads_loses_nothing(
+    client: Cairn, async_client: AsyncCairn, requests_sent: Requests
+) -> None:
+    on_loop = CairnSession("gathered", async_client)
+    await asyncio.gather(*(on_loop.add_items([message(n)]) for n in range(8)))
+    assert sorted(i["content"] for i in await on_loop.get_items()) == sorted(
+        message(n)["content"] for n in range(8)
+    )
+
+    threaded = CairnSession("threaded", client)
+    await threaded.add_items([message(-1)])
+    requests_sent.clear()
+
+    def add(n: int) -> None:
+        asyncio.run(threaded.add_items([message(n)]))  # each thread its own event loop
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
+        list(pool.map(add, range(8)))
+    assert requests_sent.sent == ["POST /api/v1/checkpoints"] * 8  # one at a time: none redone
+    items = await CairnSession("threaded", async_client).get_items()
+    assert sorted(i["content"] for i in items) == sorted(message(n)["content"] for n in range(-1, 8))
 
 
 async def test_items_that_outgrow_a_checkpoint_raise_and_leave_the_session_as_it_was(

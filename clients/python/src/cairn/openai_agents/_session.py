@@ -167,6 +167,8 @@ class CairnSession:
         )
         self._client: Cairn | AsyncCairn = client if client is not None else _default_client()
         self._seen: _Seen | None = None
+        # One write at a time per object, whatever the threads and event loops it is used from.
+        self._writing = threading.Lock()
 
     def __repr__(self) -> str:
         return f"CairnSession({self.session_id!r}, workflow={self.workflow!r})"
@@ -198,7 +200,7 @@ class CairnSession:
         def append(current: list[Any]) -> tuple[list[Any] | None, None]:
             return current + added, None
 
-        await _settled(self._write("add_items", append))
+        await _settled(self._one_at_a_time(self._write("add_items", append)))
 
     async def pop_item(self, *, wrapper: RunContextWrapper[Any] | None = None) -> TResponseInputItem | None:
         """Removes and answers the newest item (``None`` when the session is empty), in
@@ -213,18 +215,29 @@ class CairnSession:
                 return None, None
             return current[:-1], current[-1]
 
-        popped = await _settled(self._write("pop_item", pop))
+        popped = await _settled(self._one_at_a_time(self._write("pop_item", pop)))
         return cast("TResponseInputItem | None", _copy([popped])[0] if popped is not None else None)
 
     async def clear_session(self, *, wrapper: RunContextWrapper[Any] | None = None) -> None:
         """Deletes the session's execution with its checkpoints (the failures recorded on
         it stay), as ``SQLiteSession`` deletes its rows; the next write starts a new
         execution with the same key."""
-        await _settled(self._clear())
+        await _settled(self._one_at_a_time(self._clear()))
 
     def close(self) -> None:
         """Does nothing (``SQLiteSession`` has it): the client is the caller's, or the
         process's."""
+
+    async def _one_at_a_time(self, write: Coroutine[Any, Any, T]) -> T:
+        """Runs ``write`` once no other write of this object runs. Polled: the writers may
+        be on several threads' event loops (an ``asyncio.Event`` is one loop's), and waiting
+        must block neither a loop nor the worker threads a sync client runs in."""
+        while not self._writing.acquire(blocking=False):  # noqa: ASYNC110
+            await asyncio.sleep(0.005)
+        try:
+            return await write
+        finally:
+            self._writing.release()
 
     # ---- the API, through either client ----
 
