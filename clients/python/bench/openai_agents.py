@@ -20,15 +20,12 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-# cargo lambda watch (the local stack) refuses compressed bodies; API Gateway takes them.
-os.environ.setdefault("CAIRN_COMPRESS_REQUESTS", "0")
+import httpx
+from agents import Agent, Runner, set_trace_processors
+from agents.testing import ScriptedModel, assistant_message
 
-import httpx  # noqa: E402
-from agents import Agent, Runner, set_trace_processors  # noqa: E402
-from agents.testing import ScriptedModel, assistant_message  # noqa: E402
-
-from cairn import AsyncCairn  # noqa: E402
-from cairn.openai_agents import CairnSession  # noqa: E402
+from cairn import AsyncCairn
+from cairn.openai_agents import CairnSession
 
 N = int(os.environ.get("CAIRN_BENCH_CALLS", "20"))
 
@@ -45,7 +42,11 @@ class Counter:
         self.requests += 1
 
 
-async def measure(counter: Counter, call: Callable[[], Awaitable[Any]]) -> tuple[list[int], list[float]]:
+async def measure(
+    counter: Counter, call: Callable[[], Awaitable[Any]], undo: Callable[[], Awaitable[Any]] | None = None
+) -> tuple[list[int], list[float]]:
+    """``call`` ``N`` times: the requests and milliseconds of each (``undo`` after each,
+    neither counted nor timed)."""
     counts, times = [], []
     for _ in range(N):
         before = counter.requests
@@ -53,6 +54,8 @@ async def measure(counter: Counter, call: Callable[[], Awaitable[Any]]) -> tuple
         await call()
         times.append((time.perf_counter() - start) * 1000)
         counts.append(counter.requests - before)
+        if undo is not None:
+            await undo()
     return counts, times
 
 
@@ -64,7 +67,9 @@ async def session_costs(
     for start in range(0, items, 20):
         await session.add_items([item(n, size) for n in range(start, min(items, start + 20))])
     results = {
-        "get_items (new object)": await measure(counter, lambda: CairnSession(session_id, client).get_items()),
+        "get_items (new object)": await measure(
+            counter, lambda: CairnSession(session_id, client).get_items()
+        ),
         "get_items (unchanged)": await measure(counter, session.get_items),
         "add_items (1 item)": await measure(counter, lambda: session.add_items([item(items, size)])),
     }
@@ -75,11 +80,12 @@ async def session_costs(
     async def turn() -> None:
         model.enqueue([assistant_message("ok")])
         await Runner.run(agent, "next", session=session)
-        await session.pop_item()  # the answer and the question go: the session keeps its size
+
+    async def undo_turn() -> None:  # the question and the answer go: the session keeps its size
+        await session.pop_item()
         await session.pop_item()
 
-    counts, times = await measure(counter, turn)
-    results["Runner.run, one turn"] = ([c - 2 for c in counts], times)  # without the two pops
+    results["Runner.run, one turn"] = await measure(counter, turn, undo_turn)
     return results
 
 
@@ -92,6 +98,8 @@ def cell(counts: list[int], times: list[float]) -> str:
 
 async def main() -> None:
     set_trace_processors([])  # nothing to OpenAI
+    # cargo lambda watch (the local stack) refuses compressed bodies; API Gateway takes them.
+    os.environ.setdefault("CAIRN_COMPRESS_REQUESTS", "0")
     counter = Counter()
     http = httpx.AsyncClient(timeout=60, event_hooks={"request": [counter.hook]})
     async with AsyncCairn(base_url=os.environ["CAIRN_API_URL"], http_client=http) as client:
@@ -99,8 +107,9 @@ async def main() -> None:
         short = await session_costs(client, counter, items=10, size=300)
         long = await session_costs(client, counter, items=1000, size=1000)
     print(f"cairn.openai_agents: CairnSession, HTTP requests and milliseconds per call ({N} calls each)")
+    columns = f"{'requests':>9}{'p50 ms':>9}{'p90 ms':>9}"
     print(f"{'':<26}{'short session (10 items, 3 KB)':>30}    {'long session (1,000 items, 1 MB)':>30}")
-    print(f"{'call':<26}{'requests':>9}{'p50 ms':>9}{'p90 ms':>9}   {'requests':>10}{'p50 ms':>9}{'p90 ms':>9}")
+    print(f"{'call':<26}{columns}   {columns}")
     for name in short:
         print(f"{name:<26}{cell(*short[name])}   {cell(*long[name])}")
 
