@@ -21,11 +21,13 @@ from .conftest import URL, tenant_key
 
 VERSION = importlib.metadata.version("openai-agents")
 HERE = Path(__file__).resolve().parent
-#: The SDK's test files that make SQLiteSessions (its session tests, and runner tests
-#: that run with a session).
+#: The SDK's test files that make SQLiteSessions (its session tests, its compaction
+#: session's on a SQLiteSession, and runner tests that run with a session).
 FILES = [
     "tests/memory/test_session.py",
     "tests/memory/test_session_limit.py",
+    "tests/memory/test_openai_responses_compaction_session.py",
+    "tests/memory/test_compaction_model_visibility.py",
     "tests/test_agent_runner.py",
     "tests/test_agent_runner_streamed.py",
     "tests/test_max_turns.py",
@@ -109,7 +111,7 @@ def test_the_sdks_session_tests_pass_on_cairn_session(tmp_path: Path) -> None:
     }
     print(f"the SDK's session tests on CairnSession (openai-agents {VERSION}): {counts}")
     assert counts["failures"] == counts["errors"] == counts["skipped"] == 0
-    assert counts["tests"] >= 190  # every file's session tests were selected
+    assert counts["tests"] >= 240  # every file's session tests were selected
     for name in (
         "test_session::test_sqlite_session_memory_pop_item",
         "test_session::test_sqlite_session_get_items_with_limit",
