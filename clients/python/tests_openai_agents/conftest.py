@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import socket
-import subprocess
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,22 +23,12 @@ from agents.memory import Session, SessionSettings
 from cairn import AsyncCairn, Cairn
 from cairn.openai_agents import CairnSession
 
-ADMIN = os.environ.get("CAIRN_TEST_ADMIN")
-URL = os.environ.get("CAIRN_API_URL")
+# The client's live tests' helpers: cairn-admin, and (with a stack) every httpx client made
+# from now on sends the local gateway's own 500s again.
+from tests.conftest import URL, admin
 
 os.environ.pop("OPENAI_API_KEY", None)
 set_trace_processors([])
-
-if URL:
-    from tests import resending  # the local gateway's own 500s are sent again
-
-    resending.install()
-
-
-def admin(*args: str) -> str:
-    if not ADMIN or not URL:
-        pytest.skip("the live stack is not running (make test starts it)")
-    return subprocess.run([ADMIN, *args], check=True, capture_output=True, text=True).stdout.strip()
 
 
 def tenant_key(credits: int = 10_000) -> str:

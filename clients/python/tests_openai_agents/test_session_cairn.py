@@ -137,46 +137,47 @@ async def test_a_new_session_costs_a_start_and_a_checkpoint(
     assert requests_sent.sent == ["POST /api/v1/executions", "POST /api/v1/checkpoints"]
 
 
+async def three_writes(client: AsyncCairn, session_id: str) -> tuple[CairnSession, str, str]:
+    """A session written three times: the object, its execution's id, the first checkpoint's."""
+    session = CairnSession(session_id, client)
+    for n in range(3):
+        await session.add_items([message(n)])
+    execution = await execution_of(client, session_id)
+    first, *_ = await checkpoints_of(client, execution.id)
+    return session, execution.id, first.id
+
+
 async def test_after_a_rollback_the_session_goes_on_from_the_rolled_back_items(
     async_client: AsyncCairn,
 ) -> None:
-    session = CairnSession("rolled-back", async_client)
-    for n in range(3):
-        await session.add_items([message(n)])
-    execution = await execution_of(async_client, "rolled-back")
-    first, *_ = await checkpoints_of(async_client, execution.id)
-
-    rolled = await async_client.executions.rollback(execution.id, checkpoint_id=first.id)
+    session, execution_id, first = await three_writes(async_client, "rolled-back")
+    rolled = await async_client.executions.rollback(execution_id, checkpoint_id=first)
     assert (rolled.status, rolled.discarded_checkpoints) == ("paused", 2)
     assert await session.get_items() == [message(0)]  # what the agent sees next
 
     await session.add_items([message(3)])  # replays the execution from the rollback point
     assert await session.get_items() == [message(0), message(3)]
     assert await CairnSession("rolled-back", async_client).get_items() == [message(0), message(3)]
-    execution = await async_client.executions.get(execution.id)
+    execution = await async_client.executions.get(execution_id)
     assert (execution.status, execution.attempt) == ("running", 2)
-    checkpoints = await checkpoints_of(async_client, execution.id)
-    assert [c.id for c in checkpoints][:1] == [first.id]
+    checkpoints = await checkpoints_of(async_client, execution_id)
+    assert [c.id for c in checkpoints][:1] == [first]
     assert len(checkpoints) == 2
-    assert checkpoints[1].parent_checkpoint_id == first.id
+    assert checkpoints[1].parent_checkpoint_id == first
 
 
 async def test_a_rollback_and_replay_behind_a_session_object_is_not_undone_by_its_next_write(
     async_client: AsyncCairn,
 ) -> None:
-    session = CairnSession("replayed", async_client)
-    for n in range(3):
-        await session.add_items([message(n)])
-    execution = await execution_of(async_client, "replayed")
-    first, *_ = await checkpoints_of(async_client, execution.id)
-    await async_client.executions.rollback(execution.id, checkpoint_id=first.id)
-    await async_client.executions.replay(execution.id)  # running again, at the first checkpoint
+    session, execution_id, first = await three_writes(async_client, "replayed")
+    await async_client.executions.rollback(execution_id, checkpoint_id=first)
+    await async_client.executions.replay(execution_id)  # running again, at the first checkpoint
 
     await session.add_items([message(3)])  # this object last wrote message(2): it learns otherwise
     assert await CairnSession("replayed", async_client).get_items() == [message(0), message(3)]
-    checkpoints = await checkpoints_of(async_client, execution.id)
+    checkpoints = await checkpoints_of(async_client, execution_id)
     assert len(checkpoints) == 2
-    assert checkpoints[1].parent_checkpoint_id == first.id
+    assert checkpoints[1].parent_checkpoint_id == first
 
 
 async def test_two_writers_of_one_session_lose_nothing(async_client: AsyncCairn) -> None:

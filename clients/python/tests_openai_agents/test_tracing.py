@@ -64,22 +64,23 @@ def lookup_invoice(number: str) -> str:
     return f"invoice {number}: 42 EUR"
 
 
+def billing(invoice: str, answer: str) -> Agent[Any]:
+    """An agent that looks the invoice up, then answers."""
+    model = ScriptedModel(
+        [
+            [function_call("lookup_invoice", {"number": invoice}, call_id="c1")],
+            [assistant_message(answer)],
+        ]
+    )
+    return Agent(name="billing", tools=[lookup_invoice], model=model)
+
+
 async def test_a_run_is_an_execution_with_a_checkpoint_per_agent(
     client: Cairn, processor: CairnTracingProcessor
 ) -> None:
-    billing = Agent(
-        name="billing",
-        tools=[lookup_invoice],
-        model=ScriptedModel(
-            [
-                [function_call("lookup_invoice", {"number": "F-1"}, call_id="c1")],
-                [assistant_message("Invoice F-1 is 42 EUR.")],
-            ]
-        ),
-    )
     triage = Agent(
         name="triage",
-        handoffs=[billing],
+        handoffs=[billing("F-1", "Invoice F-1 is 42 EUR.")],
         model=ScriptedModel([[function_call("transfer_to_billing", {}, call_id="h1")]]),
     )
     config = RunConfig(workflow_name="support", group_id="ticket-7", trace_metadata={"customer": "c-42"})
@@ -127,16 +128,7 @@ async def test_a_failed_run_is_a_failure_with_the_agents_name(
 async def test_a_tool_error_the_model_recovers_from_is_not_a_failure(
     client: Cairn, processor: CairnTracingProcessor
 ) -> None:
-    agent = Agent(
-        name="billing",
-        tools=[lookup_invoice],
-        model=ScriptedModel(
-            [
-                [function_call("lookup_invoice", {"number": "missing"}, call_id="c1")],
-                [assistant_message("I could not find that invoice.")],
-            ]
-        ),
-    )
+    agent = billing("missing", "I could not find that invoice.")
     assert (await Runner.run(agent, "invoice 'missing'?")).final_output == "I could not find that invoice."
     (execution,) = runs(client, processor)
     assert execution.status == "completed"

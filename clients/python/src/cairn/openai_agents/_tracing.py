@@ -112,6 +112,26 @@ class _Event:
     done: threading.Event | None = None
 
 
+def _span_event(
+    what: str,
+    span: Span[Any],
+    kind: str,
+    data: dict[str, Any] | None = None,
+    error: dict[str, Any] | None = None,
+) -> _Event:
+    name = getattr(span.span_data, "name", None)
+    return _Event(
+        what,
+        trace_id=span.trace_id,
+        span_id=span.span_id,
+        parent_id=span.parent_id,
+        kind=kind,
+        name=name if isinstance(name, str) else None,
+        data=data,
+        error=error,
+    )
+
+
 class CairnTracingProcessor(TracingProcessor):
     """A tracing processor of the OpenAI Agents SDK that records agent runs in Cairn.
 
@@ -197,18 +217,7 @@ class CairnTracingProcessor(TracingProcessor):
 
     def on_span_start(self, span: Span[Any]) -> None:
         try:
-            data = span.span_data
-            name = getattr(data, "name", None)
-            self._put(
-                _Event(
-                    "span_start",
-                    trace_id=span.trace_id,
-                    span_id=span.span_id,
-                    parent_id=span.parent_id,
-                    kind=_kind(data),
-                    name=name if isinstance(name, str) else None,
-                )
-            )
+            self._put(_span_event("span_start", span, _kind(span.span_data)))
         except Exception:
             logger.exception("cairn.openai_agents: could not queue a span start")
 
@@ -224,19 +233,7 @@ class CairnTracingProcessor(TracingProcessor):
                 exported["agent_name"] = getattr(data, "agent_name", None)
             exported["started_at"], exported["ended_at"] = span.started_at, span.ended_at
             error = dict(span.error) if span.error is not None else None
-            name = getattr(data, "name", None)
-            self._put(
-                _Event(
-                    "span_end",
-                    trace_id=span.trace_id,
-                    span_id=span.span_id,
-                    parent_id=span.parent_id,
-                    kind=kind,
-                    name=name if isinstance(name, str) else None,
-                    data=exported,
-                    error=error,
-                )
-            )
+            self._put(_span_event("span_end", span, kind, exported, error))
         except Exception:
             logger.exception("cairn.openai_agents: could not queue a span end")
 
