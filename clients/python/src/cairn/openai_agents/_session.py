@@ -132,11 +132,13 @@ class CairnSession:
     Cairn's tools act on the session: after a rollback (the execution paused at an
     earlier checkpoint) ``get_items`` answers that checkpoint's items, and the next write
     replays the execution from it (``attempt`` + 1, charged as a replay) and continues
-    from those items. A write that finds the session changed behind this object (another
-    writer, a rollback and replay) is undone and done again on the session's current
-    items. ``clear_session`` deletes the execution (with its checkpoints); the next write
-    starts a new one. A completed or cancelled execution takes no more items
-    (:class:`SessionEnded`).
+    from those items. Writes of one object go one at a time; of two objects writing on
+    one state only the first is stored (a checkpoint's ``key`` names the attempt and the
+    checkpoint it follows), and the other applies its change again to the session as it
+    is; a write on a state a rollback and replay took away is deleted and done again.
+    A write whose caller is cancelled still finishes. ``clear_session`` deletes the
+    execution (with its checkpoints); the next write starts a new one. A completed or
+    cancelled execution takes no more items (:class:`SessionEnded`).
 
     ``client`` is an :class:`~cairn.AsyncCairn` (used on the caller's event loop, which
     must be the loop it was made on, as for any httpx ``AsyncClient``) or a
