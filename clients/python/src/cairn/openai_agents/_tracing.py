@@ -185,7 +185,9 @@ class CairnTracingProcessor(TracingProcessor):
             )
         self.workflow = workflow
         self.flush_timeout = flush_timeout
-        self._client = client
+        # Made now: a missing CAIRN_API_KEY is an error where the processor is made, not a
+        # log line per run.
+        self._client = client if client is not None else Cairn(max_retries=2, max_elapsed=10.0)
         self._queue: queue.Queue[_Event] = queue.Queue(maxsize=max_queue)
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -305,9 +307,7 @@ class CairnTracingProcessor(TracingProcessor):
 
     @property
     def client(self) -> Cairn:
-        """The client the thread sends with (made from the environment on first use)."""
-        if self._client is None:
-            self._client = Cairn(max_retries=2, max_elapsed=10.0)
+        """The client the thread sends with."""
         return self._client
 
     def _handle(self, event: _Event) -> None:
