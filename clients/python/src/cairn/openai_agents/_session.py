@@ -1,0 +1,377 @@
+"""``CairnSession``: an OpenAI Agents SDK session whose items live in Cairn."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import random
+import threading
+import uuid
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any, TypeVar, cast
+
+from agents.items import TResponseInputItem
+from agents.memory import SessionSettings
+from agents.memory.session_settings import coerce_session_settings, resolve_session_limit
+from agents.run_context import RunContextWrapper
+
+from cairn import AsyncCairn, Cairn, errors, models
+
+from ._workflows import async_workflow_id, check_workflow, workflow_id
+
+T = TypeVar("T")
+
+#: The ``format`` of the checkpoint states a session writes.
+FORMAT = "cairn.openai_agents.session/1"
+#: The largest checkpoint state Cairn takes, as compact JSON (docs/api.md, Limits).
+STATE_MAX_BYTES = 4 * 1024 * 1024
+#: How many times a write is tried against a session that changed behind it.
+_ATTEMPTS = 30
+
+
+class SessionTooLarge(errors.PayloadTooLarge):
+    """The session's items would not fit one Cairn checkpoint (4 MiB of JSON). Nothing
+    was stored: the session is as it was. Continue in a new session (seeded, say, with a
+    summary of this one), or shorten this one (``pop_item``, ``clear_session``)."""
+
+
+class SessionEnded(errors.InvalidState):
+    """The session's execution was completed or cancelled (through the API, the CLI or
+    the dashboard): it takes no more items. Use a new session id, or ``clear_session()``
+    to start this one again."""
+
+
+@dataclass
+class _Seen:
+    """The session's execution as last read or written."""
+
+    execution_id: str
+    status: str
+    attempt: int
+    checkpoint_id: str | None
+    items: list[Any]
+
+
+def _copy(items: list[Any]) -> list[Any]:
+    return cast(list[Any], json.loads(json.dumps(items)))
+
+
+def _state(items: list[Any]) -> dict[str, Any]:
+    return {"format": FORMAT, "items": items}
+
+
+def _items_of(checkpoint: models.Checkpoint) -> list[Any]:
+    state = checkpoint.state or {}
+    items = state.get("items")
+    if state.get("format") != FORMAT or not isinstance(items, list):
+        raise errors.InvalidState(
+            f"checkpoint {checkpoint.id} was not written by a CairnSession (no {FORMAT!r} state): "
+            "a session's execution takes only CairnSession checkpoints"
+        )
+    return items
+
+
+def _check_key(session_id: str) -> None:
+    if not isinstance(session_id, str) or not 1 <= len(session_id) <= 256:
+        raise ValueError("session_id must be a string of 1 to 256 characters (it is the execution's key)")
+    if any((ord(c) < 32 and c not in "\t\n\r") or ord(c) == 127 for c in session_id):
+        raise ValueError("session_id must not hold control characters (it is the execution's key)")
+
+
+_default: Cairn | None = None
+_default_lock = threading.Lock()
+
+
+def _default_client() -> Cairn:
+    """One ``Cairn()`` for every session made without a client: one connection pool, and
+    the workflow looked up once per process."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = Cairn()
+        return _default
+
+
+async def _settled(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Runs a write to its end even when the caller is cancelled meanwhile (then raises
+    the cancellation), so the session never holds a write of unknown outcome."""
+    task = asyncio.ensure_future(coroutine)
+    cancelled: asyncio.CancelledError | None = None
+    while not task.done():
+        try:
+            await asyncio.wait({task})
+        except asyncio.CancelledError as e:
+            cancelled = cancelled or e
+    if cancelled is not None:
+        if not task.cancelled():
+            task.exception()  # retrieved: the cancellation is what the caller gets
+        raise cancelled
+    return task.result()
+
+
+class CairnSession:
+    """An OpenAI Agents SDK session (``agents.memory.Session``) stored in Cairn.
+
+    ::
+
+        session = CairnSession("ticket-7")   # CAIRN_API_KEY, CAIRN_API_URL
+        result = await Runner.run(agent, "Where is my order?", session=session)
+
+    A session is one execution of ``workflow`` (a ``wf_...`` id, or a name: found, else
+    created with type ``custom``) whose ``key`` is ``session_id``, started by the first
+    write. Every ``add_items`` and ``pop_item`` is a checkpoint (named after the method)
+    whose state holds all the session's items, ``{"format": FORMAT, "items": [...]}``, so
+    the execution's current checkpoint alone answers ``get_items``: at most 2 requests
+    (the execution, then that checkpoint's state when it is not the one this object read
+    or wrote last), and a write 1 request, whatever the session's length. A session
+    whose items would outgrow one checkpoint (4 MiB of JSON) raises
+    :class:`SessionTooLarge` and stays as it was.
+
+    Cairn's tools act on the session: after a rollback (the execution paused at an
+    earlier checkpoint) ``get_items`` answers that checkpoint's items, and the next write
+    replays the execution from it (``attempt`` + 1, charged as a replay) and continues
+    from those items. Writes of one object go one at a time; of two objects writing on
+    one state only the first is stored (a checkpoint's ``key`` names the attempt and the
+    checkpoint it follows), and the other applies its change again to the session as it
+    is; a write on a state a rollback and replay took away is deleted and done again.
+    A write whose caller is cancelled still finishes. ``clear_session`` deletes the
+    execution (with its checkpoints); the next write starts a new one. A completed or
+    cancelled execution takes no more items (:class:`SessionEnded`).
+
+    ``client`` is an :class:`~cairn.AsyncCairn` (used on the caller's event loop, which
+    must be the loop it was made on, as for any httpx ``AsyncClient``) or a
+    :class:`~cairn.Cairn`, used from a worker thread; ``None``: one ``Cairn()`` from the
+    environment shared by every such session of the process. ``session_settings`` as for
+    ``SQLiteSession`` (``limit``: the items ``get_items()`` answers by default).
+    """
+
+    session_id: str
+    session_settings: SessionSettings | None = None
+
+    def __init__(
+        self,
+        session_id: str,
+        client: Cairn | AsyncCairn | None = None,
+        *,
+        workflow: str = "openai-agents-sessions",
+        session_settings: SessionSettings | dict[str, Any] | None = None,
+    ) -> None:
+        _check_key(session_id)
+        check_workflow(workflow)
+        if client is not None and not isinstance(client, (Cairn, AsyncCairn)):
+            raise TypeError(f"client must be a cairn.Cairn or cairn.AsyncCairn, not {type(client).__name__}")
+        self.session_id = session_id
+        self.workflow = workflow
+        self.session_settings = (
+            coerce_session_settings(session_settings) if session_settings is not None else SessionSettings()
+        )
+        self._client: Cairn | AsyncCairn = client if client is not None else _default_client()
+        self._seen: _Seen | None = None
+        # One write at a time per object, whatever the threads and event loops it is used from.
+        self._writing = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"CairnSession({self.session_id!r}, workflow={self.workflow!r})"
+
+    # ---- the Session protocol ----
+
+    async def get_items(
+        self, limit: int | None = None, *, wrapper: RunContextWrapper[Any] | None = None
+    ) -> list[TResponseInputItem]:
+        """The session's items, oldest first: all of them, or the newest ``limit``
+        (``0``: none; negative: all), by default ``session_settings.limit``. ``wrapper``
+        (the run context the SDK passes) is accepted and not used."""
+        limit = resolve_session_limit(limit, self.session_settings)
+        seen = await self._read()
+        items = seen.items if seen is not None else []
+        if limit is not None and limit >= 0:
+            items = items[-limit:] if limit > 0 else []
+        return cast(list[TResponseInputItem], _copy(items))
+
+    async def add_items(
+        self, items: list[TResponseInputItem], *, wrapper: RunContextWrapper[Any] | None = None
+    ) -> None:
+        """Appends ``items`` (JSON objects) in one checkpoint named ``add_items``; ``[]``
+        changes nothing."""
+        if not items:
+            return
+        added = _copy(list(items))  # a TypeError for anything that is not JSON, before any request
+
+        def append(current: list[Any]) -> tuple[list[Any] | None, None]:
+            return current + added, None
+
+        await _settled(self._one_at_a_time(self._write("add_items", append)))
+
+    async def pop_item(self, *, wrapper: RunContextWrapper[Any] | None = None) -> TResponseInputItem | None:
+        """Removes and answers the newest item (``None`` when the session is empty), in
+        one checkpoint named ``pop_item``."""
+        if self._seen is None or not self._seen.items:
+            seen = await self._read()
+            if seen is None or not seen.items:
+                return None
+
+        def pop(current: list[Any]) -> tuple[list[Any] | None, Any]:
+            if not current:
+                return None, None
+            return current[:-1], current[-1]
+
+        popped = await _settled(self._one_at_a_time(self._write("pop_item", pop)))
+        return cast("TResponseInputItem | None", _copy([popped])[0] if popped is not None else None)
+
+    async def clear_session(self, *, wrapper: RunContextWrapper[Any] | None = None) -> None:
+        """Deletes the session's execution with its checkpoints (the failures recorded on
+        it stay), as ``SQLiteSession`` deletes its rows; the next write starts a new
+        execution with the same key."""
+        await _settled(self._one_at_a_time(self._clear()))
+
+    def close(self) -> None:
+        """Does nothing (``SQLiteSession`` has it): the client is the caller's, or the
+        process's."""
+
+    async def _one_at_a_time(self, write: Coroutine[Any, Any, T]) -> T:
+        """Runs ``write`` once no other write of this object runs. Polled: the writers may
+        be on several threads' event loops (an ``asyncio.Event`` is one loop's), and waiting
+        must block neither a loop nor the worker threads a sync client runs in."""
+        while not self._writing.acquire(blocking=False):  # noqa: ASYNC110
+            await asyncio.sleep(0.005)
+        try:
+            return await write
+        finally:
+            self._writing.release()
+
+    # ---- the API, through either client ----
+
+    async def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        if isinstance(self._client, AsyncCairn):
+            return await fn(*args, **kwargs)
+        return await asyncio.to_thread(fn, *args, **kwargs)
+
+    async def _workflow_id(self) -> str:
+        if isinstance(self._client, AsyncCairn):
+            return await async_workflow_id(self._client, self.workflow)
+        return await asyncio.to_thread(workflow_id, self._client, self.workflow)
+
+    async def _find(self) -> models.ExecutionSummary | None:
+        """The session's execution as it is now (1 request)."""
+        pager = self._client.executions.list(
+            workflow_id=await self._workflow_id(), key=self.session_id, page_size=1
+        )
+        page: models.Page[models.ExecutionSummary] = await self._call(pager.first_page)
+        return page.items[0] if page.items else None
+
+    async def _items(self, checkpoint_id: str | None) -> list[Any]:
+        if checkpoint_id is None:
+            return []
+        seen = self._seen
+        if seen is not None and seen.checkpoint_id == checkpoint_id:
+            return seen.items  # a checkpoint never changes
+        checkpoint = await self._call(self._client.checkpoints.get, checkpoint_id, include_state=True)
+        return _items_of(checkpoint)
+
+    async def _see(self, execution: models.ExecutionSummary) -> _Seen:
+        items = await self._items(execution.current_checkpoint_id)
+        self._seen = _Seen(
+            execution.id, execution.status, execution.attempt, execution.current_checkpoint_id, items
+        )
+        return self._seen
+
+    async def _read(self) -> _Seen | None:
+        """The session as it is now: at most 2 requests."""
+        execution = await self._find()
+        if execution is None:
+            self._seen = None
+            return None
+        return await self._see(execution)
+
+    async def _running(self) -> _Seen:
+        """The execution, running: started when the session has none, replayed from its
+        current checkpoint when paused or failed (a rollback pauses it)."""
+        seen = self._seen
+        if seen is None:
+            started = await self._call(
+                self._client.executions.create, workflow_id=await self._workflow_id(), key=self.session_id
+            )
+            seen = await self._see(started)
+        if seen.status in ("completed", "cancelled"):
+            raise SessionEnded(
+                f"session {self.session_id!r} (execution {seen.execution_id}) is {seen.status}: it takes no "
+                "more items; use a new session id, or clear_session() to start it again",
+                status=409,
+            )
+        if seen.status != "running":
+            replayed = await self._call(self._client.executions.replay, seen.execution_id)
+            seen = await self._see(replayed)
+        return seen
+
+    async def _write(self, name: str, change: Callable[[list[Any]], tuple[list[Any] | None, T]]) -> T:
+        """Applies ``change`` to the session's items as one checkpoint: 1 request when this
+        object knows the session's current checkpoint and the execution runs.
+
+        The checkpoint's ``key`` names the attempt and the checkpoint it follows, so of two
+        writers on one state only the first is stored: the other is answered that first
+        checkpoint (another ``write`` in its metadata), reads the session again and applies
+        its change to it."""
+        refused: errors.CairnError | None = None
+        for attempt in range(_ATTEMPTS):
+            if attempt:
+                await asyncio.sleep(random.uniform(0, 0.02 * min(attempt, 10)))  # writers apart
+            refused = None
+            seen = await self._running()
+            items, result = change(seen.items)
+            if items is None:
+                return result
+            state = _state(items)
+            size = len(json.dumps(state, separators=(",", ":"), ensure_ascii=False).encode())
+            if size > STATE_MAX_BYTES:
+                raise SessionTooLarge(
+                    f"session {self.session_id!r} would hold {size} bytes of JSON; a Cairn checkpoint "
+                    f"holds at most {STATE_MAX_BYTES} (4 MiB), and each holds all of a session's items. "
+                    "Nothing was stored. Continue in a new session (seeded with a summary of this one, "
+                    "say), or shorten this one (pop_item, clear_session)",
+                    status=None,
+                )
+            write = uuid.uuid4().hex
+            metadata = {"items": str(len(items)), "change": str(len(items) - len(seen.items)), "write": write}
+            try:
+                checkpoint: models.Checkpoint = await self._call(
+                    self._client.checkpoints.create,
+                    execution_id=seen.execution_id,
+                    state=state,
+                    name=name,
+                    metadata=metadata,
+                    key=f"{seen.attempt}:{seen.checkpoint_id or 'start'}",
+                )
+            except errors.InvalidState as e:  # no longer running (rolled back: paused), or the key
+                refused = e  # is a discarded checkpoint's, still being deleted
+                await self._read()
+                continue
+            except errors.NotFound as e:  # deleted behind this object: the session starts again
+                refused = e
+                self._seen = None
+                continue
+            if checkpoint.metadata.get("write") != write:  # another writer's, on the same state
+                await self._read()
+                continue
+            if checkpoint.parent_checkpoint_id != seen.checkpoint_id:
+                # Written on a state the execution no longer has (rolled back and replayed
+                # behind this object): undone, and done again on the session's current items.
+                await self._call(self._client.checkpoints.delete, checkpoint.id)
+                await self._read()
+                continue
+            self._seen = _Seen(seen.execution_id, "running", seen.attempt, checkpoint.id, items)
+            return result
+        if refused is not None:
+            raise refused
+        raise errors.InvalidState(
+            f"session {self.session_id!r} changed behind each of {_ATTEMPTS} writes: it has other writers "
+            "at the same moment; try again"
+        )
+
+    async def _clear(self) -> None:
+        execution = await self._find()
+        self._seen = None
+        if execution is not None:
+            with contextlib.suppress(errors.NotFound):  # deleted meanwhile
+                await self._call(self._client.executions.delete, execution.id)
