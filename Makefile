@@ -19,7 +19,7 @@ build:
 independent-builds:
 	bash infra/scripts/independent_builds.sh
 
-## Benchmarks against DynamoDB Local (release build); figures in the README.
+## Benchmarks against DynamoDB Local (release build); figures in docs/benchmarks.md.
 bench:
 	bash infra/scripts/bench.sh
 

@@ -1,6 +1,6 @@
 """Does DynamoDB Local keep every write it acknowledged when its process is killed?
 
-Evidence for the fault test's design (README, "Configuration"; tests/tests/faults.rs).
+Evidence for the fault test's design (docs/testing.md, "Faults"; tests/tests/faults.rs).
 No Cairn code is involved: four writer threads send PutItem and TransactWriteItems
 (three items each) with raw HTTP to a DynamoDB Local in persistent mode (-sharedDb
 -dbPath, as the old fault test ran it), record every write answered 200, SIGKILL the JVM

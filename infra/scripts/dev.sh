@@ -39,7 +39,7 @@ admin="$target_dir/debug/cairn-admin"
 key=$("$admin" demo --key-file "$LOCAL/demo-key")
 
 # The janitor's schedule (template.yaml: every 5 minutes), which cargo lambda watch does
-# not play: finishes deletions left unfinished (README, "Keys, writes and deletion").
+# not play: finishes deletions left unfinished (docs/operations.md, "The janitor").
 setsid bash -c "while sleep 300; do '$admin' janitor || true; done" >>"$LOCAL/janitor.log" 2>&1 &
 JANITOR_PID=$!
 

@@ -65,7 +65,7 @@ class Exported:
 # Stripe retries a webhook delivery answered with anything but a 2xx, or not answered
 # (with backoff, for days in live mode); localstripe sends each once. The local stack's
 # gateway (cargo lambda watch) now and then answers with a 500 of its own before any
-# function runs (README, "The two commands"), which lost a top-up's credits for good.
+# function runs (docs/testing.md, "The emulator's quirks"), which lost a top-up's credits for good.
 # Here a failed delivery is sent again after 1, 2, 4 and 8 s, each attempt signed at
 # its own time as Stripe signs it; Cairn's webhook applies an event once however often
 # it arrives.

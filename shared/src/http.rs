@@ -141,7 +141,7 @@ async fn require_api_key(State(auth): State<AuthState>, mut request: Request, ne
     // The look at the rate-limit standing runs beside the work too (a write waits for it
     // before it commits unless the instance's last count left room); the request is
     // counted after its answer, so a tenant may overshoot its limit by the requests
-    // answered and not yet counted (README, "Rate limit"). The work is polled first: its
+    // answered and not yet counted (docs/rate-limits.md). The work is polled first: its
     // first read, when it is a GetItem or a small batch read sent at once, carries the
     // look in its own call ([`crate::gate::Gate::carry`]); else the look is sent alone
     // beside it.

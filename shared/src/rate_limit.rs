@@ -172,7 +172,7 @@ pub fn standing_of(item: &std::collections::HashMap<String, AttributeValue>, lim
 ///   the item after its own start does not count the request twice. One round trip.
 ///
 /// A cold instance does not send both: each call beside another needs a connection of
-/// its own, and a new TLS connection costs more than the second call (README, cold
+/// its own, and a new TLS connection costs more than the second call (docs/benchmarks.md, cold
 /// starts).
 ///
 /// # Errors

@@ -3,7 +3,7 @@
 //!
 //! Reading the system's roots is most of a cold start's CPU on a machine whose
 //! environment names a bundle and a directory of the same certificates (3 to 9 ms here,
-//! README "Cold starts"), and a function's first request would wait for it. Compiled-in
+//! docs/benchmarks.md, "Cold starts"), and a function's first request would wait for it. Compiled-in
 //! roots cost no file:
 //!
 //! - DynamoDB: the five roots of Amazon Trust Services ([`AMAZON_TRUST_SERVICES`]), to
@@ -11,7 +11,7 @@
 //!   Services recommends a custom trust store hold, all five). The SDK decodes and
 //!   parses its trust store each time it makes a connector, on a client's first call, so
 //!   a cold request pays for every root it holds: a first connector took 0.09-0.11 ms
-//!   with these five and 0.8-1.4 ms with Mozilla's 118 (README "Cold starts"). The five
+//!   with these five and 0.8-1.4 ms with Mozilla's 118 (docs/benchmarks.md, "Cold starts"). The five
 //!   are a fixed file: they change only when it is edited, and the test below fails
 //!   when Mozilla's set, on a `cargo update`, no longer holds one of them. Should AWS
 //!   move DynamoDB to a root outside them, every call fails (503) until a function is

@@ -7,7 +7,7 @@
 //! (a) is the edge as it was first built; on a warm instance the handler now makes one
 //! call before its answer, a BatchGetItem of the item and the tenant's rate-limit
 //! standing (whose keys epoch proves the key live), and counts the request after the
-//! answer (README, "Rate limit"). (c) is that BatchGetItem made raw, the floor of that
+//! answer (docs/rate-limits.md). (c) is that BatchGetItem made raw, the floor of that
 //! design: the handler's distance to (c) is its own code, the distance from (c) to (b)
 //! what reading the second item costs DynamoDB Local. Times are up to the answer; the
 //! count after it runs before the next request, untimed, as on Lambda. Then the CPU this

@@ -203,7 +203,7 @@ async fn main() {
     // Each request is sent twice unmeasured first, so that both measures are of warm
     // instances whose proof of the key is fresh: an instance's first two requests with
     // a key read it (before the work, then beside it), and so does its first after the
-    // proof's 5 minutes (README, "Rate limit"); growing the lists takes minutes.
+    // proof's 5 minutes (docs/rate-limits.md); growing the lists takes minutes.
     let measure = || async {
         let mut capacity = Vec::new();
         for (area, path) in &requests {

@@ -123,7 +123,7 @@ class Api:
 
     def call(self, method: str, path: str, *, expect: tuple[int, ...] = (200,), **kwargs: Any) -> Any:
         # cargo lambda watch rarely answers a request with a 500 of its own (never a
-        # function's problem+json); as the README's harness does, such a GET or POST is
+        # function's problem+json); as the Rust harness does (docs/testing.md), such a GET or POST is
         # sent again, at most twice. Every POST carries an Idempotency-Key, so a POST sent
         # again runs at most once.
         if method == "POST":
@@ -314,7 +314,7 @@ def page(browser: Browser, console: Console, dashboard_url: str) -> Iterator[Pag
     context.add_init_script(CSP_RECORDER)
     context.set_default_timeout(20_000)
     # cargo lambda watch rarely answers a request with a 500 of its own (never a
-    # function's problem+json); as the README's harness does, a GET or POST that gets one
+    # function's problem+json); as the Rust harness does (docs/testing.md), a GET or POST that gets one
     # is sent again (at most twice) before the page sees it, a POST with an
     # Idempotency-Key added on its first try, so that it runs at most once.
     context.route("**/*", _retry_the_emulators_own_500)

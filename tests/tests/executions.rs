@@ -395,7 +395,7 @@ async fn list_filters_pages_and_totals_follow_every_transition(api: Api, env: En
 async fn list_items_are_summaries_without_input_and_output(api: Api, env: Env) {
     let t = env.tenant().await;
     let wf = workflow(&api, &t.key).await;
-    // Answers of a few hundred KiB are lost now and then by the local gateway (README);
+    // Answers of a few hundred KiB are lost now and then by the local gateway (docs/testing.md);
     // 20 KiB each is far above a summary's size and safe through it.
     let body = json!({"workflow_id": wf, "input": {"q": "x".repeat(20 * 1024)}, "metadata": {"k": "v"}});
     let started = api.post(&t.key, "/executions", &body).await;

@@ -15,8 +15,8 @@
 //! Why a proxy rather than killing DynamoDB Local: DynamoDB Local itself loses
 //! acknowledged writes when its process is killed (SIGKILL) in persistent mode, which
 //! made the earlier version of this test fail now and then on "every 201 start exists"
-//! although Cairn had committed that start. The evidence is in the README (Fault
-//! tests). DynamoDB does not lose acknowledged writes; what a function sees of a failing
+//! although Cairn had committed that start. The evidence is in docs/testing.md ("Faults:
+//! what a failing DynamoDB does"). DynamoDB does not lose acknowledged writes; what a function sees of a failing
 //! DynamoDB is refused, cut and unanswered connections, which is what the proxy makes,
 //! at chosen moments and the same way on every run.
 

@@ -137,7 +137,7 @@ fn only_authentication_and_the_admin_tool_make_a_tenant_id() {
 
 /// A function builds its DynamoDB client from the environment alone
 /// (`shared::dynamo::client`); the SDK's default chains, about 0.34 MB of every zipped
-/// bootstrap, are for `cairn-admin` only (README, "Deploying").
+/// bootstrap, are for `cairn-admin` only (docs/deploying.md, "Build").
 #[test]
 fn functions_do_not_link_the_sdks_default_credential_chains() {
     let offenders: Vec<String> = function_and_domain_sources()

@@ -257,7 +257,7 @@ fn event_size(body: &[u8], binary: bool) -> usize {
 
 #[tokio::test]
 async fn large_states_arrive_gzipped_and_the_safe_uncompressed_size_holds() {
-    // The README's promise: any body of at most 2,000,000 bytes fits the event however
+    // The promise of docs/api.md (Limits): any body of at most 2,000,000 bytes fits the event however
     // it is escaped (at most 3 event bytes per body byte).
     let safe = 2_000_000;
     for worst in ["😀".repeat(safe / 4), "\"".repeat(safe), "\u{1}".repeat(safe / 6)] {

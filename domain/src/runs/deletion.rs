@@ -603,7 +603,7 @@ mod tests {
     /// The tenant's hidden item is one item, so DynamoDB's 400 KB bounds it. An entry,
     /// as written, costs at most its execution id and one range per unfinished cleanup
     /// or deletion: computed here, the item holds thousands of abandoned deletions
-    /// (the README's "about 70 bytes" each) before a write to it would be refused.
+    /// (docs/operations.md's "about 70 bytes" each) before a write to it would be refused.
     #[test]
     fn the_hidden_item_holds_thousands_of_unfinished_deletions() {
         let id = ExecutionId::generate();

@@ -179,7 +179,7 @@ pub async fn get(State(state): State<AppState>, tenant: TenantId, PathId(raw): P
 }
 
 /// `value` as a 200 JSON answer. Every answer of this function is written through
-/// [`Answer`], so the binary carries one JSON writer (README, "Deploying").
+/// [`Answer`], so the binary carries one JSON writer (docs/deploying.md, "Build").
 fn ok<T: Serialize>(value: &T) -> Result<Response, ApiError> {
     Ok(Answer::json(StatusCode::OK, value)?.into_response())
 }

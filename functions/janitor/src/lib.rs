@@ -1,8 +1,8 @@
 //! The janitor: a scheduled function with no route. Every five minutes it finishes the
 //! execution deletions that clients left unfinished (`DELETE /executions/{id}` answered
 //! 202 and was not sent again for [`domain::runs::deletion::ABANDONED_AFTER`]), so their
-//! checkpoints do not stay stored, and hidden, for ever (README, "Keys, writes and
-//! deletion"). The work is `domain::runs::Runs::finish_deletions`; this crate gives it
+//! checkpoints do not stay stored, and hidden, for ever (docs/operations.md,
+//! "The janitor"). The work is `domain::runs::Runs::finish_deletions`; this crate gives it
 //! the time the invocation has.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

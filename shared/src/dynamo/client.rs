@@ -32,7 +32,7 @@ pub async fn client() -> Client {
 ///
 /// It does not use `aws-config`'s default chains (profile files, SSO, web identity, STS,
 /// instance metadata): a function never needs them, and linking them cost each
-/// bootstrap about 0.4 MB (README, "Deploying"). `cairn-admin`, which runs on an
+/// bootstrap about 0.4 MB (docs/deploying.md, "Build"). `cairn-admin`, which runs on an
 /// operator's machine, does: [`client_with_default_chain`].
 #[must_use]
 pub fn config() -> aws_sdk_dynamodb::config::Builder {
@@ -82,8 +82,8 @@ fn timeouts() -> TimeoutConfig {
 }
 
 /// The SDK's HTTPS client (hyper and rustls, the SDK's default) with ring as rustls's
-/// crypto instead of the default aws-lc-rs: the same TLS, a smaller bootstrap (README,
-/// "Deploying"). The billing function's Stripe client uses the same stack.
+/// crypto instead of the default aws-lc-rs: the same TLS, a smaller bootstrap (docs/deploying.md,
+/// "Build"). The billing function's Stripe client uses the same stack.
 ///
 /// A function trusts the roots compiled into it ([`crate::tls`]: Amazon Trust Services'
 /// five): no certificate file is read while it starts or on its first request.
