@@ -46,35 +46,34 @@ ensure_tools() {
   fi
 }
 
-# The Python client's pinned tools (clients/python/requirements-dev.txt) in a venv of
-# their own, with the client installed editable; installed again when the pins or the
-# package's metadata change.
-client_venv() {
-  local venv="$LOCAL/client-venv" dir="$ROOT/clients/python" want
-  want=$(cat "$dir/requirements-dev.txt" "$dir/pyproject.toml" | sha256sum | cut -c1-64)
+# Makes .local/$1 a venv holding what the requirements file $2 (relative to the root)
+# pins and, when $3 is "client", the Python client installed editable; installed again
+# when the pins (or the client's pyproject.toml) change.
+pinned_venv() {
+  local venv="$LOCAL/$1" pins="$ROOT/$2" client="$ROOT/clients/python" want
+  if [ "${3:-}" = client ]; then
+    want=$(cat "$pins" "$client/pyproject.toml" | sha256sum | cut -c1-64)
+  else
+    want=$(sha256sum <"$pins" | cut -c1-64)
+  fi
   if [ -x "$venv/bin/pytest" ] && [ "$(cat "$venv/.installed" 2>/dev/null)" = "$want" ]; then return 0; fi
-  log "installing the Python client and its tools (clients/python/requirements-dev.txt) into .local/client-venv"
+  log "installing $2 into .local/$1"
   [ -x "$venv/bin/pip" ] || python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$dir/requirements-dev.txt" >&2
-  "$venv/bin/pip" install --quiet --disable-pip-version-check --no-build-isolation --no-deps -e "$dir" >&2
+  # Playwright's package never downloads a browser here: the tests drive Debian's.
+  PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$pins" >&2
+  if [ "${3:-}" = client ]; then
+    "$venv/bin/pip" install --quiet --disable-pip-version-check --no-build-isolation --no-deps -e "$client" >&2
+  fi
   echo "$want" >"$venv/.installed"
 }
 
-# A framework integration's own venv (.local/<extra>-venv): its pinned requirements
-# (clients/python/requirements-<extra>.txt: the framework, its test tools) and the client
-# installed editable. Frameworks get a venv each because their dependencies conflict
-# (crewai needs openai<3, openai-agents openai>=3). Installed again when the pins change.
-framework_venv() {
-  local extra=$1 dir="$ROOT/clients/python" want
-  local venv="$LOCAL/$extra-venv" pins="$dir/requirements-$extra.txt"
-  want=$(cat "$pins" "$dir/pyproject.toml" | sha256sum | cut -c1-64)
-  if [ -x "$venv/bin/pytest" ] && [ "$(cat "$venv/.installed" 2>/dev/null)" = "$want" ]; then return 0; fi
-  log "installing the client with its $extra extra (clients/python/requirements-$extra.txt) into .local/$extra-venv"
-  [ -x "$venv/bin/pip" ] || python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$pins" >&2
-  "$venv/bin/pip" install --quiet --disable-pip-version-check --no-build-isolation --no-deps -e "$dir" >&2
-  echo "$want" >"$venv/.installed"
-}
+# The Python client's pinned tools in a venv of their own, with the client.
+client_venv() { pinned_venv client-venv clients/python/requirements-dev.txt client; }
+
+# A framework integration's own venv (.local/<extra>-venv): its pinned requirements (the
+# framework, its test tools) and the client. Frameworks get a venv each because their
+# dependencies conflict (crewai needs openai<3, openai-agents openai>=3).
+framework_venv() { pinned_venv "$1-venv" "clients/python/requirements-$1.txt" client; }
 
 # Debian's Chromium for the dashboard's browser tests (nothing downloads a browser):
 # installed with apt when /usr/bin/chromium is missing, at the pinned version when the
@@ -89,18 +88,8 @@ ensure_chromium() {
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends chromium >&2
 }
 
-# Playwright for Python (pinned, tests/browser/requirements.txt) in a venv of its own;
-# it drives /usr/bin/chromium and never downloads a browser.
-browser_venv() {
-  local venv="$LOCAL/browser-venv" want
-  want=$(sha256sum <"$ROOT/tests/browser/requirements.txt" | cut -c1-64)
-  if [ -x "$venv/bin/pytest" ] && [ "$(cat "$venv/.installed" 2>/dev/null)" = "$want" ]; then return 0; fi
-  log "installing Playwright for Python (tests/browser/requirements.txt) into .local/browser-venv"
-  [ -x "$venv/bin/pip" ] || python3 -m venv "$venv"
-  PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 "$venv/bin/pip" install --quiet --disable-pip-version-check \
-    -r "$ROOT/tests/browser/requirements.txt" >&2
-  echo "$want" >"$venv/.installed"
-}
+# Playwright for Python (pinned) in a venv of its own; it drives /usr/bin/chromium.
+browser_venv() { pinned_venv browser-venv tests/browser/requirements.txt; }
 
 # Prints a free TCP port on 127.0.0.1.
 free_port() {
