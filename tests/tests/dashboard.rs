@@ -16,8 +16,16 @@ struct Answer {
 }
 
 async fn in_process(method: Method, path: String) -> Answer {
+    in_process_if_none_match(method, path, None).await
+}
+
+async fn in_process_if_none_match(method: Method, path: String, tag: Option<String>) -> Answer {
     let app = dashboard::app(&dashboard::Config::from_env());
-    let request = Request::builder().method(method).uri(path).body(Body::empty()).expect("request");
+    let mut request = Request::builder().method(method).uri(path);
+    if let Some(tag) = tag {
+        request = request.header(header::IF_NONE_MATCH, tag);
+    }
+    let request = request.body(Body::empty()).expect("request");
     let response = app.oneshot(request).await.expect("answer");
     let (parts, body) = response.into_parts();
     let body = axum::body::to_bytes(body, usize::MAX).await.expect("body");
@@ -25,6 +33,10 @@ async fn in_process(method: Method, path: String) -> Answer {
 }
 
 async fn over_http(method: Method, path: String) -> Answer {
+    over_http_if_none_match(method, path, None).await
+}
+
+async fn over_http_if_none_match(method: Method, path: String, tag: Option<String>) -> Answer {
     let url = std::env::var("CAIRN_API_URL").expect("CAIRN_API_URL is set by make test");
     let origin = url.strip_suffix("/api/v1").unwrap_or(&url).to_owned();
     let client = reqwest::Client::builder()
@@ -37,8 +49,11 @@ async fn over_http(method: Method, path: String) -> Answer {
     let mut tries = 0;
     loop {
         tries += 1;
-        let response =
-            client.request(method.clone(), format!("{origin}{path}")).send().await.expect("the local API answers");
+        let mut request = client.request(method.clone(), format!("{origin}{path}"));
+        if let Some(tag) = &tag {
+            request = request.header(header::IF_NONE_MATCH, tag);
+        }
+        let response = request.send().await.expect("the local API answers");
         let (status, headers) = (response.status(), response.headers().clone());
         let body = response.text().await.expect("body");
         if tries < 3 && status == StatusCode::INTERNAL_SERVER_ERROR && body.starts_with(api_tests::EMULATOR_500) {
@@ -120,6 +135,47 @@ async fn in_process_the_slash_redirects_to_the_page() {
 #[tokio::test]
 async fn over_http_the_slash_redirects_to_the_page() {
     the_slash_redirects_to_the_page(over_http).await;
+}
+
+/// The page and each asset carry a strong `ETag`, the same on every answer: sent back in
+/// `If-None-Match` (alone, weak, in a list, or `*`) it gets `304 Not Modified` without a
+/// body, still `no-cache`; another tag gets the whole text again.
+async fn unchanged_texts_are_not_sent_again<F, Fut>(get: F)
+where
+    F: Fn(Method, String, Option<String>) -> Fut,
+    Fut: std::future::Future<Output = Answer>,
+{
+    for path in ["/dashboard", "/dashboard/app.js", "/dashboard/page-keys.js", "/dashboard/app.css"] {
+        let first = get(Method::GET, path.to_owned(), None).await;
+        assert_eq!(first.status, StatusCode::OK, "{path}");
+        let etag = first.headers[header::ETAG].to_str().expect("etag").to_owned();
+        assert!(etag.starts_with('"') && etag.ends_with('"') && etag.len() > 2, "{path}: a strong tag, {etag}");
+        let again = get(Method::GET, path.to_owned(), None).await;
+        assert_eq!(again.headers[header::ETAG], etag.as_str(), "{path}: the same tag every time");
+        assert_eq!(again.body, first.body);
+        for named in [etag.clone(), format!("W/{etag}"), format!("\"0\", {etag}"), "*".to_owned()] {
+            let answer = get(Method::GET, path.to_owned(), Some(named.clone())).await;
+            assert_eq!(answer.status, StatusCode::NOT_MODIFIED, "{path} with {named}");
+            assert!(answer.body.is_empty(), "{path} with {named}: no body");
+            assert_eq!(answer.headers[header::ETAG], etag.as_str());
+            assert_eq!(answer.headers[header::CACHE_CONTROL], "no-cache");
+        }
+        let other = get(Method::GET, path.to_owned(), Some("\"0000000000000000\"".to_owned())).await;
+        assert_eq!(other.status, StatusCode::OK, "{path}: another tag");
+        assert_eq!(other.body, first.body);
+    }
+    let config = get(Method::GET, "/dashboard/config.json".to_owned(), Some("*".to_owned())).await;
+    assert_eq!(config.status, StatusCode::OK, "the deployment's settings are never cached");
+}
+
+#[tokio::test]
+async fn in_process_unchanged_texts_are_not_sent_again() {
+    unchanged_texts_are_not_sent_again(in_process_if_none_match).await;
+}
+
+#[tokio::test]
+async fn over_http_unchanged_texts_are_not_sent_again() {
+    unchanged_texts_are_not_sent_again(over_http_if_none_match).await;
 }
 
 /// The addresses a module's text imports (`import … from './x.js'`, `import './x.js'`),

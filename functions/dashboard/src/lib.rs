@@ -6,13 +6,19 @@
 //! calls the public API like any client; this function reads no data. `/dashboard/`
 //! (with the slash) sends the browser to `/dashboard`.
 //!
+//! The page and its assets are served `no-cache` with a strong `ETag` (a hash of their
+//! text, computed when the binary is compiled), so a browser revalidates each on every
+//! load and gets `304 Not Modified` while it is unchanged; the page lists every module as
+//! a `modulepreload`, so a browser asks for them all at once rather than import by
+//! import.
+//!
 //! Every answer carries a strict Content-Security-Policy: scripts, styles and API calls
 //! from this origin only, no inline script or style, no framing; with card payments
 //! configured, Stripe.js's origins are added, as Stripe documents.
 
 use axum::Router;
 use axum::extract::Path;
-use axum::http::{HeaderValue, StatusCode, Uri, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
 
@@ -41,40 +47,55 @@ pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'
 pub const STRIPE_JS: &str = "https://js.stripe.com/v3/";
 
 const INDEX: &str = include_str!("../assets/index.html");
+const INDEX_TAG: u64 = fnv1a(INDEX);
 
 const JAVASCRIPT: &str = "text/javascript; charset=utf-8";
 
-/// An ES module of the page: its file name (its address under `/dashboard/`), its
-/// content type and its text.
-macro_rules! module {
-    ($name:literal) => {
-        ($name, JAVASCRIPT, include_str!(concat!("../assets/", $name)))
-    };
+/// An asset of the page: its file name (its address under `/dashboard/`), its content
+/// type, its text and the hash of its text (its `ETag`).
+#[derive(Debug)]
+struct Asset {
+    name: &'static str,
+    content_type: &'static str,
+    text: &'static str,
+    tag: u64,
 }
 
-/// The page's assets under `/dashboard/{asset}` (name, content type, text): its
-/// stylesheet and its ES modules, all at this one level, as `{asset}` is one path segment
-/// and the modules import each other as `./name.js`. Each is served `no-cache`, so a
-/// browser never runs a module older than the one that imports it.
-const ASSETS: &[(&str, &str, &str)] = &[
-    ("app.css", "text/css; charset=utf-8", include_str!("../assets/app.css")),
-    module!("app.js"),
-    module!("api.js"),
-    module!("card.js"),
-    module!("constants.js"),
-    module!("dom.js"),
-    module!("format.js"),
-    module!("messages.js"),
-    module!("page-billing.js"),
-    module!("page-execution.js"),
-    module!("page-executions.js"),
-    module!("page-failures.js"),
-    module!("page-keys.js"),
-    module!("page-signin.js"),
-    module!("page-workflows.js"),
-    module!("router.js"),
-    module!("session.js"),
-    module!("ui.js"),
+/// The asset `$name` of `assets/`, of content type `$type` (JavaScript by default: an
+/// ES module).
+macro_rules! asset {
+    ($name:literal) => {
+        asset!($name, JAVASCRIPT)
+    };
+    ($name:literal, $type:expr) => {{
+        const TEXT: &str = include_str!(concat!("../assets/", $name));
+        Asset { name: $name, content_type: $type, text: TEXT, tag: fnv1a(TEXT) }
+    }};
+}
+
+/// The page's assets under `/dashboard/{asset}`: its stylesheet and its ES modules, all
+/// at this one level, as `{asset}` is one path segment and the modules import each other
+/// as `./name.js`. Each is served `no-cache`, so a browser never runs a module older than
+/// the one that imports it.
+const ASSETS: &[Asset] = &[
+    asset!("app.css", "text/css; charset=utf-8"),
+    asset!("app.js"),
+    asset!("api.js"),
+    asset!("card.js"),
+    asset!("constants.js"),
+    asset!("dom.js"),
+    asset!("format.js"),
+    asset!("messages.js"),
+    asset!("page-billing.js"),
+    asset!("page-execution.js"),
+    asset!("page-executions.js"),
+    asset!("page-failures.js"),
+    asset!("page-keys.js"),
+    asset!("page-signin.js"),
+    asset!("page-workflows.js"),
+    asset!("router.js"),
+    asset!("session.js"),
+    asset!("ui.js"),
 ];
 
 /// What the page needs to know of the deployment: the Stripe publishable key for card
@@ -153,18 +174,21 @@ pub fn app(config: &Config) -> Router {
         .unwrap_or_else(|_| HeaderValue::from_static(CONTENT_SECURITY_POLICY));
     Router::new()
         .route("/", get(|| async { Redirect::to(PAGE) }))
-        .route(PAGE, get(|| async { page("text/html; charset=utf-8", INDEX, "no-cache") }))
+        .route(
+            PAGE,
+            get(|headers: HeaderMap| async move { cached(&headers, "text/html; charset=utf-8", INDEX, INDEX_TAG) }),
+        )
         .route(PAGE_WITH_SLASH, get(to_the_page))
         .route(
             "/dashboard/{asset}",
-            get(move |Path(asset): Path<String>| {
+            get(move |Path(asset): Path<String>, headers: HeaderMap| {
                 let config_json = config_json.clone();
                 async move {
                     if asset == "config.json" {
                         return page("application/json", &config_json, "no-store");
                     }
-                    match ASSETS.iter().find(|(name, _, _)| *name == asset) {
-                        Some((_, content_type, text)) => page(content_type, text, "no-cache"),
+                    match ASSETS.iter().find(|known| known.name == asset) {
+                        Some(known) => cached(&headers, known.content_type, known.text, known.tag),
                         None => (StatusCode::NOT_FOUND, "not found").into_response(),
                     }
                 }
@@ -176,6 +200,43 @@ pub fn app(config: &Config) -> Router {
 
 fn page(content_type: &'static str, body: &str, cache: &'static str) -> Response {
     ([(header::CONTENT_TYPE, content_type), (header::CACHE_CONTROL, cache)], body.to_owned()).into_response()
+}
+
+/// A built-in text served `no-cache` with its strong `ETag`: `304 Not Modified` (no body)
+/// when the request's `If-None-Match` names it.
+fn cached(request: &HeaderMap, content_type: &'static str, text: &'static str, tag: u64) -> Response {
+    let etag = format!("\"{tag:016x}\"");
+    let unchanged = request.get_all(header::IF_NONE_MATCH).iter().any(|value| names(value, &etag));
+    let mut response =
+        if unchanged { StatusCode::NOT_MODIFIED.into_response() } else { page(content_type, text, "no-cache") };
+    let headers = response.headers_mut();
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    if let Ok(etag) = HeaderValue::from_str(&etag) {
+        headers.insert(header::ETAG, etag);
+    }
+    response
+}
+
+/// Whether an `If-None-Match` value names `etag`: `*`, or a list of entity tags one of
+/// which equals it by the weak comparison GET uses (RFC 9110, 13.1.2: a `W/` prefix
+/// does not matter).
+fn names(value: &HeaderValue, etag: &str) -> bool {
+    let Ok(value) = value.to_str() else { return false };
+    value.trim() == "*" || value.split(',').any(|tag| tag.trim().trim_start_matches("W/") == etag)
+}
+
+/// 64-bit FNV-1a of `text`: an asset's version, computed when the binary is compiled (a
+/// cache validator, not a digest anyone could want to forge).
+const fn fnv1a(text: &str) -> u64 {
+    let bytes = text.as_bytes();
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut i = 0;
+    while i < bytes.len() {
+        hash ^= bytes[i] as u64;
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+        i += 1;
+    }
+    hash
 }
 
 /// `/dashboard/` (an address typed or linked with the slash): a permanent redirect to the
@@ -235,11 +296,52 @@ mod tests {
             .filter(|name| name != "index.html")
             .collect();
         files.sort();
-        let mut served: Vec<String> = ASSETS.iter().map(|(name, _, _)| (*name).to_owned()).collect();
+        let mut served: Vec<String> = ASSETS.iter().map(|asset| asset.name.to_owned()).collect();
         served.sort();
         assert_eq!(files, served, "assets/ vs ASSETS");
-        for (name, content_type, _) in ASSETS {
-            assert_eq!(name.ends_with(".js"), *content_type == JAVASCRIPT, "{name}: {content_type}");
+        for asset in ASSETS {
+            assert_eq!(asset.name.ends_with(".js"), asset.content_type == JAVASCRIPT, "{}", asset.name);
+        }
+    }
+
+    #[test]
+    fn the_page_preloads_every_module_but_its_entry() {
+        let preloaded: Vec<&str> = INDEX
+            .split("<link rel=\"modulepreload\" href=\"/dashboard/")
+            .skip(1)
+            .map(|rest| rest.split('"').next().unwrap_or_default())
+            .collect();
+        let mut modules: Vec<&str> = ASSETS
+            .iter()
+            .filter(|asset| asset.content_type == JAVASCRIPT && asset.name != "app.js")
+            .map(|a| a.name)
+            .collect();
+        modules.sort_unstable();
+        let mut sorted = preloaded.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, modules, "the page's modulepreload links vs the modules");
+        assert!(INDEX.contains("<script type=\"module\" src=\"/dashboard/app.js\"></script>"));
+    }
+
+    #[test]
+    fn each_text_has_its_own_tag_and_if_none_match_names_it_by_weak_comparison() {
+        let mut tags: Vec<u64> = ASSETS.iter().map(|asset| asset.tag).chain([INDEX_TAG]).collect();
+        tags.sort_unstable();
+        tags.dedup();
+        assert_eq!(tags.len(), ASSETS.len() + 1, "one tag per text");
+        assert_ne!(fnv1a("a"), fnv1a("b"));
+        assert_eq!(fnv1a(""), 0xcbf2_9ce4_8422_2325);
+        let etag = "\"00000000000000ff\"";
+        for (value, named) in [
+            ("\"00000000000000ff\"", true),
+            ("W/\"00000000000000ff\"", true),
+            ("\"1\", \"00000000000000ff\"", true),
+            ("*", true),
+            ("\"00000000000000fe\"", false),
+            ("00000000000000ff", false),
+            ("", false),
+        ] {
+            assert_eq!(names(&HeaderValue::from_static(value), etag), named, "{value}");
         }
     }
 
