@@ -25,6 +25,7 @@ import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -301,8 +302,9 @@ def console() -> Console:
     return Console()
 
 
-@pytest.fixture
-def page(browser: Browser, console: Console, dashboard_url: str) -> Iterator[Page]:
+@contextmanager
+def _new_page(browser: Browser, console: Console, dashboard_url: str, *, retry_lost: bool) -> Iterator[Page]:
+    """A page in a context of its own, its console recorded in ``console``."""
     context = browser.new_context(viewport=DESKTOP, device_scale_factor=1, locale="en-US", timezone_id="UTC")
     origin = httpx.URL(dashboard_url)
     try:
@@ -313,11 +315,12 @@ def page(browser: Browser, console: Console, dashboard_url: str) -> Iterator[Pag
         pass  # the Copy button falls back to selecting the text
     context.add_init_script(CSP_RECORDER)
     context.set_default_timeout(20_000)
-    # cargo lambda watch rarely answers a request with a 500 of its own (never a
-    # function's problem+json); as the Rust harness does (docs/testing.md), a GET or POST that gets one
-    # is sent again (at most twice) before the page sees it, a POST with an
-    # Idempotency-Key added on its first try, so that it runs at most once.
-    context.route("**/*", _retry_the_emulators_own_500)
+    if retry_lost:
+        # cargo lambda watch rarely answers a request with a 500 of its own (never a
+        # function's problem+json); as the Rust harness does (docs/testing.md), a GET or POST that gets one
+        # is sent again (at most twice) before the page sees it, a POST with an
+        # Idempotency-Key added on its first try, so that it runs at most once.
+        context.route("**/*", _retry_the_emulators_own_500)
     pg = context.new_page()
     pg.on("console", lambda message: console.messages.append(message))
     pg.on("pageerror", lambda error: console.page_errors.append(str(error)))
@@ -327,6 +330,20 @@ def page(browser: Browser, console: Console, dashboard_url: str) -> Iterator[Pag
     # first, without waiting for such handlers and ignoring what they raise afterwards.
     context.unroute_all(behavior="ignoreErrors")
     context.close()
+
+
+@pytest.fixture
+def page(browser: Browser, console: Console, dashboard_url: str) -> Iterator[Page]:
+    with _new_page(browser, console, dashboard_url, retry_lost=True) as pg:
+        yield pg
+
+
+@pytest.fixture
+def cached_page(browser: Browser, console: Console, dashboard_url: str) -> Iterator[Page]:
+    """A page whose HTTP cache works: its requests are not routed (Chromium's cache is off
+    while Playwright routes them), so the local gateway's own 500 reaches the page."""
+    with _new_page(browser, console, dashboard_url, retry_lost=False) as pg:
+        yield pg
 
 
 EMULATOR_500 = b'{"type":"https://httpstatuses.com/500"'

@@ -4,7 +4,8 @@ A fresh tenant is made with cairn-admin and given data through the API (httpx); 
 dashboard is driven as a person would: sign in, executions, an execution's checkpoints
 and state, replay, failures, workflows, billing, API keys, sign out. Every page visited is
 saved as a full-page screenshot (1280x900, and the executions list and an execution page
-again at 390x844). The page's console must show no JS error and no CSP violation.
+again at 390x844). A reload of the page must get 304 Not Modified for each of its
+assets. The page's console must show no JS error and no CSP violation.
 
 Run (with the stack serving /dashboard and /api/v1):
 
@@ -19,11 +20,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from pathlib import Path
-from urllib.parse import urljoin
+from urllib.parse import urljoin, urlsplit
 
 import pytest
-from conftest import DESKTOP, PHONE, Api, Console, Seeded, Tenant, emulators_own_500
-from playwright.sync_api import Locator, Page, expect
+from conftest import DESKTOP, PHONE, REPO, Api, Console, Seeded, Tenant, emulators_own_500
+from playwright.sync_api import Locator, Page, Response, expect
 
 pytestmark = pytest.mark.browser
 
@@ -100,6 +101,48 @@ def test_signin_page_loads_clean(
     page.goto(at(dashboard_url, "/keys"))
     expect(page).to_have_url(re.compile(r"#/signin$"))
 
+    assert csp_violations(page) == []
+    console.assert_clean()
+
+
+# The page's stylesheet and modules (functions/dashboard/assets, the page itself aside), by address.
+ASSETS = sorted(
+    f"/dashboard/{f.name}" for f in (REPO / "functions/dashboard/assets").iterdir() if f.name != "index.html"
+)
+
+
+def test_a_reload_revalidates_every_asset(cached_page: Page, dashboard_url: str, console: Console) -> None:
+    """The assets carry an ETag and are served no-cache: a reload asks for each again and
+    gets 304 Not Modified (the browser keeps its copy), and the page works as before."""
+    page = cached_page
+    answers: list[Response] = []
+    page.on("response", answers.append)
+
+    def statuses(navigate: Callable[[], object]) -> dict[str, int]:
+        """The status each asset got in a navigation. This page's requests are not routed,
+        so a request the local gateway lost (its own 500) is not sent again: the whole
+        navigation is then made again, at most twice, as the Rust harness does."""
+        for attempt in range(3):
+            answers.clear()
+            navigate()
+            lost = [a for a in answers if a.status == 500 and emulators_own_500(a.status, a.body())]
+            if not lost or attempt == 2:
+                break
+            console.messages.clear()  # what the page said of the asset it did not get
+            console.page_errors.clear()
+        return {urlsplit(a.url).path: a.status for a in answers if urlsplit(a.url).path in ASSETS}
+
+    first = statuses(lambda: page.goto(dashboard_url))
+    assert sorted(first) == ASSETS, "the page asks for every asset"
+    expect(tid(page, "signin-key")).to_be_visible()
+
+    again = statuses(page.reload)
+    assert again == dict.fromkeys(ASSETS, 304), "a reload revalidates every asset"
+    expect(page).to_have_url(re.compile(r"#/signin$"))
+    expect(tid(page, "signin-key")).to_be_visible()
+    expect(tid(page, "signin-key")).to_be_focused()
+    page.goto(at(dashboard_url, "/keys"))  # signed out: the router sends it to sign-in
+    expect(page).to_have_url(re.compile(r"#/signin$"))
     assert csp_violations(page) == []
     console.assert_clean()
 
