@@ -116,7 +116,7 @@ def test_a_reload_revalidates_every_asset(cached_page: Page, dashboard_url: str,
     gets 304 Not Modified (the browser keeps its copy), and the page works as before."""
     page = cached_page
     answers: list[Response] = []
-    page.on("response", answers.append)
+    page.on("response", lambda answer: answers.append(answer))
 
     def statuses(navigate: Callable[[], object]) -> dict[str, int]:
         """The status each asset got in a navigation. This page's requests are not routed,
