@@ -174,10 +174,76 @@ async def test_a_rollback_and_replay_behind_a_session_object_is_not_undone_by_it
     await async_client.executions.replay(execution_id)  # running again, at the first checkpoint
 
     await session.add_items([message(3)])  # this object last wrote message(2): it learns otherwise
+    assert await session.get_items() == [message(0), message(3)]
     assert await CairnSession("replayed", async_client).get_items() == [message(0), message(3)]
-    checkpoints = await checkpoints_of(async_client, execution_id)
-    assert len(checkpoints) == 2
-    assert checkpoints[1].parent_checkpoint_id == first
+    # The write that landed on the first checkpoint with the wrong items stays in the
+    # history, superseded at once by the right ones.
+    _, stray, right = await checkpoints_of(async_client, execution_id)
+    assert (stray.parent_checkpoint_id, right.parent_checkpoint_id) == (first, stray.id)
+    execution = await async_client.executions.get(execution_id)
+    assert execution.current_checkpoint_id == right.id
+
+
+async def test_a_replay_from_an_earlier_checkpoint_behind_a_session_object_is_kept(
+    async_client: AsyncCairn,
+) -> None:
+    # No rollback: the later checkpoints stay, and the replay makes the first current.
+    session, execution_id, first = await three_writes(async_client, "replayed-from")
+    await async_client.executions.pause(execution_id)
+    await async_client.executions.replay(execution_id, checkpoint_id=first)
+
+    await session.add_items([message(3)])
+    assert await session.get_items() == [message(0), message(3)]
+    assert await CairnSession("replayed-from", async_client).get_items() == [message(0), message(3)]
+    assert await session.pop_item() == message(3)
+    assert await CairnSession("replayed-from", async_client).get_items() == [message(0)]
+
+
+async def test_a_session_that_saw_a_rollback_writes_after_another_replayed_it(
+    async_client: AsyncCairn,
+) -> None:
+    one = CairnSession("stale", async_client)
+    for n in range(2):
+        await one.add_items([message(n)])
+    execution = await execution_of(async_client, "stale")
+    first, _ = await checkpoints_of(async_client, execution.id)
+    await async_client.executions.rollback(execution.id, checkpoint_id=first.id)
+    two = CairnSession("stale", async_client)
+    assert await two.get_items() == [message(0)]  # it sees the execution paused
+    await one.add_items([message(2)])  # replays it
+    await two.add_items([message(3)])  # its replay is refused (running again): it reads and goes on
+    assert await CairnSession("stale", async_client).get_items() == [message(0), message(2), message(3)]
+    assert (await async_client.executions.get(execution.id)).attempt == 2
+
+
+async def test_sessions_used_at_once_for_the_first_time_make_one_workflow(
+    client: Cairn, async_client: AsyncCairn
+) -> None:
+    await asyncio.gather(
+        *(CairnSession(f"first-{n}", async_client).add_items([message(n)]) for n in range(4))
+    )
+
+    def first_write(n: int) -> None:
+        asyncio.run(CairnSession(f"sync-{n}", client).add_items([message(n)]))
+
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        list(pool.map(first_write, range(4)))
+    names = [w.name async for w in async_client.workflows.list()]
+    assert names == ["openai-agents-sessions"]
+    for n in range(4):
+        assert await CairnSession(f"first-{n}", async_client).get_items() == [message(n)]
+        assert await CairnSession(f"sync-{n}", async_client).get_items() == [message(n)]
+
+
+async def test_popping_a_session_that_has_no_execution_starts_none(async_client: AsyncCairn) -> None:
+    session = CairnSession("popped", async_client)
+    await session.add_items([message(0)])
+    execution = await execution_of(async_client, "popped")
+    await async_client.executions.delete(execution.id)  # behind the object
+    assert await session.pop_item() is None
+    (workflow,) = [w async for w in async_client.workflows.list()]
+    page = await async_client.executions.list(workflow_id=workflow.id).first_page()
+    assert page.items == []
 
 
 async def test_two_writers_of_one_session_lose_nothing(async_client: AsyncCairn) -> None:

@@ -19,7 +19,7 @@ from pydantic import BaseModel
 from cairn import Cairn, errors, models
 
 #: A workflow given by id rather than by name.
-_WORKFLOW_ID = re.compile(r"wf_[0-9A-Za-z]+")
+_WORKFLOW_ID = re.compile(r"wf_[0-9a-f]{32}")  # as the API makes them; anything else is a name
 #: Executions remembered per client (least recently used go first).
 _CACHE_SIZE = 10_000
 _STRIPES = 64

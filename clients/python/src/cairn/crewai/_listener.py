@@ -187,7 +187,7 @@ class CairnEventListener(BaseEventListener):
             try:
                 op()
             except Exception as e:
-                log.warning("cairn.crewai: could not record a CrewAI event in Cairn: %s", e)
+                log.warning("cairn.crewai: could not record a CrewAI event in Cairn: %s", e, exc_info=True)
             finally:
                 with self._idle:
                     self._pending -= 1

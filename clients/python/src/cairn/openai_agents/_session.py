@@ -135,7 +135,10 @@ class CairnSession:
     from those items. Writes of one object go one at a time; of two objects writing on
     one state only the first is stored (a checkpoint's ``key`` names the attempt and the
     checkpoint it follows), and the other applies its change again to the session as it
-    is; a write on a state a rollback and replay took away is deleted and done again.
+    is. A write that lands on a checkpoint other than the one this object knew (a replay
+    from an earlier checkpoint, with or without a rollback, behind it) is superseded at
+    once: the change applied to that checkpoint's items is written on top of it (the
+    stray stays in the history; the session is the newest checkpoint).
     A write whose caller is cancelled still finishes. ``clear_session`` deletes the
     execution (with its checkpoints); the next write starts a new one. A completed or
     cancelled execution takes no more items (:class:`SessionEnded`).
@@ -169,6 +172,9 @@ class CairnSession:
         )
         self._client: Cairn | AsyncCairn = client if client is not None else _default_client()
         self._seen: _Seen | None = None
+        # Moved on by every write's view of the session, so a read answered meanwhile
+        # never replaces it with an older one.
+        self._generation = 0
         # One write at a time per object, whatever the threads and event loops it is used from.
         self._writing = threading.Lock()
 
@@ -270,40 +276,58 @@ class CairnSession:
         checkpoint = await self._call(self._client.checkpoints.get, checkpoint_id, include_state=True)
         return _items_of(checkpoint)
 
-    async def _see(self, execution: models.ExecutionSummary) -> _Seen:
+    def _know(self, seen: _Seen | None) -> _Seen | None:
+        """A write's view of the session becomes this object's."""
+        self._generation += 1
+        self._seen = seen
+        return seen
+
+    async def _view(self, execution: models.ExecutionSummary) -> _Seen:
         items = await self._items(execution.current_checkpoint_id)
-        self._seen = _Seen(
+        return _Seen(
             execution.id, execution.status, execution.attempt, execution.current_checkpoint_id, items
         )
-        return self._seen
 
     async def _read(self) -> _Seen | None:
-        """The session as it is now: at most 2 requests."""
+        """The session as it is now: at most 2 requests. Kept as this object's view
+        unless a write changed that view meanwhile (then the write's is newer)."""
+        generation = self._generation
         execution = await self._find()
-        if execution is None:
-            self._seen = None
-            return None
-        return await self._see(execution)
+        seen = await self._view(execution) if execution is not None else None
+        if self._generation == generation:
+            self._seen = seen
+        return seen
 
     async def _running(self) -> _Seen:
         """The execution, running: started when the session has none, replayed from its
-        current checkpoint when paused or failed (a rollback pauses it)."""
-        seen = self._seen
-        if seen is None:
-            started = await self._call(
-                self._client.executions.create, workflow_id=await self._workflow_id(), key=self.session_id
-            )
-            seen = await self._see(started)
-        if seen.status in ("completed", "cancelled"):
-            raise SessionEnded(
-                f"session {self.session_id!r} (execution {seen.execution_id}) is {seen.status}: it takes no "
-                "more items; use a new session id, or clear_session() to start it again",
-                status=409,
-            )
-        if seen.status != "running":
-            replayed = await self._call(self._client.executions.replay, seen.execution_id)
-            seen = await self._see(replayed)
-        return seen
+        current checkpoint when paused or failed (a rollback pauses it). A replay refused
+        because the execution changed behind this object (replayed, or ended, meanwhile)
+        reads it again and decides anew."""
+        for _ in range(_ATTEMPTS):
+            seen = self._seen
+            if seen is None:
+                started = await self._call(
+                    self._client.executions.create, workflow_id=await self._workflow_id(), key=self.session_id
+                )
+                seen = cast(_Seen, self._know(await self._view(started)))
+            if seen.status in ("completed", "cancelled"):
+                raise SessionEnded(
+                    f"session {self.session_id!r} (execution {seen.execution_id}) is {seen.status}: it takes "
+                    "no more items; use a new session id, or clear_session() to start it again",
+                    status=409,
+                )
+            if seen.status == "running":
+                return seen
+            try:
+                replayed = await self._call(self._client.executions.replay, seen.execution_id)
+            except errors.InvalidState:
+                self._know(await self._read())
+                continue
+            return cast(_Seen, self._know(await self._view(replayed)))
+        raise errors.InvalidState(
+            f"session {self.session_id!r} changed behind each of {_ATTEMPTS} replays: it has other writers "
+            "at the same moment; try again"
+        )
 
     async def _write(self, name: str, change: Callable[[list[Any]], tuple[list[Any] | None, T]]) -> T:
         """Applies ``change`` to the session's items as one checkpoint: 1 request when this
@@ -314,14 +338,19 @@ class CairnSession:
         checkpoint (another ``write`` in its metadata), reads the session again and applies
         its change to it."""
         refused: errors.CairnError | None = None
+        superseding = False  # the current checkpoint holds this change on the wrong items
         for attempt in range(_ATTEMPTS):
             if attempt:
                 await asyncio.sleep(random.uniform(0, 0.02 * min(attempt, 10)))  # writers apart
             refused = None
+            if self._seen is None and change([])[0] is None:
+                return change([])[1]  # nothing to change in a session that has no execution
             seen = await self._running()
             items, result = change(seen.items)
             if items is None:
-                return result
+                if not superseding:
+                    return result
+                items = seen.items  # what the session holds, over the stray
             state = _state(items)
             size = len(json.dumps(state, separators=(",", ":"), ensure_ascii=False).encode())
             if size > STATE_MAX_BYTES:
@@ -345,22 +374,28 @@ class CairnSession:
                 )
             except errors.InvalidState as e:  # no longer running (rolled back: paused), or the key
                 refused = e  # is a discarded checkpoint's, still being deleted
-                await self._read()
+                self._know(await self._read())
                 continue
             except errors.NotFound as e:  # deleted behind this object: the session starts again
                 refused = e
-                self._seen = None
+                self._know(None)
                 continue
             if checkpoint.metadata.get("write") != write:  # another writer's, on the same state
-                await self._read()
+                self._know(await self._read())
                 continue
             if checkpoint.parent_checkpoint_id != seen.checkpoint_id:
-                # Written on a state the execution no longer has (rolled back and replayed
-                # behind this object): undone, and done again on the session's current items.
-                await self._call(self._client.checkpoints.delete, checkpoint.id)
-                await self._read()
+                # Written on a checkpoint this object did not know was current (a replay from
+                # an earlier one behind it): this checkpoint holds the change applied to the
+                # wrong items. The session is what its parent held; the change is applied to
+                # that and written on top (deleting it would make the newest remaining
+                # checkpoint current, not its parent, and undo the replay).
+                parent_items = await self._items(checkpoint.parent_checkpoint_id)
+                self._know(
+                    _Seen(seen.execution_id, "running", checkpoint.attempt, checkpoint.id, parent_items)
+                )
+                superseding = True
                 continue
-            self._seen = _Seen(seen.execution_id, "running", seen.attempt, checkpoint.id, items)
+            self._know(_Seen(seen.execution_id, "running", seen.attempt, checkpoint.id, items))
             return result
         if refused is not None:
             raise refused
@@ -371,7 +406,7 @@ class CairnSession:
 
     async def _clear(self) -> None:
         execution = await self._find()
-        self._seen = None
+        self._know(None)
         if execution is not None:
             with contextlib.suppress(errors.NotFound):  # deleted meanwhile
                 await self._call(self._client.executions.delete, execution.id)

@@ -3,6 +3,7 @@ client and name."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import threading
 import weakref
@@ -14,6 +15,10 @@ _WORKFLOW_ID = re.compile(r"wf_[0-9a-f]{32}")
 
 _lock = threading.Lock()
 _found: weakref.WeakKeyDictionary[Cairn | AsyncCairn, dict[str, str]] = weakref.WeakKeyDictionary()
+# One lookup at a time per client and name, so sessions used at once for the first time
+# make one workflow, not one each (an AsyncCairn lives on one event loop: an asyncio lock).
+_looking: weakref.WeakKeyDictionary[Cairn, dict[str, threading.Lock]] = weakref.WeakKeyDictionary()
+_async_looking: weakref.WeakKeyDictionary[AsyncCairn, dict[str, asyncio.Lock]] = weakref.WeakKeyDictionary()
 
 
 def check_workflow(workflow: str) -> None:
@@ -39,21 +44,31 @@ def workflow_id(client: Cairn, workflow: str) -> str:
     new ``custom`` workflow)."""
     if (cached := _cached(client, workflow)) is not None:
         return cached
-    found = next((w.id for w in client.workflows.list() if w.name == workflow), None)
-    if found is None:
-        found = client.workflows.create(name=workflow, workflow_type="custom").id
-    return _remember(client, workflow, found)
+    with _lock:
+        looking = _looking.setdefault(client, {}).setdefault(workflow, threading.Lock())
+    with looking:
+        if (cached := _cached(client, workflow)) is not None:
+            return cached  # found by the lookup this one waited for
+        found = next((w.id for w in client.workflows.list() if w.name == workflow), None)
+        if found is None:
+            found = client.workflows.create(name=workflow, workflow_type="custom").id
+        return _remember(client, workflow, found)
 
 
 async def async_workflow_id(client: AsyncCairn, workflow: str) -> str:
     """:func:`workflow_id` with an :class:`~cairn.AsyncCairn`."""
     if (cached := _cached(client, workflow)) is not None:
         return cached
-    found: str | None = None
-    async for w in client.workflows.list():
-        if w.name == workflow:
-            found = w.id
-            break
-    if found is None:
-        found = (await client.workflows.create(name=workflow, workflow_type="custom")).id
-    return _remember(client, workflow, found)
+    with _lock:
+        looking = _async_looking.setdefault(client, {}).setdefault(workflow, asyncio.Lock())
+    async with looking:
+        if (cached := _cached(client, workflow)) is not None:
+            return cached  # found by the lookup this one waited for
+        found: str | None = None
+        async for w in client.workflows.list():
+            if w.name == workflow:
+                found = w.id
+                break
+        if found is None:
+            found = (await client.workflows.create(name=workflow, workflow_type="custom")).id
+        return _remember(client, workflow, found)
