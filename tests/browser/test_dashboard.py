@@ -125,7 +125,7 @@ def test_a_reload_revalidates_every_asset(cached_page: Page, dashboard_url: str,
         for attempt in range(3):
             answers.clear()
             navigate()
-            lost = [a for a in answers if a.status == 500 and emulators_own_500(a.status, a.body())]
+            lost = [a for a in answers if emulators_own_answer(a)]
             if not lost or attempt == 2:
                 break
             console.messages.clear()  # what the page said of the asset it did not get
@@ -136,8 +136,15 @@ def test_a_reload_revalidates_every_asset(cached_page: Page, dashboard_url: str,
     assert sorted(first) == ASSETS, "the page asks for every asset"
     expect(tid(page, "signin-key")).to_be_visible()
 
-    again = statuses(page.reload)
-    assert again == dict.fromkeys(ASSETS, 304), "a reload revalidates every asset"
+    # Chromium writes its cache asynchronously: an asset of the first load it has not stored
+    # yet is fetched whole on a reload. Reloads are made until every asset is revalidated,
+    # at most three; an asset never answered 304 fails the test.
+    revalidated = dict.fromkeys(ASSETS, 304)
+    for _ in range(3):
+        again = statuses(page.reload)
+        if again == revalidated:
+            break
+    assert again == revalidated, "a reload revalidates every asset"
     expect(page).to_have_url(re.compile(r"#/signin$"))
     expect(tid(page, "signin-key")).to_be_visible()
     expect(tid(page, "signin-key")).to_be_focused()
@@ -145,6 +152,14 @@ def test_a_reload_revalidates_every_asset(cached_page: Page, dashboard_url: str,
     expect(page).to_have_url(re.compile(r"#/signin$"))
     assert csp_violations(page) == []
     console.assert_clean()
+
+
+def emulators_own_answer(answer: Response) -> bool:
+    """Whether an answer is the local gateway's own 500. Its body cannot be read here (the
+    browser gives up on a module it did not get, and Playwright then has none to show), so
+    it is told by its type: the gateway's is text/plain, a function's problem+json."""
+    kind = answer.headers.get("content-type", "")
+    return answer.status == 500 and not kind.startswith("application/problem+json")
 
 
 def test_the_address_with_a_slash_opens_the_dashboard(
