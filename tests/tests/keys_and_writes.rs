@@ -12,6 +12,7 @@ both_paths!(
     a_keyed_start_is_idempotent_within_its_workflow_and_charged_once,
     concurrent_keyed_starts_make_one_execution,
     a_keyed_checkpoint_is_recorded_once_and_found_by_key,
+    a_checkpoint_key_is_found_across_the_executions_of_its_workflow,
     checkpoint_lists_go_newest_first_and_filter_on_metadata,
     writes_are_stored_per_task_and_index_and_replaced_not_duplicated,
     writes_are_refused_when_invalid_too_large_or_not_running,
@@ -147,6 +148,63 @@ async fn a_keyed_checkpoint_is_recorded_once_and_found_by_key(api: Api, env: Env
     api.post(&t.key, "/checkpoints", &new).await.expect_problem(409, "invalid_state");
     let bad = api.post(&t.key, "/checkpoints", &json!({"execution_id": e, "key": "", "state": {}})).await;
     bad.expect_problem(422, "validation_failed");
+}
+
+async fn a_checkpoint_key_is_found_across_the_executions_of_its_workflow(api: Api, env: Env) {
+    let t = env.tenant().await;
+    let wf = workflow(&api, &t.key).await;
+    let run = || async { id(&api.post(&t.key, "/executions", &json!({"workflow_id": wf})).await.expect(201).body) };
+    let (e1, e2) = (run().await, run().await);
+    let c1 = id(&checkpoint(&api, &t.key, &e1, json!({"key": "cp-1"})).await);
+    let c2 = id(&checkpoint(&api, &t.key, &e2, json!({"key": "cp-1"})).await);
+    let c3 = id(&checkpoint(&api, &t.key, &e1, json!({"key": "cp-1#x"})).await);
+    let found = |key: &'static str| {
+        let (api, tenant, wf) = (&api, t.key.clone(), wf.clone());
+        async move {
+            let answer = api.get(&tenant, &format!("/checkpoints?workflow_id={wf}&key={key}")).await;
+            let body = answer.expect(200).body.clone();
+            let mut pairs: Vec<(String, String)> = body["items"]
+                .as_array()
+                .expect("items")
+                .iter()
+                .map(|c| (id(c), c["execution_id"].as_str().expect("execution_id").to_owned()))
+                .collect();
+            pairs.sort();
+            assert_eq!(body["total"], pairs.len(), "{body}");
+            assert_eq!(body["next_starting_after"], Value::Null);
+            pairs
+        }
+    };
+    let mut both = vec![(c1.clone(), e1.clone()), (c2.clone(), e2.clone())];
+    both.sort();
+    assert_eq!(found("cp-1").await, both, "the key's checkpoint in each execution");
+    assert_eq!(found("cp-1%23x").await, vec![(c3.clone(), e1.clone())], "a key is matched whole, # and all");
+    assert_eq!(found("cp").await, vec![]);
+    // Only in that workflow, only for its tenant.
+    let other_wf = workflow(&api, &t.key).await;
+    let elsewhere = api.get(&t.key, &format!("/checkpoints?workflow_id={other_wf}&key=cp-1")).await;
+    assert_eq!(elsewhere.expect(200).body["total"], 0);
+    let other = env.tenant().await;
+    let stranger = api.get(&other.key, &format!("/checkpoints?workflow_id={wf}&key=cp-1")).await;
+    stranger.expect_problem(404, "not_found");
+    let unknown = api.get(&t.key, "/checkpoints?workflow_id=wf_00000000000000000000000000000000&key=cp-1").await;
+    unknown.expect_problem(404, "not_found");
+    // The key is required, and the execution's own filters are not taken.
+    for query in ["", "&key=cp-1&execution_id=E", "&key=cp-1&order=desc", "&key=cp-1&metadata[a]=b"] {
+        let answer = api.get(&t.key, &format!("/checkpoints?workflow_id={wf}{query}")).await;
+        answer.expect_problem(422, "validation_failed");
+    }
+    // A window over them.
+    let second = api.get(&t.key, &format!("/checkpoints?workflow_id={wf}&key=cp-1&limit=1&offset=1")).await;
+    assert_eq!(second.expect(200).body["items"].as_array().map(Vec::len), Some(1));
+    assert_eq!(second.body["total"], 2);
+    // Gone with the checkpoint: deleted, discarded by a rollback, or its execution deleted.
+    api.delete(&t.key, &format!("/checkpoints/{c2}")).await.expect(204);
+    assert_eq!(found("cp-1").await, vec![(c1.clone(), e1.clone())]);
+    api.post(&t.key, &format!("/executions/{e1}/rollback"), &json!({"checkpoint_id": c1})).await.expect(200);
+    assert_eq!(found("cp-1%23x").await, vec![]);
+    api.delete(&t.key, &format!("/executions/{e1}")).await.expect(204);
+    assert_eq!(found("cp-1").await, vec![]);
 }
 
 async fn checkpoint_lists_go_newest_first_and_filter_on_metadata(api: Api, env: Env) {

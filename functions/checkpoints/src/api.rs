@@ -147,13 +147,47 @@ pub async fn list(
     tenant: TenantId,
     mut query: Query,
 ) -> Result<Json<CheckpointList>, ApiError> {
-    let execution = query.required_string("execution_id");
+    let workflow = query.string("workflow_id");
+    let execution =
+        if workflow.is_some() { query.string("execution_id") } else { query.required_string("execution_id") };
     let window = OffsetRequest::read(&mut query);
     let after = shared::pagination::starting_after(&mut query);
     let key = query.key("key");
-    let order = query.one_of::<Order>("order").unwrap_or(Order::Asc);
+    let order = query.one_of::<Order>("order");
     let metadata = query.deep_object("metadata", METADATA_MAX_KEYS);
+    if let Some(workflow) = workflow {
+        // A key's checkpoints across the workflow's executions (framework integrations
+        // that know a checkpoint by its key alone).
+        if execution.is_some() {
+            query.reject("execution_id", "give either execution_id or workflow_id".to_owned());
+        }
+        if key.is_none() {
+            query.reject("key", "is required with workflow_id".to_owned());
+        }
+        for (given, name) in
+            [(after.is_some(), "starting_after"), (order.is_some(), "order"), (!metadata.is_empty(), "metadata")]
+        {
+            if given {
+                query.reject(name, "is not taken with workflow_id".to_owned());
+            }
+        }
+        query.finish()?;
+        let key = key.unwrap_or_default();
+        let find = state.runs.checkpoints_by_workflow_key(
+            &tenant,
+            &workflow,
+            &key,
+            window.offset as usize,
+            window.limit as usize,
+        );
+        let listing = Box::pin(find).await?;
+        return Ok(Json(CheckpointList {
+            page: window.respond(listing.items.into_iter().map(CheckpointBody::from).collect(), listing.total),
+            next_starting_after: None,
+        }));
+    }
     query.finish()?;
+    let order = order.unwrap_or(Order::Asc);
     let execution = execution.unwrap_or_default();
     let execution =
         ExecutionId::parse(&execution).ok_or_else(|| ApiError::not_found("execution", execution.as_str()))?;

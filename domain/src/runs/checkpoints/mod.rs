@@ -15,7 +15,7 @@ use shared::counters::CounterChange;
 use shared::dynamo::{
     Attempt, Item, MAX_TRANSACTION_BYTES, Part, StoreError, Transaction, TransactionError, retry_races,
 };
-use shared::ids::{CheckpointId, ExecutionId};
+use shared::ids::{CheckpointId, ExecutionId, WorkflowId};
 use shared::time::Clock;
 
 use self::model::{Checkpoint, LAST_SEQUENCE, ListWindow, PackedState, STATE_MAX_BYTES, StoredCheckpoint};
@@ -26,6 +26,11 @@ use super::executions::model::{Execution, ExecutionStatus};
 use super::storage::MAX_COUNTED;
 use super::{BeforeCommit, CheckpointListing, ListCheckpoints, NewCheckpoint, Recorded, Runs};
 use crate::Error;
+
+/// The most checkpoints a lookup of a key within a workflow reads: the executions of a
+/// workflow sharing one checkpoint key, as framework integrations make them, are one or
+/// a few; past this many, a lookup shows (and counts) the first by id.
+pub const WORKFLOW_KEY_MAX: usize = 100;
 
 impl Runs {
     /// Records checkpoint `new` with `state` at `now` on execution `execution_id` while it runs:
@@ -205,6 +210,44 @@ impl Runs {
         // A full page may have more after it: its last item is where the next one starts.
         let next = page.stopped_at.or_else(|| full.then(|| page.items.last().map(|c| c.id.clone())).flatten());
         Ok(CheckpointListing { items: page.items, total, next })
+    }
+
+    /// The checkpoints with key `key` of the executions of workflow `workflow` (one per
+    /// execution at most, as a key is unique within an execution), by id: a window of
+    /// `skip` and `take` over at most [`WORKFLOW_KEY_MAX`] of them, and their number.
+    /// One query of their key pointers, then each checkpoint as `GET /checkpoints/{id}`
+    /// reads it, so a hidden one (a rollback's or a deletion's, under way) is not shown.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] for a workflow the tenant never had, storage errors.
+    pub async fn checkpoints_by_workflow_key(
+        &self,
+        tenant: &TenantId,
+        workflow: &str,
+        key: &str,
+        skip: usize,
+        take: usize,
+    ) -> Result<CheckpointListing, Error> {
+        let not_found = || Error::not_found("workflow", workflow);
+        let id = WorkflowId::parse(workflow).ok_or_else(not_found)?;
+        let (ids, (exists, seen)) =
+            tokio::try_join!(self.checkpoints.ids_by_workflow_key(tenant, &id, key, WORKFLOW_KEY_MAX), async {
+                tokio::try_join!(self.workflows.get(tenant, &id), self.executions.workflow_seen(tenant, &id))
+            },)?;
+        if exists.is_none() && !seen {
+            return Err(not_found());
+        }
+        let mut items = Vec::with_capacity(ids.len());
+        for id in &ids {
+            match self.visible_checkpoint(tenant, id).await {
+                Ok(entry) => items.push(entry.into_checkpoint()),
+                Err(Error::NotFound { .. }) => {}
+                Err(other) => return Err(other),
+            }
+        }
+        let total = items.len() as u64;
+        let items = items.into_iter().skip(skip).take(take).collect();
+        Ok(CheckpointListing { items, total, next: None })
     }
 
     /// The writes of checkpoint `id`, unless it is hidden (`Self::visible_checkpoint`,

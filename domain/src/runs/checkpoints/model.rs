@@ -96,11 +96,11 @@ pub struct StoredCheckpoint {
 }
 
 impl StoredCheckpoint {
-    /// Operations this checkpoint's deletion takes (its entries, key, state parts,
+    /// Operations this checkpoint's deletion takes (its entries, key pointers, state parts,
     /// writes document and its parts).
     #[must_use]
     pub fn deletion_size(&self) -> usize {
-        2 + usize::from(self.checkpoint.key.is_some())
+        2 + 2 * usize::from(self.checkpoint.key.is_some())
             + self.state_parts as usize
             + self.writes_parts.map_or(0, |parts| 1 + parts as usize)
     }

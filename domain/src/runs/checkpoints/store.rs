@@ -8,8 +8,9 @@
 //!   listing an execution's checkpoints in sequence order is one consistent query that
 //!   reads no state.
 //!
-//! Beside them, a checkpoint's key pointer (`exec_…#key#…`) and its writes document
-//! ([`super::writes`]).
+//! Beside them, a keyed checkpoint's two pointers, from its key within the execution
+//! (`exec_…#key#…`, unique) and within the workflow (`wf_…#ckey#…#cp_…`, one per
+//! checkpoint, found with one query), and its writes document ([`super::writes`]).
 //!
 //! A state is compressed; when it is still larger than [`super::model::INLINE_STATE_MAX`]
 //! it is split into parts of [`super::model::PART_SIZE`] in table `blobs` (`cp_…#0000`, …) written in the same
@@ -102,6 +103,18 @@ fn part_key(checkpoint: &CheckpointId, index: usize) -> String {
 /// `#0000000042`, outside the by-execution range).
 fn key_entry(execution: &ExecutionId, key: &str) -> String {
     format!("{execution}#key#{key}")
+}
+
+/// The entry pointing from a checkpoint's key within its workflow to the checkpoint:
+/// the key's length first, so that the entries of one key are exactly those beginning
+/// with [`workflow_key_prefix`] (a key may hold `#`), then the checkpoint id, as the
+/// executions of a workflow may each have a checkpoint with that key.
+fn workflow_key_entry(workflow: &WorkflowId, key: &str, checkpoint: &CheckpointId) -> String {
+    format!("{}{checkpoint}", workflow_key_prefix(workflow, key))
+}
+
+fn workflow_key_prefix(workflow: &WorkflowId, key: &str) -> String {
+    format!("{workflow}#ckey#{}:{key}#", key.len())
 }
 
 /// The pointer from a key to its checkpoint.
@@ -211,6 +224,13 @@ impl CheckpointStore {
                 .set_item(Some(serde_dynamo::to_item(pointer)?))
                 .condition_expression("attribute_not_exists(entry)");
             tx.push(Part::Key, TransactWriteItem::builder().put(built(put.build())?).build());
+            let pointer = KeyRecord {
+                tenant_id: tenant.as_str().to_owned(),
+                entry: workflow_key_entry(&c.workflow_id, key, &c.id),
+                checkpoint_id: c.id.to_string(),
+            };
+            let put = Put::builder().table_name(self.table()).set_item(Some(serde_dynamo::to_item(pointer)?));
+            tx.push(Part::Checkpoint, TransactWriteItem::builder().put(built(put.build())?).build());
         }
         for (index, part) in parts.iter().enumerate() {
             self.blobs.stage_put(tx, Part::Checkpoint, tenant, &part_key(&c.id, index), part.to_vec())?;
@@ -230,7 +250,10 @@ impl CheckpointStore {
     ) -> Result<(), StoreError> {
         let c = &stored.checkpoint;
         let mut entries = vec![c.id.to_string(), by_execution_entry(&c.execution_id, c.sequence)];
-        entries.extend(c.key.as_deref().map(|key| key_entry(&c.execution_id, key)));
+        if let Some(key) = c.key.as_deref() {
+            entries.push(key_entry(&c.execution_id, key));
+            entries.push(workflow_key_entry(&c.workflow_id, key, &c.id));
+        }
         if stored.writes_parts.is_some() {
             entries.push(writes_entry(&c.id));
         }
@@ -298,6 +321,41 @@ impl CheckpointStore {
         let id = CheckpointId::parse(&pointer.checkpoint_id)
             .ok_or_else(|| StoreError::Corrupt(format!("key entry {entry}: checkpoint_id")))?;
         self.get(tenant, &id).await
+    }
+
+    /// The ids of the checkpoints of `workflow`'s executions whose key is `key`, at most
+    /// `limit`, by id: one consistent query of their pointers. Some may be hidden (a
+    /// rollback or a deletion under way), which the caller checks.
+    ///
+    /// # Errors
+    /// The query's [`StoreError`]; [`StoreError::Corrupt`] for a pointer without a
+    /// checkpoint id.
+    pub async fn ids_by_workflow_key(
+        &self,
+        tenant: &TenantId,
+        workflow: &WorkflowId,
+        key: &str,
+        limit: usize,
+    ) -> Result<Vec<CheckpointId>, StoreError> {
+        let query = self
+            .client
+            .query()
+            .table_name(self.table())
+            .key_condition_expression("tenant_id = :t AND begins_with(entry, :p)")
+            .expression_attribute_values(":t", s(tenant.as_str()))
+            .expression_attribute_values(":p", s(workflow_key_prefix(workflow, key)))
+            .projection_expression("checkpoint_id")
+            .consistent_read(true);
+        let items = query_window(query, "entry", 0, limit).await?;
+        items
+            .into_iter()
+            .map(|item| {
+                item.get("checkpoint_id")
+                    .and_then(|v| v.as_s().ok())
+                    .and_then(|raw| CheckpointId::parse(raw))
+                    .ok_or_else(|| StoreError::Corrupt(format!("a key pointer of workflow {workflow}: checkpoint_id")))
+            })
+            .collect()
     }
 
     /// The checkpoint of `entry` and its state: the entry's own when inline, else its
