@@ -8,6 +8,7 @@ import os
 import subprocess
 from collections.abc import Iterator
 
+import httpx
 import pytest
 
 from cairn import Cairn
@@ -27,13 +28,38 @@ def admin(*args: str) -> str:
     return subprocess.run([ADMIN, *args], check=True, capture_output=True, text=True).stdout.strip()
 
 
+def tenant_key(credits: int = 100, *, name: str = "python client") -> str:
+    """The API key of a new tenant with ``credits`` (the framework suites use it too)."""
+    tenant = admin("tenant", "create", "--name", name)
+    api_key = admin("key", "create", "--tenant", tenant)
+    admin("credits", "grant", "--tenant", tenant, "--credits", str(credits))
+    return api_key
+
+
+class Requests:
+    """The HTTP requests a client sent (its httpx ``request`` hook; the local gateway's
+    lost answers sent again below it are not counted)."""
+
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+
+    def hook(self, request: httpx.Request) -> None:
+        self.sent.append(f"{request.method} {request.url.path}")
+
+    async def async_hook(self, request: httpx.Request) -> None:
+        self.hook(request)
+
+    def __len__(self) -> int:
+        return len(self.sent)
+
+    def clear(self) -> None:
+        self.sent.clear()
+
+
 @pytest.fixture
 def key() -> str:
     """The API key of a new tenant with 100 credits."""
-    tenant = admin("tenant", "create", "--name", "python client")
-    api_key = admin("key", "create", "--tenant", tenant)
-    admin("credits", "grant", "--tenant", tenant, "--credits", "100")
-    return api_key
+    return tenant_key()
 
 
 @pytest.fixture

@@ -25,7 +25,8 @@ from cairn.openai_agents import CairnSession
 
 # The client's live tests' helpers: cairn-admin, and (with a stack) every httpx client made
 # from now on sends the local gateway's own 500s again.
-from tests.conftest import URL, admin
+from tests.conftest import URL, Requests
+from tests.conftest import tenant_key as live_tenant_key
 
 os.environ.pop("OPENAI_API_KEY", None)
 set_trace_processors([])
@@ -33,10 +34,7 @@ set_trace_processors([])
 
 def tenant_key(credits: int = 10_000) -> str:
     """The API key of a new tenant with ``credits``."""
-    tenant = admin("tenant", "create", "--name", "openai-agents suite")
-    api_key = admin("key", "create", "--tenant", tenant)
-    admin("credits", "grant", "--tenant", tenant, "--credits", str(credits))
-    return api_key
+    return live_tenant_key(credits, name="openai-agents suite")
 
 
 def free_port() -> int:
@@ -45,26 +43,6 @@ def free_port() -> int:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
         return port
-
-
-class Requests:
-    """The HTTP requests a client sent (its httpx ``request`` hook; the local gateway's
-    lost answers sent again below it are not counted)."""
-
-    def __init__(self) -> None:
-        self.sent: list[str] = []
-
-    def hook(self, request: httpx.Request) -> None:
-        self.sent.append(f"{request.method} {request.url.path}")
-
-    async def async_hook(self, request: httpx.Request) -> None:
-        self.hook(request)
-
-    def __len__(self) -> int:
-        return len(self.sent)
-
-    def clear(self) -> None:
-        self.sent.clear()
 
 
 @pytest.fixture(autouse=True)

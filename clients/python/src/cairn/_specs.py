@@ -334,15 +334,16 @@ def checkpoints_get(_: Any, checkpoint_id: str, *, include_state: bool = False) 
 
 
 def checkpoints_delete(_: Any, checkpoint_id: str) -> Spec[None]:
-    """Deletes a checkpoint with its state and writes (``DELETE /checkpoints/{id}``); never
-    the execution's current one (``InvalidState``: roll back first)."""
+    """Deletes a checkpoint with its state, key and writes (``DELETE /checkpoints/{id}``);
+    deleting the execution's current one makes the one before it current, or none."""
     return Spec(call("DELETE", f"/checkpoints/{checkpoint_id}"), _nothing)
 
 
 def checkpoints_list(
     _: Any,
     *,
-    execution_id: str,
+    execution_id: str | None = None,
+    workflow_id: str | None = None,
     key: str | None = None,
     order: Literal["asc", "desc"] | None = None,
     metadata: Mapping[str, str] | None = None,
@@ -356,9 +357,15 @@ def checkpoints_list(
     checkpoints whose metadata has every given entry (exact string equality, sent as
     ``metadata[NAME]=VALUE``); ``starting_after`` starts after that checkpoint in the
     list's order (with ``desc``: the checkpoints older than it).
+
+    With ``workflow_id`` and ``key`` instead of ``execution_id``: the checkpoints with
+    that key in any execution of the workflow (one per execution at most), for a
+    framework that knows a checkpoint by its key alone; ``order``, ``metadata`` and
+    ``starting_after`` are not taken then (422).
     """
     params: dict[str, Any] = {
         "execution_id": execution_id,
+        "workflow_id": workflow_id,
         "key": key,
         "order": order,
         "starting_after": starting_after,

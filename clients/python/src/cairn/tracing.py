@@ -46,9 +46,10 @@ from ._specs import jsonable
 STEP_KEY = "cairn_step"
 
 
-def error_type(exception: BaseException) -> str:
-    """``ValueError`` -> ``VALUE_ERROR``; ``HTTPTimeout`` -> ``HTTP_TIMEOUT``."""
-    name = type(exception).__name__
+def error_type(exception: BaseException | str) -> str:
+    """``ValueError`` (an exception, or its class's name) -> ``VALUE_ERROR``;
+    ``HTTPTimeout`` -> ``HTTP_TIMEOUT``."""
+    name = exception if isinstance(exception, str) else type(exception).__name__
     snake = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).upper()
     snake = re.sub(r"[^A-Z0-9_]", "_", snake).lstrip("_0123456789") or "ERROR"
     return snake[:64]

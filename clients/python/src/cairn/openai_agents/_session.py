@@ -18,8 +18,7 @@ from agents.memory.session_settings import coerce_session_settings, resolve_sess
 from agents.run_context import RunContextWrapper
 
 from cairn import AsyncCairn, Cairn, errors, models
-
-from ._workflows import async_workflow_id, check_workflow, workflow_id
+from cairn._workflows import async_workflow_id, check_workflow, workflow_id
 
 T = TypeVar("T")
 

@@ -22,8 +22,7 @@ from agents.tracing import (
 )
 
 from cairn import Cairn, errors
-
-from ._workflows import check_workflow, workflow_id
+from cairn._workflows import check_workflow, workflow_id
 
 logger = logging.getLogger("cairn.openai_agents")
 

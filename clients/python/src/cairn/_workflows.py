@@ -1,5 +1,5 @@
-"""The Cairn workflow an integration writes into, found by name (else created) once per
-client and name."""
+"""The Cairn workflow a framework integration writes into (``cairn.openai_agents``,
+``cairn.agent_framework``), found by name (else created) once per client and name."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import re
 import threading
 import weakref
 
-from cairn import AsyncCairn, Cairn
+from ._client import AsyncCairn, Cairn
+from .models import WorkflowType
 
 #: A workflow id as the API makes them (``wf_`` and 32 hex digits); anything else is a name.
 _WORKFLOW_ID = re.compile(r"wf_[0-9a-f]{32}")
@@ -39,9 +40,9 @@ def _remember(client: Cairn | AsyncCairn, workflow: str, workflow_id: str) -> st
     return workflow_id
 
 
-def workflow_id(client: Cairn, workflow: str) -> str:
+def workflow_id(client: Cairn, workflow: str, workflow_type: WorkflowType = "custom") -> str:
     """The id of ``workflow`` (an id, or a name: the newest workflow of that name, else a
-    new ``custom`` workflow)."""
+    new workflow of ``workflow_type``)."""
     if (cached := _cached(client, workflow)) is not None:
         return cached
     with _lock:
@@ -51,11 +52,11 @@ def workflow_id(client: Cairn, workflow: str) -> str:
             return cached  # found by the lookup this one waited for
         found = next((w.id for w in client.workflows.list() if w.name == workflow), None)
         if found is None:
-            found = client.workflows.create(name=workflow, workflow_type="custom").id
+            found = client.workflows.create(name=workflow, workflow_type=workflow_type).id
         return _remember(client, workflow, found)
 
 
-async def async_workflow_id(client: AsyncCairn, workflow: str) -> str:
+async def async_workflow_id(client: AsyncCairn, workflow: str, workflow_type: WorkflowType = "custom") -> str:
     """:func:`workflow_id` with an :class:`~cairn.AsyncCairn`."""
     if (cached := _cached(client, workflow)) is not None:
         return cached
@@ -70,5 +71,5 @@ async def async_workflow_id(client: AsyncCairn, workflow: str) -> str:
                 found = w.id
                 break
         if found is None:
-            found = (await client.workflows.create(name=workflow, workflow_type="custom")).id
+            found = (await client.workflows.create(name=workflow, workflow_type=workflow_type)).id
         return _remember(client, workflow, found)
