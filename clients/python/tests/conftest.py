@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Iterator
+import uuid
+from collections.abc import AsyncIterator, Iterator
 
 import httpx
 import pytest
 
-from cairn import Cairn
+from cairn import AsyncCairn, Cairn
 
 from . import resending
 
@@ -66,3 +67,26 @@ def key() -> str:
 def client(key: str) -> Iterator[Cairn]:
     with Cairn(key, base_url=URL) as c:
         yield c
+
+
+# ---- shared by the async framework suites (tests_agent_framework, tests_autogen, ...),
+# which import them into their conftest ----
+
+
+@pytest.fixture
+def requests_sent() -> Requests:
+    return Requests()
+
+
+@pytest.fixture
+async def async_client(key: str, requests_sent: Requests) -> AsyncIterator[AsyncCairn]:
+    """An ``AsyncCairn`` with ``key``, counting its requests in ``requests_sent``."""
+    http = httpx.AsyncClient(timeout=60, event_hooks={"request": [requests_sent.async_hook]})
+    async with AsyncCairn(key, base_url=URL, http_client=http) as c:
+        yield c
+
+
+@pytest.fixture
+def workflow_name() -> str:
+    """A Cairn workflow of the test's own."""
+    return f"suite-{uuid.uuid4().hex[:12]}"

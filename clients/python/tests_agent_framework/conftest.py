@@ -10,11 +10,9 @@ model is called: the workflows are plain function executors.
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 
-import httpx
 import pytest
 from agent_framework import CheckpointStorage, FileCheckpointStorage, InMemoryCheckpointStorage
 
@@ -22,31 +20,14 @@ from cairn import AsyncCairn
 from cairn.agent_framework import CairnCheckpointStorage
 
 # The client's live tests' helpers: cairn-admin, and (with a stack) every httpx client made
-# from now on sends the local gateway's own 500s again.
-from tests.conftest import URL, Requests, tenant_key
+# from now on sends the local gateway's own 500s again; the fixtures every async
+# framework suite has.
+from tests.conftest import URL, Requests, async_client, requests_sent, tenant_key, workflow_name
 
 
 @pytest.fixture
 def key() -> str:
     return tenant_key(1_000, name="agent-framework suite")
-
-
-@pytest.fixture
-def requests_sent() -> Requests:
-    return Requests()
-
-
-@pytest.fixture
-async def async_client(key: str, requests_sent: Requests) -> AsyncIterator[AsyncCairn]:
-    http = httpx.AsyncClient(timeout=60, event_hooks={"request": [requests_sent.async_hook]})
-    async with AsyncCairn(key, base_url=URL, http_client=http) as c:
-        yield c
-
-
-@pytest.fixture
-def workflow_name() -> str:
-    """A Cairn workflow of the test's own."""
-    return f"agent-framework-{uuid.uuid4().hex[:8]}"
 
 
 MakeStorage = Callable[[], CheckpointStorage]
@@ -69,3 +50,6 @@ def make_storage(request: pytest.FixtureRequest, tmp_path: Path, workflow_name: 
 def backend(request: pytest.FixtureRequest) -> str:
     """The backend ``make_storage`` makes, for the few differences the tests allow."""
     return str(request.node.callspec.params.get("make_storage", ""))
+
+
+__all__ = ["URL", "Requests", "async_client", "requests_sent", "workflow_name"]

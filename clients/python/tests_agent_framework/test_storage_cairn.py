@@ -84,7 +84,7 @@ async def test_a_checkpoint_not_signed_with_the_storage_secret_is_not_decoded(
     # States written through the API with the tenant's key but without the secret: a
     # pickled value the storage would otherwise unpickle, signed with the genuine
     # checkpoint's signature, a made-up one, or none.
-    execution_id = await mine._execution("pipeline")
+    execution_id = await mine._runs.execution_id("pipeline")
     (genuine,) = (await async_client.checkpoints.list(execution_id=execution_id).first_page()).items
     state = (await async_client.checkpoints.get(genuine.id, include_state=True)).state
     assert state is not None
@@ -110,7 +110,7 @@ async def test_a_signed_checkpoint_under_another_key_is_refused(
     storage = CairnCheckpointStorage(async_client, workflow=workflow_name, signing_secret="s3cret")
     c0 = checkpoint("pipeline", 0)
     await storage.save(c0)
-    execution_id = await storage._execution("pipeline")
+    execution_id = await storage._runs.execution_id("pipeline")
     (summary,) = (await async_client.checkpoints.list(execution_id=execution_id).first_page()).items
     state = (await async_client.checkpoints.get(summary.id, include_state=True)).state
     assert state is not None

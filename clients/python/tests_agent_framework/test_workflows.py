@@ -70,7 +70,7 @@ async def test_a_failed_run_is_recorded_and_resumes_from_its_checkpoint(
     else:
         raise AssertionError("the run did not fail")
     assert pipeline.calls == ["plan", "draft"]
-    execution_id = await storage._execution("pipeline")
+    execution_id = await storage._runs.execution_id("pipeline")
     execution = await async_client.executions.get(execution_id)
     assert execution.status == "failed"
     (failure,) = [f async for f in async_client.failures.list()]
@@ -98,7 +98,7 @@ async def test_a_rollback_with_cairn_moves_where_the_next_run_resumes(
     storage = CairnCheckpointStorage(async_client, workflow=workflow_name)
     pipeline = Pipeline()
     assert await run(storage, pipeline.build(storage), message="first") == ["FIRST, drafted, published"]
-    execution_id = await storage._execution("pipeline")
+    execution_id = await storage._runs.execution_id("pipeline")
     listed = [c async for c in async_client.checkpoints.list(execution_id=execution_id)]
     assert [c.name for c in listed][:3] == ["superstep 0", "superstep 1", "superstep 2"]
     after_plan = listed[1]  # plan ran: its message to draft is pending

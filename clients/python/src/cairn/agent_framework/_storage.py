@@ -10,11 +10,9 @@ found by its id alone with ``GET /checkpoints?workflow_id=…&key=…``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import hmac
 import json
-import logging
 import traceback
 from collections.abc import AsyncIterable, AsyncIterator
 from typing import Any
@@ -31,10 +29,7 @@ from agent_framework import (
 from agent_framework._workflows._checkpoint_encoding import decode_checkpoint_value, encode_checkpoint_value
 
 from cairn import AsyncCairn, errors, models
-from cairn._workflows import async_workflow_id, check_workflow
-from cairn.tracing import error_type
-
-log = logging.getLogger(__name__)
+from cairn._keyed import ExecutionEnded, KeyedExecutions, usable_key
 
 #: What a signature starts with: the scheme, so that another can follow.
 _SCHEME = "hmac-sha256="
@@ -42,24 +37,12 @@ _SCHEME = "hmac-sha256="
 _DERIVATION = b"cairn.agent_framework: the key that signs workflow checkpoints"
 #: Checkpoints whose states a listing reads at once.
 _READS_AT_ONCE = 8
-#: An execution key's longest form (the API's bound).
-_KEY_MAX = 256
 
 
 def _canonical(encoded: Any) -> bytes:
     """The bytes a signature covers: the encoded checkpoint as canonical JSON (sorted
     keys, no spaces), which the JSON Cairn stores and returns gives back whole."""
     return json.dumps(encoded, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
-
-
-def _execution_key(workflow_name: str) -> str:
-    """The Cairn execution key of a workflow name: the name, or for one the API would not
-    take as a key (too long, control characters), its start and a hash of the whole."""
-    if 0 < len(workflow_name) <= _KEY_MAX and workflow_name.isprintable():
-        return workflow_name
-    digest = hashlib.sha256(workflow_name.encode()).hexdigest()
-    start = "".join(c for c in workflow_name[:150] if c.isprintable())
-    return f"{start}#sha256:{digest}"
 
 
 class CairnCheckpointStorage:
@@ -91,9 +74,8 @@ class CairnCheckpointStorage:
         signing_secret: str | bytes | None = None,
         allowed_checkpoint_types: list[str] | None = None,
     ) -> None:
-        check_workflow(workflow)
         self._client = client if client is not None else AsyncCairn()
-        self._workflow = workflow
+        self._runs = KeyedExecutions(self._client, workflow, "custom", "agent-framework")
         if signing_secret is None:
             api_key = self._client._settings.api_key.encode()
             secret = hmac.new(api_key, _DERIVATION, hashlib.sha256).digest()
@@ -103,8 +85,6 @@ class CairnCheckpointStorage:
             raise ValueError("signing_secret must not be empty")
         self._secret = secret
         self._allowed_types = frozenset(allowed_checkpoint_types or [])
-        self._executions: dict[str, str] = {}
-        self._locks: dict[str, asyncio.Lock] = {}
 
     # ---- the framework's CheckpointStorage ----
 
@@ -131,30 +111,25 @@ class CairnCheckpointStorage:
         }
         if checkpoint.previous_checkpoint_id is not None:
             metadata["previous_checkpoint_id"] = checkpoint.previous_checkpoint_id[:500]
-        async with self._lock(checkpoint.workflow_name):
-            for _ in range(3):
-                execution_id = await self._execution(checkpoint.workflow_name)
+        name = checkpoint.workflow_name
+        async with self._runs.lock(name):
+            for _ in range(2):
                 try:
-                    written = await self._client.checkpoints.create(
-                        execution_id=execution_id,
-                        state=state,
-                        name=f"superstep {checkpoint.iteration_count}",
+                    written = await self._runs.write(
+                        name,
+                        state,
+                        checkpoint_name=f"superstep {checkpoint.iteration_count}",
                         metadata=metadata,
                         key=checkpoint.checkpoint_id,
+                        resume_from=checkpoint.previous_checkpoint_id,
                     )
-                except errors.NotFound:  # the execution was deleted: started again
-                    self._executions.pop(checkpoint.workflow_name, None)
-                    continue
-                except errors.InvalidState:  # not running: replayed, then sent again
-                    await self._resume(execution_id, checkpoint.previous_checkpoint_id)
-                    continue
+                except ExecutionEnded as e:
+                    raise WorkflowCheckpointException(str(e)) from e
                 if written.metadata.get("signature") == signature:
                     return checkpoint.checkpoint_id
                 # The id was saved before with other content: replaced.
                 await self._client.checkpoints.delete(written.id)
-            raise WorkflowCheckpointException(
-                f"Checkpoint {checkpoint.checkpoint_id} could not be saved: its execution kept changing"
-            )
+        raise WorkflowCheckpointException(f"Checkpoint {checkpoint.checkpoint_id} could not be saved")
 
     async def load(self, checkpoint_id: str) -> WorkflowCheckpoint:
         """The checkpoint ``checkpoint_id`` (two requests: its key, then its state).
@@ -199,14 +174,8 @@ class CairnCheckpointStorage:
     async def get_latest(self, *, workflow_name: str) -> WorkflowCheckpoint | None:
         """The execution's current checkpoint: the newest one saved, or the point of a
         replay or rollback made since. None when there is none."""
-        execution = await self._find_execution(workflow_name)
-        if execution is None or execution.current_checkpoint_id is None:
-            return None
-        try:
-            full = await self._client.checkpoints.get(execution.current_checkpoint_id, include_state=True)
-        except errors.NotFound:
-            return None
-        return self._open(full)
+        current = await self._runs.current(workflow_name)
+        return None if current is None else self._open(current)
 
     async def delete(self, checkpoint_id: str) -> bool:
         """Deletes ``checkpoint_id``: True, or False when there is none (two requests)."""
@@ -243,95 +212,25 @@ class CairnCheckpointStorage:
         except Exception as e:
             tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))
             agent = (failed.executor_id if failed else None) or failed_in
-            await self._fail(name, type(e).__name__, str(e), agent, tb)
+            await self._runs.fail(name, type(e).__name__, str(e), agent, tb)
             raise
         if failed is not None:  # a failure the run reported without raising it
             agent = failed.executor_id or failed_in
-            await self._fail(name, failed.error_type, failed.message, agent, failed.traceback)
-
-    async def _fail(self, name: str, kind: str, message: str, agent: str | None, tb: str | None) -> None:
-        details: dict[str, Any] = {"workflow_name": name, "exception": kind}
-        if agent is not None:
-            details["agent_name"] = agent
-        if tb:
-            details["traceback"] = tb[-16_000:]
-        try:
-            async with self._lock(name):
-                execution_id = await self._execution(name)
-                # Not running (failed already, paused, ended): nothing to fail.
-                with contextlib.suppress(errors.InvalidState):
-                    await self._client.executions.fail(
-                        execution_id,
-                        error_type=error_type(kind),
-                        message=(message or kind)[:2000],
-                        details=details,
-                    )
-        except errors.CairnError as e:
-            log.warning("cairn.agent_framework: could not record the failure of %r in Cairn: %s", name, e)
+            await self._runs.fail(name, failed.error_type, failed.message, agent, failed.traceback)
 
     # ---- Cairn ----
 
-    def _lock(self, workflow_name: str) -> asyncio.Lock:
-        return self._locks.setdefault(workflow_name, asyncio.Lock())
-
-    async def _workflow_id(self) -> str:
-        return await async_workflow_id(self._client, self._workflow)
-
-    async def _execution(self, workflow_name: str) -> str:
-        """The id of ``workflow_name``'s execution, started if it has none (idempotent by
-        key: a start finds the execution a concurrent one made)."""
-        known = self._executions.get(workflow_name)
-        if known is not None:
-            return known
-        started = await self._client.executions.create(
-            workflow_id=await self._workflow_id(),
-            key=_execution_key(workflow_name),
-            input={"workflow_name": workflow_name},
-            metadata={"framework": "agent-framework"},
-        )
-        self._executions[workflow_name] = started.id
-        return started.id
-
-    async def _find_execution(self, workflow_name: str) -> models.ExecutionSummary | None:
-        page = await self._client.executions.list(
-            workflow_id=await self._workflow_id(), key=_execution_key(workflow_name)
-        ).first_page()
-        return page.items[0] if page.items else None
-
-    async def _resume(self, execution_id: str, previous: str | None) -> None:
-        """Runs a failed or paused execution again, from the framework's previous
-        checkpoint when Cairn has it, else from its current one; an ended one is refused."""
-        execution = await self._client.executions.get(execution_id)
-        if execution.status == "running":
-            return  # replayed meanwhile
-        if execution.status not in ("failed", "paused"):
-            raise WorkflowCheckpointException(
-                f"execution {execution_id} is {execution.status} in Cairn and takes no checkpoint; "
-                f"delete it (cairn executions delete {execution_id}) for this workflow name to start over"
-            )
-        point = None
-        if previous is not None:
-            page = await self._client.checkpoints.list(execution_id=execution_id, key=previous).first_page()
-            point = page.items[0].id if page.items else None
-        try:
-            if point is None:
-                await self._client.executions.replay(execution_id)
-            else:
-                await self._client.executions.replay(execution_id, checkpoint_id=point)
-        except errors.InvalidState:
-            pass  # replayed by another process meanwhile: the write is sent again
-
     async def _find(self, checkpoint_id: str) -> models.Checkpoint | None:
         """The Cairn checkpoint keyed ``checkpoint_id`` in this storage's workflow."""
-        if not checkpoint_id or len(checkpoint_id) > _KEY_MAX or not checkpoint_id.isprintable():
+        if not usable_key(checkpoint_id):
             return None  # no checkpoint has such a key
         page = await self._client.checkpoints.list(
-            workflow_id=await self._workflow_id(), key=checkpoint_id
+            workflow_id=await self._runs.workflow_id(), key=checkpoint_id
         ).first_page()
         return page.items[0] if page.items else None
 
     async def _listed(self, workflow_name: str) -> list[models.Checkpoint]:
-        execution = await self._find_execution(workflow_name)
+        execution = await self._runs.find(workflow_name)
         if execution is None:
             return []
         return [c async for c in self._client.checkpoints.list(execution_id=execution.id)]
