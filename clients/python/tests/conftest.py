@@ -4,10 +4,13 @@ own. Live tests are skipped without them."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
+import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -90,3 +93,13 @@ async def async_client(key: str, requests_sent: Requests) -> AsyncIterator[Async
 def workflow_name() -> str:
     """A Cairn workflow of the test's own."""
     return f"suite-{uuid.uuid4().hex[:12]}"
+
+
+async def run_cairn(api_key: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """The ``cairn`` command line of this venv with ``api_key`` against the stack (the
+    framework suites roll back with it, as an operator would), in a worker thread."""
+    env = {**os.environ, "CAIRN_API_URL": URL or "", "CAIRN_API_KEY": api_key}
+    command = [str(Path(sys.executable).parent / "cairn"), *args]
+    return await asyncio.to_thread(
+        subprocess.run, command, env=env, capture_output=True, text=True, check=False
+    )

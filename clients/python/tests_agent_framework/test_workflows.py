@@ -4,19 +4,13 @@ finished work; a rollback through ``cairn`` moves where the next run resumes."""
 
 from __future__ import annotations
 
-import asyncio
-import os
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 from agent_framework import Workflow, WorkflowBuilder, WorkflowContext, executor
 
 from cairn import AsyncCairn
 from cairn.agent_framework import CairnCheckpointStorage
-
-from .conftest import URL
+from tests.conftest import run_cairn
 
 
 class Pipeline:
@@ -104,12 +98,7 @@ async def test_a_rollback_with_cairn_moves_where_the_next_run_resumes(
     after_plan = listed[1]  # plan ran: its message to draft is pending
 
     # The operator rolls back to it with the command line, as they would on the dashboard.
-    env = {**os.environ, "CAIRN_API_URL": URL or "", "CAIRN_API_KEY": key}
-    cairn = Path(sys.executable).parent / "cairn"
-    command = [str(cairn), "executions", "rollback", execution_id, "--to", after_plan.id, "--yes"]
-    done = await asyncio.to_thread(
-        subprocess.run, command, env=env, capture_output=True, text=True, check=False
-    )
+    done = await run_cairn(key, "executions", "rollback", execution_id, "--to", after_plan.id, "--yes")
     assert done.returncode == 0, done.stderr
     latest = await storage.get_latest(workflow_name="pipeline")
     assert latest is not None

@@ -3,11 +3,6 @@ Cairn's, then what only Cairn does: a rollback, failures and the cost of a call.
 
 from __future__ import annotations
 
-import asyncio
-import os
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,8 +10,9 @@ from autogen_agentchat.base import Team
 
 from cairn import AsyncCairn
 from cairn.autogen import TeamCheckpointer
+from tests.conftest import run_cairn
 
-from .conftest import URL, Checkpointer, Requests, team
+from .conftest import Checkpointer, Requests, team
 
 
 def texts(state: Any) -> list[str]:
@@ -139,12 +135,7 @@ async def test_a_rollback_with_cairn_changes_what_load_restores(
     await t.run(task="two")
     await checkpointer.save(t, "note-1")
 
-    env = {**os.environ, "CAIRN_API_URL": URL or "", "CAIRN_API_KEY": key}
-    cairn = Path(sys.executable).parent / "cairn"
-    command = [str(cairn), "executions", "rollback", first.execution_id, "--to", first.id, "--yes"]
-    done = await asyncio.to_thread(
-        subprocess.run, command, env=env, capture_output=True, text=True, check=False
-    )
+    done = await run_cairn(key, "executions", "rollback", first.execution_id, "--to", first.id, "--yes")
     assert done.returncode == 0, done.stderr
 
     loaded: Team = team(["plan: C"], ["draft 3"])
