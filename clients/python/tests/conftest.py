@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import subprocess
 import sys
 import uuid
@@ -102,4 +103,28 @@ async def run_cairn(api_key: str, *args: str) -> subprocess.CompletedProcess[str
     command = [str(Path(sys.executable).parent / "cairn"), *args]
     return await asyncio.to_thread(
         subprocess.run, command, env=env, capture_output=True, text=True, check=False
+    )
+
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def examples(module: str) -> list[pytest.param]:
+    """The complete scripts (a ``python`` block that ends in ``asyncio.run(main())``) of the
+    docs and of this README that import ``module``: each framework suite runs its own."""
+    found = []
+    for doc in [REPO / "clients/python/README.md", *sorted((REPO / "docs").glob("*.md"))]:
+        text = doc.read_text()
+        for n, block in enumerate(re.findall(r"```python\n(.*?)```", text, re.S)):
+            if f"from {module} import" in block and block.rstrip().endswith("asyncio.run(main())"):
+                found.append(pytest.param(block, id=f"{doc.name}-{n}"))
+    return found
+
+
+async def run_example(code: str, api_key: str) -> subprocess.CompletedProcess[str]:
+    """``code`` run by this venv's Python with ``api_key`` against the stack."""
+    env = {**os.environ, "CAIRN_API_URL": URL or "", "CAIRN_API_KEY": api_key}
+    command = [sys.executable, "-W", "ignore", "-c", code]
+    return await asyncio.to_thread(
+        subprocess.run, command, env=env, capture_output=True, text=True, check=False, timeout=300
     )
