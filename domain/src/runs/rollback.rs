@@ -176,9 +176,10 @@ mod tests {
 
     #[test]
     fn what_does_not_fit_one_transaction_is_hidden_by_a_range_and_deleted_after() {
-        // 4 operations each (two entries, a key, a state part): 20 fill a transaction.
-        let e = execution(23, Vec::new());
-        let above = Above::All((4..=23).map(|s| stored(&e, s, 1)).collect());
+        // 5 operations each (two entries, two key pointers, a state part): 16 fill a
+        // transaction.
+        let e = execution(19, Vec::new());
+        let above = Above::All((4..=19).map(|s| stored(&e, s, 1)).collect());
         assert_eq!(plan_rollback(&e, 3, &above).disposal, Disposal::InTransaction);
         let e = execution(30, Vec::new());
         let above = Above::All((4..=30).map(|s| stored(&e, s, 1)).collect());
