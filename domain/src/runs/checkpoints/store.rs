@@ -113,8 +113,17 @@ fn workflow_key_entry(workflow: &WorkflowId, key: &str, checkpoint: &CheckpointI
     format!("{}{checkpoint}", workflow_key_prefix(workflow, key))
 }
 
+/// Keys longer than this many bytes are named by their SHA-256 in a workflow pointer's
+/// entry, which so stays within DynamoDB's 1,024-byte sort key whatever the key (256
+/// characters of 4-byte UTF-8 are 1,024 bytes alone).
+const KEY_BYTES_IN_ENTRY: usize = 512;
+
 fn workflow_key_prefix(workflow: &WorkflowId, key: &str) -> String {
-    format!("{workflow}#ckey#{}:{key}#", key.len())
+    if key.len() <= KEY_BYTES_IN_ENTRY {
+        format!("{workflow}#ckey#{}:{key}#", key.len())
+    } else {
+        format!("{workflow}#ckey#sha256:{}#", shared::auth::hash_key(key))
+    }
 }
 
 /// The pointer from a key to its checkpoint.
@@ -588,5 +597,28 @@ mod tests {
         let e = ExecutionId::generate();
         assert!(by_execution_entry(&e, 9) < by_execution_entry(&e, 10));
         assert!(by_execution_entry(&e, 10) < by_execution_entry(&e, 9_999_999_999));
+    }
+
+    /// DynamoDB's largest sort key.
+    const SORT_KEY_MAX_BYTES: usize = 1024;
+
+    #[test]
+    fn a_workflow_pointer_entry_fits_a_sort_key_whatever_the_key() {
+        let (workflow, checkpoint) = (WorkflowId::generate(), CheckpointId::generate());
+        let longest = "\u{1F600}".repeat(shared::body::KEY_MAX_CHARS); // 256 characters of 4 bytes
+        assert_eq!(longest.len(), 1024);
+        let entry = workflow_key_entry(&workflow, &longest, &checkpoint);
+        assert!(entry.len() <= SORT_KEY_MAX_BYTES, "{} bytes", entry.len());
+        let at_the_bound = "k".repeat(KEY_BYTES_IN_ENTRY);
+        let entry = workflow_key_entry(&workflow, &at_the_bound, &checkpoint);
+        assert!(entry.len() <= SORT_KEY_MAX_BYTES, "{} bytes", entry.len());
+        assert!(entry.contains(&at_the_bound), "a key up to the bound is shown as it is");
+        // A key's entries are exactly those with its prefix: a key holding # or one that
+        // looks like another's length or hash does not share it.
+        let a = workflow_key_prefix(&workflow, "cp-1");
+        for other in ["cp-1#x", "cp", "4:cp-1", "sha256:cp-1"] {
+            assert!(!workflow_key_entry(&workflow, other, &checkpoint).starts_with(&a), "{other}");
+        }
+        assert_ne!(workflow_key_prefix(&workflow, &longest), workflow_key_prefix(&workflow, &"\u{1F601}".repeat(256)));
     }
 }
