@@ -10,7 +10,7 @@ import re
 import subprocess
 import sys
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -119,6 +119,22 @@ def examples(module: str) -> list[pytest.param]:
             if f"from {module} import" in block and block.rstrip().endswith("asyncio.run(main())"):
                 found.append(pytest.param(block, id=f"{doc.name}-{n}"))
     return found
+
+
+def example_tests(module: str) -> tuple[Callable[[], None], Callable[[str], Awaitable[None]]]:
+    """A framework suite's two tests of the scripts that use ``module`` (bind them to
+    ``test_…`` names in its ``test_examples.py``): the docs have them, and each runs."""
+    found = examples(module)
+
+    def have_examples() -> None:
+        assert len(found) >= 2, "a script in docs/ and one in the client's README"
+
+    @pytest.mark.parametrize("code", found)
+    async def example_runs(code: str) -> None:
+        done = await run_example(code, tenant_key(100, name="docs example"))
+        assert done.returncode == 0, done.stderr[-3000:]
+
+    return have_examples, example_runs
 
 
 async def run_example(code: str, api_key: str) -> subprocess.CompletedProcess[str]:

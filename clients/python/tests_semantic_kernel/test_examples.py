@@ -1,20 +1,6 @@
 """The complete scripts of the docs and of the client's README that use cairn.semantic_kernel run
 as they are against the stack."""
 
-from __future__ import annotations
+from tests.conftest import example_tests
 
-import pytest
-
-from tests.conftest import examples, run_example, tenant_key
-
-EXAMPLES = examples("cairn.semantic_kernel")
-
-
-def test_the_docs_have_examples() -> None:
-    assert len(EXAMPLES) >= 2, "a script in docs/ and one in the client's README"
-
-
-@pytest.mark.parametrize("code", EXAMPLES)
-async def test_an_example_runs(code: str) -> None:
-    done = await run_example(code, tenant_key(100, name="docs example"))
-    assert done.returncode == 0, done.stderr[-3000:]
+test_the_docs_have_examples, test_an_example_runs = example_tests("cairn.semantic_kernel")
