@@ -8,6 +8,7 @@
 //! - [`subscriptions`]: plans and the tenant's subscription as Cairn shows it.
 //! - [`blobs`]: large payloads (execution values, checkpoint states), in parts.
 //! - [`keys`]: a tenant's API keys.
+//! - [`webhooks`]: events, webhook endpoints and deliveries.
 //!
 //! Dependency rule: functions -> domain -> shared, never sideways; no function crate
 //! depends on another, and nothing here talks to Stripe (the billing function does).
@@ -18,6 +19,7 @@ mod error;
 pub mod keys;
 pub mod runs;
 pub mod subscriptions;
+pub mod webhooks;
 pub mod workflows;
 
 pub use error::Error;

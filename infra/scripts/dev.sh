@@ -12,13 +12,14 @@ STRIPE_PORT=${STRIPE_PORT:-8420}
 export TABLE_PREFIX=${TABLE_PREFIX:-cairn-}
 export STRIPE_WEBHOOK_SECRET=${STRIPE_WEBHOOK_SECRET:-whsec_cairn_local_dev}
 export_local_stripe "$STRIPE_PORT"
+export_local_webhooks "$LOCAL/webhook-secrets-key"
 
 ensure_tools
 require_free_port "$DDB_PORT"
 require_free_port "$API_PORT"
 require_free_port "$STRIPE_PORT"
 
-cleanup() { stop_group "${JANITOR_PID:-}"; stop_group "${LOCALSTRIPE_PID:-}"; stop_group "${DYNAMODB_PID:-}"; }
+cleanup() { stop_group "${RELAY_PID:-}"; stop_group "${JANITOR_PID:-}"; stop_group "${LOCALSTRIPE_PID:-}"; stop_group "${DYNAMODB_PID:-}"; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
@@ -42,6 +43,7 @@ key=$("$admin" demo --key-file "$LOCAL/demo-key")
 # not play: finishes deletions left unfinished (docs/operations.md, "The janitor").
 setsid bash -c "while sleep 300; do '$admin' janitor || true; done" >>"$LOCAL/janitor.log" 2>&1 &
 JANITOR_PID=$!
+start_relay "$target_dir/debug/cairn-relay" "$LOCAL/relay-position.json" "$LOCAL/relay.log"
 
 cat >&2 <<BANNER
 
@@ -60,11 +62,12 @@ cat >&2 <<BANNER
     cairn executions list
   (CAIRN_COMPRESS_REQUESTS=0: cargo lambda watch cannot take compressed bodies; API Gateway can.)
 
-  The janitor runs every 5 minutes (log: .local/janitor.log).
+  The janitor runs every 5 minutes (log: .local/janitor.log); webhooks are delivered
+  from DynamoDB Local's stream, loopback receivers allowed (log: .local/relay.log).
   Ctrl-C stops the API and DynamoDB Local; the data stays for the next run.
 
 BANNER
 
 cargo lambda watch --invoke-address 127.0.0.1 --invoke-port "$API_PORT" \
   --env-var "TABLE_PREFIX=$TABLE_PREFIX" --env-var "AWS_ENDPOINT_URL_DYNAMODB=$AWS_ENDPOINT_URL_DYNAMODB" \
-  "${STRIPE_ENV_ARGS[@]}"
+  "${STRIPE_ENV_ARGS[@]}" "${WEBHOOK_ENV_ARGS[@]}"

@@ -195,6 +195,28 @@ export_local_stripe() {
   done
 }
 
+# Webhooks on the local stack: the key endpoint secrets are sealed with (the file $1,
+# made once with 32 random bytes, so a restarted stack opens what it sealed), and
+# loopback receivers allowed (docs/webhooks.md, "Trying it locally"). Sets
+# WEBHOOK_ENV_ARGS, the same settings as `cargo lambda watch` arguments.
+export_local_webhooks() {
+  if [ ! -s "$1" ]; then
+    mkdir -p "$(dirname "$1")"
+    python3 -c 'import base64, os; print(base64.b64encode(os.urandom(32)).decode())' >"$1"
+  fi
+  export WEBHOOK_SECRETS_KEY; WEBHOOK_SECRETS_KEY=$(cat "$1")
+  export WEBHOOK_ALLOW_LOOPBACK=true
+  WEBHOOK_ENV_ARGS=(--env-var "WEBHOOK_SECRETS_KEY=$WEBHOOK_SECRETS_KEY" --env-var "WEBHOOK_ALLOW_LOOPBACK=true")
+}
+
+# Starts the webhook relay (`cairn-relay`: DynamoDB Local's stream of the events table
+# to the dispatcher, and its sweep of due retries), binary $1, its position in file $2,
+# logs to $3, in its own process group. Sets RELAY_PID.
+start_relay() {
+  setsid "$1" --state-file "$2" >>"$3" 2>&1 &
+  RELAY_PID=$!
+}
+
 # Starts localstripe on 127.0.0.1:$1 with its state in file $2 (logs to $3), in its own
 # process group, and registers the webhook: $4 is our webhook URL, $5 its secret.
 # Sets LOCALSTRIPE_PID.

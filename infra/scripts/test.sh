@@ -40,6 +40,7 @@ cargo test --workspace --locked --no-run
 
 run_dir=$(mktemp -d "${TMPDIR:-/tmp}/cairn-test.XXXXXX")
 cleanup() {
+  stop_group "${RELAY_PID:-}"
   stop_group "${LOCALSTRIPE_PID:-}"
   stop_group "${WATCH_PID:-}"
   stop_group "${DYNAMODB_PID:-}"
@@ -61,8 +62,12 @@ export RATE_LIMIT_PER_MINUTE=100000
 export RACE_BUDGET_MS=30000
 export STRIPE_WEBHOOK_SECRET="whsec_cairn_test_$(python3 -c 'import secrets; print(secrets.token_hex(16))')"
 
+export_local_webhooks "$run_dir/webhook-secrets-key"
+
 target_dir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 "$target_dir/debug/cairn-admin" tables create
+log "starting the webhook relay (DynamoDB Local's stream to the dispatcher)"
+start_relay "$target_dir/debug/cairn-relay" "$run_dir/relay-position.json" "$run_dir/relay.log"
 
 api_port=$(free_port)
 stripe_port=$(free_port)
@@ -75,7 +80,7 @@ log "starting cargo lambda watch on 127.0.0.1:$api_port"
 setsid cargo lambda watch --ignore-changes --invoke-address 127.0.0.1 --invoke-port "$api_port" \
   --env-var "TABLE_PREFIX=$TABLE_PREFIX" --env-var "AWS_ENDPOINT_URL_DYNAMODB=$AWS_ENDPOINT_URL_DYNAMODB" \
   "${STRIPE_ENV_ARGS[@]}" --env-var "RATE_LIMIT_PER_MINUTE=$RATE_LIMIT_PER_MINUTE" \
-  --env-var "RACE_BUDGET_MS=$RACE_BUDGET_MS" \
+  --env-var "RACE_BUDGET_MS=$RACE_BUDGET_MS" "${WEBHOOK_ENV_ARGS[@]}" \
   >"$run_dir/watch.log" 2>&1 &
 WATCH_PID=$!
 wait_for_port "$api_port" 120 || { cat "$run_dir/watch.log" >&2; exit 1; }
@@ -187,14 +192,16 @@ fi
 # ones, localstripe's): no API key (`cairn_` + 43 base62 characters) and no Stripe secret
 # may appear in any of them.
 log "checking the run's logs for API keys and Stripe secrets"
-logs=("$run_dir/watch.log" "$run_dir/test.log" "$run_dir/localstripe.log")
+logs=("$run_dir/watch.log" "$run_dir/test.log" "$run_dir/localstripe.log" "$run_dir/relay.log")
 [ -f "$run_dir/python.log" ] && logs+=("$run_dir/python.log")
 [ -f "$run_dir/browser.log" ] && logs+=("$run_dir/browser.log")
 logs+=("${framework_logs[@]}")
 leaks=$(grep -E -o -h 'cairn_[0-9A-Za-z]{43}' "${logs[@]}" | sort -u | head -n 5 || true)
-for secret in "$STRIPE_WEBHOOK_SECRET" "$STRIPE_SECRET_KEY"; do
-  if grep -F -q -- "$secret" "${logs[@]}"; then leaks+=$'\n'"a Stripe secret (${secret:0:8}...)"; fi
+for secret in "$STRIPE_WEBHOOK_SECRET" "$STRIPE_SECRET_KEY" "$WEBHOOK_SECRETS_KEY"; do
+  if grep -F -q -- "$secret" "${logs[@]}"; then leaks+=$'\n'"a secret (${secret:0:8}...)"; fi
 done
+# Webhook endpoint secrets (whsec_ and the base64 of 32 bytes).
+leaks+=$(grep -E -o -h 'whsec_[A-Za-z0-9+/]{43}=' "${logs[@]}" | sort -u | head -n 5 || true)
 if [ -n "$leaks" ]; then
   echo "secrets found in the logs of this run (kept in $run_dir):" >&2
   echo "$leaks" >&2

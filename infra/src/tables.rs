@@ -115,6 +115,17 @@ async fn create(client: &Client, name: &str, spec: &TableSpec) -> Result<()> {
         .set_attribute_definitions(Some(attributes))
         .set_key_schema(Some(key_schema(&spec.key)?))
         .set_global_secondary_indexes((!indexes.is_empty()).then_some(indexes))
+        .set_stream_specification(
+            spec.stream_view
+                .as_deref()
+                .map(|view| {
+                    aws_sdk_dynamodb::types::StreamSpecification::builder()
+                        .stream_enabled(true)
+                        .stream_view_type(aws_sdk_dynamodb::types::StreamViewType::from(view))
+                        .build()
+                })
+                .transpose()?,
+        )
         .send()
         .await?;
     if let Some(attribute) = &spec.ttl_attribute {
@@ -172,5 +183,10 @@ pub async fn describe(client: &Client, name: &str, logical_id: &str, suffix: &st
             })
             .collect(),
         ttl_attribute,
+        stream_view: table
+            .stream_specification()
+            .filter(|s| s.stream_enabled())
+            .and_then(|s| s.stream_view_type())
+            .map(|v| v.as_str().to_owned()),
     })
 }

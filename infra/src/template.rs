@@ -47,6 +47,8 @@ pub struct TableSpec {
     pub indexes: Vec<IndexSpec>,
     /// The TTL attribute, if items expire.
     pub ttl_attribute: Option<String>,
+    /// The stream's view type (`NEW_IMAGE`, …), if the table has a stream.
+    pub stream_view: Option<String>,
 }
 
 /// A route of the HTTP API and the function binary that serves it.
@@ -292,6 +294,10 @@ fn table(id: &str, resource: &Value) -> Result<TableSpec> {
         }
         _ => None,
     };
+    let stream_view = match props.get("StreamSpecification") {
+        Some(spec) => Some(text_of(spec.get("StreamViewType"), "StreamSpecification.StreamViewType")?),
+        None => None,
+    };
     Ok(TableSpec {
         logical_id: id.to_owned(),
         suffix: suffix.to_owned(),
@@ -299,6 +305,7 @@ fn table(id: &str, resource: &Value) -> Result<TableSpec> {
         key: key_parts(props.get("KeySchema"))?,
         indexes,
         ttl_attribute,
+        stream_view,
     })
 }
 

@@ -135,6 +135,21 @@ id_type!(
     TransactionId,
     "txn"
 );
+id_type!(
+    /// A webhook endpoint (`we_…`).
+    EndpointId,
+    "we"
+);
+id_type!(
+    /// An event (`evt_…`): a webhook's `webhook-id`, the same on every attempt.
+    EventId,
+    "evt"
+);
+id_type!(
+    /// One event's delivery to one endpoint (`wd_…`).
+    DeliveryId,
+    "wd"
+);
 
 #[cfg(test)]
 mod tests {

@@ -191,7 +191,8 @@ impl Transport {
                 checkpoints::app(client.clone(), tables.clone(), clock.clone()),
                 failures::app(client.clone(), tables.clone(), clock.clone()),
                 billing::app(client.clone(), tables.clone(), clock.clone()),
-                keys::app(client.clone(), tables.clone(), clock),
+                keys::app(client.clone(), tables.clone(), clock.clone()),
+                webhooks::app(client.clone(), tables.clone(), clock),
             ]),
             None,
         )
@@ -293,13 +294,22 @@ pub async fn finished<B>(response: http::Response<B>) -> http::Response<B> {
 pub const EMULATOR_500: &str = r#"{"type":"https://httpstatuses.com/500""#;
 
 /// The areas served in process, in the order of [`Transport::in_process`].
-const AREAS: [&str; 6] = ["workflows", "executions", "checkpoints", "failures", "billing", "keys"];
+/// Each router's first path segment after /api/v1 and its function, in router order.
+const AREAS: [(&str, &str); 7] = [
+    ("workflows", "workflows"),
+    ("executions", "executions"),
+    ("checkpoints", "checkpoints"),
+    ("failures", "failures"),
+    ("billing", "billing"),
+    ("keys", "keys"),
+    ("webhook-endpoints", "webhooks"),
+];
 
 /// The function that serves `path` (by its first segment after /api/v1) and its router.
 fn pick<'a>(routers: &'a [axum::Router], path: &str) -> (&'static str, &'a axum::Router) {
     let area = path.trim_start_matches("/api/v1/").split('/').next().unwrap_or_default();
-    let index = AREAS.iter().position(|a| *a == area).unwrap_or(0);
-    (AREAS[index], &routers[index])
+    let index = AREAS.iter().position(|(segment, _)| *segment == area).unwrap_or(0);
+    (AREAS[index].1, &routers[index])
 }
 
 /// The DynamoDB permissions in-process functions needed: (function, permission).
@@ -343,6 +353,11 @@ impl Api {
     /// A PUT of JSON with `key`.
     pub async fn put(&self, key: &str, path: &str, body: &Value) -> Reply {
         self.request(Method::PUT, path).key(key).json(body).send().await
+    }
+
+    /// A PATCH of JSON with `key`.
+    pub async fn patch(&self, key: &str, path: &str, body: &Value) -> Reply {
+        self.request(Method::PATCH, path).key(key).json(body).send().await
     }
 
     /// A DELETE with `key`.

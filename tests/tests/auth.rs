@@ -37,6 +37,8 @@ async fn every_route_refuses_missing_unknown_revoked_and_basic_credentials(api: 
             .replace("{checkpoint_id}", "cp_0193a6f21c2b7d3e8f000123456789ab")
             .replace("{failure_id}", "fail_0193a6f21c2b7d3e8f000123456789ab")
             .replace("{key_id}", "key_0193a6f21c2b7d3e8f000123456789ab")
+            .replace("{endpoint_id}", "we_0193a6f21c2b7d3e8f000123456789ab")
+            .replace("{delivery_id}", "wd_0193a6f21c2b7d3e8f000123456789ab")
             .replace("/api/v1", "");
         let method = Method::from_bytes(route.method.as_bytes()).expect("method");
         let credentials: [Option<(&'static str, String)>; 5] = [

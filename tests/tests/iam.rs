@@ -111,6 +111,23 @@ async fn drive_every_route(api: &Api, key: &str, tenant: &str) {
     let keyed = api.request(Method::POST, "/keys").key(key).header("idempotency-key", "keys-1");
     keyed.json(&json!({"name": "again"})).send().await.expect(201);
 
+    // Webhook endpoints: each route, the workflow filter, a test event.
+    let made =
+        api.post(key, "/webhook-endpoints", &json!({"url": "http://127.0.0.1:9/hook", "description": "d"})).await;
+    let we = id(made.expect(201));
+    api.get(key, "/webhook-endpoints").await.expect(200);
+    api.get(key, &format!("/webhook-endpoints/{we}")).await.expect(200);
+    api.patch(key, &format!("/webhook-endpoints/{we}"), &json!({"event_types": ["execution.failed"]}))
+        .await
+        .expect(200);
+    api.post(key, &format!("/webhook-endpoints/{we}/rotate-secret"), &json!({})).await.expect(200);
+    let sent = api.post(key, &format!("/webhook-endpoints/{we}/test"), &json!({})).await;
+    let delivery = sent.expect(202).body["delivery_id"].as_str().expect("delivery").to_owned();
+    api.get(key, &format!("/webhook-endpoints/{we}/deliveries")).await.expect(200);
+    let retried = api.post(key, &format!("/webhook-endpoints/{we}/deliveries/{delivery}/retry"), &json!({})).await;
+    assert!(retried.status == 202 || retried.status == 404, "{}", retried.status);
+    api.delete(key, &format!("/webhook-endpoints/{we}")).await.expect(204);
+
     api.get(key, "/billing/balance").await.expect(200);
     api.get(key, "/billing/transactions?type=usage").await.expect(200);
     api.post(key, "/billing/topup", &json!({"amount_cents": 500})).await.expect(200);
@@ -177,7 +194,7 @@ async fn every_functions_policy_grants_every_dynamodb_call_its_code_makes() {
 
     let noted = recorder.lock().expect("recorder").clone();
     let functions: BTreeSet<&str> = noted.iter().map(|(f, _)| f.as_str()).collect();
-    assert_eq!(functions.len(), 6, "the scenario reached every function: {functions:?}");
+    assert_eq!(functions.len(), 7, "the scenario reached every function: {functions:?}");
     let mut missing = Vec::new();
     for function in functions {
         let calls = noted.iter().filter(|(f, _)| f == function).map(|(_, access)| access);
@@ -205,7 +222,7 @@ fn every_table_a_keyed_function_may_get_from_it_may_batch_get_from() {
         })
         .map(|route| route.function)
         .collect();
-    assert_eq!(keyed.len(), 6, "{keyed:?}");
+    assert_eq!(keyed.len(), 7, "{keyed:?}");
     for function in &keyed {
         let grants = template.grants(function).expect("grants");
         let may = |action: &str, table: &str| {

@@ -22,13 +22,14 @@ fn as_set(routes: impl IntoIterator<Item = Route>) -> RouteSet {
 }
 
 fn function_routes() -> RouteSet {
-    let areas: [(&str, &[(&str, &str)]); 7] = [
+    let areas: [(&str, &[(&str, &str)]); 8] = [
         ("workflows", workflows::ROUTES),
         ("executions", executions::ROUTES),
         ("checkpoints", checkpoints::ROUTES),
         ("failures", failures::ROUTES),
         ("billing", billing::ROUTES),
         ("keys", keys::ROUTES),
+        ("webhooks", webhooks::ROUTES),
         ("dashboard", dashboard::ROUTES),
     ];
     areas
@@ -127,8 +128,11 @@ fn only_authentication_and_the_admin_tool_make_a_tenant_id() {
             text.contains("trusted::")
                 || text.contains("auth::trusted")
                 // The owner of a stored record: only where the janitor's list of
-                // unfinished deletions is read, from each marker's own partition.
-                || (text.contains("stored::owner") && !path.ends_with("domain/src/runs/deletion.rs"))
+                // unfinished deletions is read, from each marker's own partition, and
+                // where the dispatcher's outbox items and deliveries are read.
+                || (text.contains("stored::owner")
+                    && !path.ends_with("domain/src/runs/deletion.rs")
+                    && !path.ends_with("domain/src/webhooks/deliveries.rs"))
         })
         .map(|(path, _)| path.display().to_string())
         .collect();
@@ -177,7 +181,11 @@ fn functions_depend_on_the_domain_and_shared_never_on_each_other() {
         // Every function with data reaches it through the domain; the dashboard has none.
         assert_eq!(deps.contains("domain"), function != "dashboard", "functions/{function}: {deps:?}");
         assert!(!deps.contains("reqwest"), "functions/{function}: one HTTP stack, the AWS SDK's");
-        assert_eq!(deps.contains("hyper-rustls"), function == "billing", "only billing talks HTTP to others (Stripe)");
+        assert_eq!(
+            deps.contains("hyper-rustls"),
+            function == "billing" || function == "dispatcher",
+            "only billing (Stripe) and the dispatcher (webhooks) talk HTTP to others"
+        );
     }
     for layer in ["domain", "shared", "infra"] {
         let deps = dependencies(layer);

@@ -18,6 +18,7 @@ struct Owned {
     checkpoint: String,
     failed: String,
     failure: String,
+    endpoint: String,
 }
 
 const FAIL: &str = r#"{"error_type":"AGENT_ERROR","message":"it broke"}"#;
@@ -31,6 +32,7 @@ const NO_IDS: &[(&str, &str)] = &[
     ("GET", "/api/v1/failures/stats"),
     ("GET", "/api/v1/keys"),
     ("POST", "/api/v1/keys"),
+    ("GET", "/api/v1/webhook-endpoints"),
 ];
 
 fn id_of(reply: &api_tests::Reply) -> String {
@@ -50,7 +52,10 @@ async fn own(api: &Api, key: &str) -> Owned {
     let failure = api.get(key, "/failures").await.body["items"][0]["id"].as_str().expect("failure").to_owned();
     let second = api.post(key, "/keys", &json!({"name": "second"})).await;
     let key_id = second.expect(201).body["id"].as_str().expect("key id").to_owned();
-    Owned { key: key_id, workflow, running, checkpoint, failed, failure }
+    // An endpoint no event of this test goes to (no delivery changes it meanwhile).
+    let hook = json!({"url": "http://127.0.0.1:9/hook", "event_types": ["failure.ignored"], "workflow_id": workflow});
+    let endpoint = id_of(api.post(key, "/webhook-endpoints", &hook).await.expect(201));
+    Owned { key: key_id, workflow, running, checkpoint, failed, failure, endpoint }
 }
 
 /// Everything the owner can see.
@@ -68,6 +73,8 @@ async fn snapshot(api: &Api, key: &str, o: &Owned) -> Vec<Value> {
         "/billing/balance".to_owned(),
         "/billing/transactions".to_owned(),
         "/keys".to_owned(),
+        format!("/webhook-endpoints/{}", o.endpoint),
+        "/webhook-endpoints".to_owned(),
     ] {
         let reply = api.get(key, &path).await;
         seen.push(json!({"path": path, "status": reply.status, "body": reply.body}));
@@ -84,9 +91,12 @@ fn requests(method: &str, path: &str, o: &Owned) -> Option<Vec<(String, Value)>>
             .replace("{workflow_id}", &o.workflow)
             .replace("{checkpoint_id}", &o.checkpoint)
             .replace("{failure_id}", &o.failure)
-            .replace("{key_id}", &o.key);
+            .replace("{key_id}", &o.key)
+            .replace("{endpoint_id}", &o.endpoint)
+            .replace("{delivery_id}", &format!("wd_{}", o.endpoint.trim_start_matches("we_")));
         let body = match (method, path.rsplit('/').next().unwrap_or_default()) {
             ("PUT", _) => json!({"name": "renamed"}),
+            ("PATCH", _) => json!({"enabled": false}),
             (_, "fail") => fail,
             (_, "rollback") => json!({"checkpoint_id": o.checkpoint}),
             ("POST", "writes") => json!({"task_id": "t", "writes": [{"index": 0, "channel": "c", "value": 1}]}),
@@ -104,6 +114,9 @@ fn requests(method: &str, path: &str, o: &Owned) -> Option<Vec<(String, Value)>>
         ("GET", "/api/v1/executions") => Some(vec![(format!("{path}?workflow_id={}", o.workflow), Value::Null)]),
         ("GET", "/api/v1/checkpoints") => Some(vec![(format!("{path}?execution_id={}", o.running), Value::Null)]),
         ("POST", "/api/v1/executions") => Some(vec![(path.to_owned(), json!({"workflow_id": o.workflow}))]),
+        ("POST", "/api/v1/webhook-endpoints") => {
+            Some(vec![(path.to_owned(), json!({"url": "https://example.com/", "workflow_id": o.workflow}))])
+        }
         ("POST", "/api/v1/checkpoints") => {
             Some(vec![(path.to_owned(), json!({"execution_id": o.running, "state": {"n": 1}}))])
         }
@@ -154,9 +167,9 @@ async fn another_tenants_ids_are_404_on_every_route_and_change_nothing(api: Api,
     assert_eq!(snapshot(&api, &owner.key, &o).await, before, "the owner's data is unchanged");
 
     // The intruder's own lists show none of the owner's ids.
-    for path in ["/workflows", "/executions", "/failures", "/billing/transactions", "/keys"] {
+    for path in ["/workflows", "/executions", "/failures", "/billing/transactions", "/keys", "/webhook-endpoints"] {
         let text = api.get(&intruder.key, path).await.expect(200).body.to_string();
-        for id in [&o.workflow, &o.running, &o.failed, &o.failure, &o.checkpoint, &o.key] {
+        for id in [&o.workflow, &o.running, &o.failed, &o.failure, &o.checkpoint, &o.key, &o.endpoint] {
             assert!(!text.contains(id.as_str()), "{path} leaks {id}");
         }
     }

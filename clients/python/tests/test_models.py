@@ -58,6 +58,12 @@ CASES: list[tuple[type[BaseModel], dict[str, Any]]] = [
     (models.SubscriptionCancelled, response_schema("/billing/subscriptions/cancel", "post", "200")),
     (models.Key, schema("Key")),
     (models.KeyCreated, schema("KeyCreated")),
+    (models.WebhookEndpoint, schema("WebhookEndpoint")),
+    (models.WebhookEndpointWithSecret, schema("WebhookEndpointWithSecret")),
+    (models.WebhookAttempt, schema("WebhookAttempt")),
+    (models.WebhookDelivery, schema("WebhookDelivery")),
+    (models.WebhookDeliveryPage, schema("WebhookDeliveryList")),
+    (models.WebhookTestSent, response_schema("/webhook-endpoints/{endpoint_id}/test", "post", "202")),
 ]
 
 

@@ -33,11 +33,19 @@ pub enum Table {
     /// Claimed `Idempotency-Key`s and their answers (`tenant_id`, `idempotency_key`),
     /// kept 24 hours.
     Idempotency,
+    /// A tenant's webhook endpoints (`tenant_id`, `endpoint_id`).
+    WebhookEndpoints,
+    /// Each event's delivery to each endpoint, with its attempts (`tenant_id`,
+    /// `delivery`), kept 30 days; the sparse index `by_due` holds the pending ones.
+    WebhookDeliveries,
+    /// The outbox: the events of each change, written in the change's own transaction
+    /// and read from the table's stream (`tenant_id`, `event_id`), kept 7 days.
+    Events,
 }
 
 impl Table {
     /// Every table.
-    pub const ALL: [Self; 13] = [
+    pub const ALL: [Self; 16] = [
         Self::Tenants,
         Self::ApiKeys,
         Self::Workflows,
@@ -51,6 +59,9 @@ impl Table {
         Self::StripeEvents,
         Self::RateLimits,
         Self::Idempotency,
+        Self::WebhookEndpoints,
+        Self::WebhookDeliveries,
+        Self::Events,
     ];
 
     /// The part of the table's name after the prefix.
@@ -70,6 +81,9 @@ impl Table {
             Self::StripeEvents => "stripe-events",
             Self::RateLimits => "rate-limits",
             Self::Idempotency => "idempotency",
+            Self::WebhookEndpoints => "webhook-endpoints",
+            Self::WebhookDeliveries => "webhook-deliveries",
+            Self::Events => "events",
         }
     }
 }

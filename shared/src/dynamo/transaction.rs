@@ -118,6 +118,12 @@ pub enum Part {
     Event,
     /// A paid invoice's once-only marker.
     Invoice,
+    /// The events a change reports, in its outbox item.
+    Outbox,
+    /// A webhook endpoint.
+    Endpoint,
+    /// A webhook delivery.
+    Delivery,
 }
 
 /// A write transaction assembled by several parts of the code (an area's store, the

@@ -300,6 +300,34 @@ class AsyncKeys(_Async):
     revoke = _async(specs.keys_revoke)
 
 
+class WebhookEndpoints(_Sync):
+    """``/webhook-endpoints``: where the tenant's events are posted, and their deliveries."""
+
+    list = _sync(specs.webhook_endpoints_list)
+    create = _sync(specs.webhook_endpoints_create)
+    get = _sync(specs.webhook_endpoints_get)
+    update = _sync(specs.webhook_endpoints_update)
+    delete = _sync(specs.webhook_endpoints_delete)
+    rotate_secret = _sync(specs.webhook_endpoints_rotate_secret)
+    test = _sync(specs.webhook_endpoints_test)
+    deliveries = _sync(specs.webhook_endpoints_deliveries)
+    retry = _sync(specs.webhook_endpoints_retry)
+
+
+class AsyncWebhookEndpoints(_Async):
+    """``/webhook-endpoints``: where the tenant's events are posted, and their deliveries."""
+
+    list = _async(specs.webhook_endpoints_list)
+    create = _async(specs.webhook_endpoints_create)
+    get = _async(specs.webhook_endpoints_get)
+    update = _async(specs.webhook_endpoints_update)
+    delete = _async(specs.webhook_endpoints_delete)
+    rotate_secret = _async(specs.webhook_endpoints_rotate_secret)
+    test = _async(specs.webhook_endpoints_test)
+    deliveries = _async(specs.webhook_endpoints_deliveries)
+    retry = _async(specs.webhook_endpoints_retry)
+
+
 # ---- every resource of a client ----
 
 
@@ -314,6 +342,7 @@ class Resources:
         self.failures = Failures(api)
         self.billing = Billing(api)
         self.keys = Keys(api)
+        self.webhook_endpoints = WebhookEndpoints(api)
 
 
 class AsyncResources:
@@ -327,3 +356,4 @@ class AsyncResources:
         self.failures = AsyncFailures(api)
         self.billing = AsyncBilling(api)
         self.keys = AsyncKeys(api)
+        self.webhook_endpoints = AsyncWebhookEndpoints(api)

@@ -533,6 +533,103 @@ def keys_revoke(_: Any, key_id: str) -> Spec[None]:
     return Spec(call("DELETE", f"/keys/{key_id}"), _nothing)
 
 
+# ---- webhook endpoints ----
+
+
+def _endpoints(raw: Any) -> list[models.WebhookEndpoint]:
+    return [models.WebhookEndpoint.from_api(item) for item in raw.get("items", [])]
+
+
+def webhook_endpoints_list(_: Any) -> Spec[list[models.WebhookEndpoint]]:
+    """The tenant's webhook endpoints, newest first (at most 16), never their secrets."""
+    return Spec(call("GET", "/webhook-endpoints"), _endpoints)
+
+
+def webhook_endpoints_create(
+    _: Any,
+    *,
+    url: str,
+    event_types: Sequence[str] | None = None,
+    workflow_id: str | None = None,
+    description: str | None = None,
+    idempotency_key: str | None = None,
+) -> Spec[models.WebhookEndpointWithSecret]:
+    """Registers ``url`` (https, a public host) for the tenant's events: those of
+    ``event_types`` (all when left out) and of ``workflow_id`` (any when left out). The
+    answer's ``secret`` (``whsec_...``) verifies the signatures and is shown this once."""
+    body = _body(
+        url=url,
+        event_types=list(event_types) if event_types is not None else OMIT,
+        workflow_id=workflow_id if workflow_id is not None else OMIT,
+        description=description if description is not None else OMIT,
+    )
+    c = call("POST", "/webhook-endpoints", body=body, idempotency_key=idempotency_key)
+    return Spec(c, model(models.WebhookEndpointWithSecret))
+
+
+def webhook_endpoints_get(_: Any, endpoint_id: str) -> Spec[models.WebhookEndpoint]:
+    """One endpoint (``disabled_reason`` says why Cairn disabled it)."""
+    return Spec(call("GET", f"/webhook-endpoints/{endpoint_id}"), model(models.WebhookEndpoint))
+
+
+def webhook_endpoints_update(
+    _: Any,
+    endpoint_id: str,
+    *,
+    url: str = OMIT,
+    event_types: Sequence[str] = OMIT,
+    workflow_id: str | None = OMIT,
+    description: str | None = OMIT,
+    enabled: bool = OMIT,
+) -> Spec[models.WebhookEndpoint]:
+    """Changes what is given (``None`` clears ``workflow_id`` or ``description``);
+    ``enabled=True`` clears why Cairn disabled it."""
+    body = _body(
+        url=url,
+        event_types=list(event_types) if event_types is not OMIT else OMIT,
+        workflow_id=workflow_id,
+        description=description,
+        enabled=enabled,
+    )
+    c = call("PATCH", f"/webhook-endpoints/{endpoint_id}", body=body)
+    return Spec(c, model(models.WebhookEndpoint))
+
+
+def webhook_endpoints_delete(_: Any, endpoint_id: str) -> Spec[None]:
+    """Deletes an endpoint; nothing more is sent to it."""
+    return Spec(call("DELETE", f"/webhook-endpoints/{endpoint_id}"), _nothing)
+
+
+def webhook_endpoints_rotate_secret(_: Any, endpoint_id: str) -> Spec[models.WebhookEndpointWithSecret]:
+    """A new secret (in the answer, this once); the old one keeps signing beside it for
+    24 hours, so receivers can switch without missing a message."""
+    c = call("POST", f"/webhook-endpoints/{endpoint_id}/rotate-secret", body={})
+    return Spec(c, model(models.WebhookEndpointWithSecret))
+
+
+def webhook_endpoints_test(_: Any, endpoint_id: str) -> Spec[models.WebhookTestSent]:
+    """Sends a signed ``webhook.test`` event to this endpoint alone."""
+    c = call("POST", f"/webhook-endpoints/{endpoint_id}/test", body={})
+    return Spec(c, model(models.WebhookTestSent))
+
+
+def webhook_endpoints_deliveries(
+    _: Any, endpoint_id: str, *, limit: int = 20, starting_after: str | None = None
+) -> Spec[models.WebhookDeliveryPage]:
+    """One page of the endpoint's deliveries with their attempts, newest first."""
+    params: dict[str, Any] = {"limit": limit}
+    if starting_after is not None:
+        params["starting_after"] = starting_after
+    c = call("GET", f"/webhook-endpoints/{endpoint_id}/deliveries", params=params)
+    return Spec(c, model(models.WebhookDeliveryPage))
+
+
+def webhook_endpoints_retry(_: Any, endpoint_id: str, delivery_id: str) -> Spec[models.WebhookDelivery]:
+    """Makes a delivery due again at once (its attempts so far stay listed)."""
+    c = call("POST", f"/webhook-endpoints/{endpoint_id}/deliveries/{delivery_id}/retry", body={})
+    return Spec(c, model(models.WebhookDelivery))
+
+
 def _clean(params: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in params.items() if v is not None}
 

@@ -265,6 +265,85 @@ class KeyCreated(Key):
     key: str | None
 
 
+WebhookEventType = Literal[
+    "execution.started",
+    "execution.completed",
+    "execution.failed",
+    "execution.paused",
+    "execution.cancelled",
+    "execution.replayed",
+    "execution.rolled_back",
+    "failure.created",
+    "failure.resolved",
+    "failure.ignored",
+]
+
+
+class WebhookEndpoint(Model):
+    """Where the tenant's events are posted, signed as Standard Webhooks specifies.
+    ``event_types`` empty: every type. ``disabled_reason`` says why Cairn disabled it
+    (410 Gone, or five days of failed attempts)."""
+
+    id: str
+    url: str
+    description: str | None
+    event_types: list[WebhookEventType]
+    workflow_id: str | None
+    enabled: bool
+    disabled_reason: str | None
+    failing_since: datetime | None
+    previous_secret_expires_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+
+
+class WebhookEndpointWithSecret(WebhookEndpoint):
+    """An endpoint with its signing secret (``whsec_...``), shown this once: when it is
+    created and when its secret is rotated (``None`` in an ``Idempotency-Key`` replay)."""
+
+    secret: str | None
+
+
+class WebhookAttempt(Model):
+    """One attempt of a delivery: the receiver's ``status_code`` (``None`` when it did
+    not answer), how long it took, and why it failed."""
+
+    at: datetime
+    status_code: int | None
+    latency_ms: int
+    error: str | None
+
+
+class WebhookDelivery(Model):
+    """One event's delivery to one endpoint, with its attempts. ``event_id`` is every
+    attempt's ``webhook-id`` header."""
+
+    id: str
+    endpoint_id: str
+    event_id: str
+    event_type: str
+    status: Literal["pending", "succeeded", "failed"]
+    attempt_count: int
+    attempts: list[WebhookAttempt]
+    next_attempt_at: datetime | None
+    created_at: datetime
+    payload: dict[str, Any]
+
+
+class WebhookDeliveryPage(Model):
+    """A page of an endpoint's deliveries, newest first."""
+
+    items: list[WebhookDelivery]
+    has_more: bool
+
+
+class WebhookTestSent(Model):
+    """A test event on its way: its id and its delivery's."""
+
+    event_id: str
+    delivery_id: str
+
+
 T = TypeVar("T", bound=Model)
 
 

@@ -17,6 +17,7 @@ use super::rollback::{Disposal, plan_rollback};
 use super::{BeforeCommit, Change, Changed, ListExecutions, NewExecution, ReplayFrom, Runs, Started};
 use crate::Error;
 use crate::credits::{EntryType, NewEntry};
+use crate::webhooks::{Event, EventType};
 use crate::workflows::model::WorkflowStatus;
 
 impl Runs {
@@ -111,6 +112,8 @@ impl Runs {
             self.ledger.stage(&mut tx, tenant, account, self.charge(&execution, "started"), now)?;
             self.executions.stage_create(&mut tx, tenant, &execution)?;
             tx.push(Part::Workflow, self.workflows.check_active(tenant, workflow_id)?);
+            let started = Event::execution(EventType::ExecutionStarted, &execution, now);
+            crate::webhooks::events::stage(&mut tx, self.failures.tables(), tenant, &[started])?;
             before_commit(&execution);
             match tx.commit(self.client()).await {
                 Ok(()) => Ok(Attempt::Done(Started::New(execution))),
@@ -188,6 +191,7 @@ impl Runs {
             let mut extra = CounterChange::default();
             let mut discarded = None;
             let mut cleanup = None;
+            let mut events = Vec::new();
             match (change, &action) {
                 (Change::Fail { error, details }, _) => {
                     let failure = Failure::record(
@@ -200,11 +204,13 @@ impl Runs {
                     );
                     next.failure_ids.push(failure.id.clone());
                     self.failures.stage_create(&mut tx, tenant, &failure)?;
+                    events.push(Event::failure(EventType::FailureCreated, &failure, now));
                 }
                 (_, Action::Complete { .. }) => {
                     for failure in self.open_failures(tenant, &current).await? {
                         let resolved = failure.resolved(now);
                         extra.merge(&self.failures.stage_replace(&mut tx, tenant, &failure, &resolved)?);
+                        events.push(Event::failure(EventType::FailureResolved, &resolved, now));
                     }
                 }
                 (_, Action::Replay { .. }) => {
@@ -242,6 +248,8 @@ impl Runs {
             let mut whole = Transaction::new();
             self.executions.stage_replace(&mut whole, tenant, &current, &next, &extra)?;
             whole.append(tx);
+            events.insert(0, Event::execution(reported(&action), &next, now));
+            crate::webhooks::events::stage(&mut whole, self.failures.tables(), tenant, &events)?;
             let changed = Changed { execution: next, discarded_checkpoints: discarded };
             before_commit(&changed);
             match whole.commit(self.client()).await {
@@ -272,6 +280,18 @@ fn shown(list: &ListExecutions, e: &Execution) -> bool {
         && list.created_before.is_none_or(|t| e.created_at < t)
         && list.after.as_ref().is_none_or(|a| e.id < *a)
         && list.skip == 0
+}
+
+/// The event an execution's change reports.
+fn reported(action: &Action) -> EventType {
+    match action {
+        Action::Complete { .. } => EventType::ExecutionCompleted,
+        Action::Fail { .. } => EventType::ExecutionFailed,
+        Action::Pause => EventType::ExecutionPaused,
+        Action::Cancel { .. } => EventType::ExecutionCancelled,
+        Action::Replay { .. } => EventType::ExecutionReplayed,
+        Action::Rollback { .. } => EventType::ExecutionRolledBack,
+    }
 }
 
 fn archived(id: &WorkflowId) -> Error {

@@ -13,6 +13,7 @@ use shared::time::Clock;
 use self::model::{Failure, FailureStatus, Settlement, counter_name};
 use super::{BeforeCommit, FailureStats, ListFailures, RATE_WINDOW_DAYS, Runs};
 use crate::Error;
+use crate::webhooks::{Event, EventType};
 
 impl Runs {
     /// The tenant's failure `id`.
@@ -99,6 +100,12 @@ impl Runs {
             let mut tx = Transaction::new();
             let counts = self.failures.stage_replace(&mut tx, tenant, &current, &next)?;
             tx.extend(Part::Counters, counts.transact_items(self.failures.tables(), tenant)?);
+            let kind = match next.status {
+                FailureStatus::Ignored => EventType::FailureIgnored,
+                _ => EventType::FailureResolved,
+            };
+            let event = Event::failure(kind, &next, clock.now());
+            crate::webhooks::events::stage(&mut tx, self.failures.tables(), tenant, &[event])?;
             before_commit(&next);
             match tx.commit(self.client()).await {
                 Ok(()) => Ok(Attempt::Done(next)),

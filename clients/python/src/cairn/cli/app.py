@@ -15,7 +15,7 @@ import pydantic
 
 from .. import errors
 from .._client import Cairn
-from . import billing, checkpoints, executions, failures, keys, workflows
+from . import billing, checkpoints, executions, failures, keys, webhooks, workflows
 from .config import CommandError, State, config_path, read_profiles, state, write_profiles
 from .output import report
 
@@ -92,7 +92,8 @@ class CairnGroup(click.Group):
 @click.version_option(package_name="cairn-client", prog_name="cairn")
 @click.pass_context
 def cli(ctx: click.Context, api_key: str | None, api_url: str | None, profile: str, as_json: bool) -> None:
-    """Cairn from the command line: workflows, executions, checkpoints, failures, billing, keys.
+    """Cairn from the command line: workflows, executions, checkpoints, failures, billing, keys,
+    webhooks.
 
     Configuration: --api-key/--api-url, else CAIRN_API_KEY/CAIRN_API_URL, else the profile
     in $XDG_CONFIG_HOME/cairn/config.toml (~/.config/cairn/config.toml) that `cairn login`
@@ -136,6 +137,7 @@ for group in (
     failures.failures,
     billing.billing,
     keys.keys,
+    webhooks.webhooks,
 ):
     cli.add_command(group)
 

@@ -1,0 +1,203 @@
+//! Events: what a change reports to webhook endpoints, and the outbox that carries them.
+//!
+//! A change that reports events writes one outbox item (table `events`) in its own
+//! transaction: no event for a change that did not commit, no change without its events.
+//! The table's stream hands each new item to the `dispatcher`, which fans it out to the
+//! tenant's endpoints; however many endpoints a tenant has, the request writes one item.
+
+use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
+use chrono::{DateTime, Duration, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use shared::TenantId;
+use shared::body::WireEnum;
+use shared::dynamo::{Part, StoreError, Table, Tables, Transaction, built, n, s};
+use shared::ids::{EndpointId, EventId};
+
+use crate::runs::executions::model::Execution;
+use crate::runs::failures::model::Failure;
+
+/// How long an outbox item is kept (its stream record lives 24 hours).
+pub const OUTBOX_DAYS: i64 = 7;
+
+/// The kinds of event, as named on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum EventType {
+    /// An execution was started.
+    #[serde(rename = "execution.started")]
+    ExecutionStarted,
+    /// An execution completed.
+    #[serde(rename = "execution.completed")]
+    ExecutionCompleted,
+    /// An execution failed.
+    #[serde(rename = "execution.failed")]
+    ExecutionFailed,
+    /// An execution was paused.
+    #[serde(rename = "execution.paused")]
+    ExecutionPaused,
+    /// An execution was cancelled.
+    #[serde(rename = "execution.cancelled")]
+    ExecutionCancelled,
+    /// An execution was replayed.
+    #[serde(rename = "execution.replayed")]
+    ExecutionReplayed,
+    /// An execution was rolled back to one of its checkpoints.
+    #[serde(rename = "execution.rolled_back")]
+    ExecutionRolledBack,
+    /// A failure was recorded.
+    #[serde(rename = "failure.created")]
+    FailureCreated,
+    /// A failure was resolved (by hand, or by its execution's completion).
+    #[serde(rename = "failure.resolved")]
+    FailureResolved,
+    /// A failure was ignored.
+    #[serde(rename = "failure.ignored")]
+    FailureIgnored,
+    /// A test event (`POST /webhook-endpoints/{id}/test`), for its endpoint alone.
+    #[serde(rename = "webhook.test")]
+    WebhookTest,
+}
+
+impl EventType {
+    /// Every type an endpoint may subscribe to.
+    pub const SUBSCRIBABLE: [Self; 10] = [
+        Self::ExecutionStarted,
+        Self::ExecutionCompleted,
+        Self::ExecutionFailed,
+        Self::ExecutionPaused,
+        Self::ExecutionCancelled,
+        Self::ExecutionReplayed,
+        Self::ExecutionRolledBack,
+        Self::FailureCreated,
+        Self::FailureResolved,
+        Self::FailureIgnored,
+    ];
+
+    /// The wire name.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ExecutionStarted => "execution.started",
+            Self::ExecutionCompleted => "execution.completed",
+            Self::ExecutionFailed => "execution.failed",
+            Self::ExecutionPaused => "execution.paused",
+            Self::ExecutionCancelled => "execution.cancelled",
+            Self::ExecutionReplayed => "execution.replayed",
+            Self::ExecutionRolledBack => "execution.rolled_back",
+            Self::FailureCreated => "failure.created",
+            Self::FailureResolved => "failure.resolved",
+            Self::FailureIgnored => "failure.ignored",
+            Self::WebhookTest => "webhook.test",
+        }
+    }
+
+    /// The subscribable type named `raw`.
+    #[must_use]
+    pub fn parse(raw: &str) -> Option<Self> {
+        Self::SUBSCRIBABLE.into_iter().find(|t| t.as_str() == raw)
+    }
+}
+
+/// One event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// Its id: the `webhook-id` of every delivery of it.
+    pub id: EventId,
+    /// Its kind.
+    #[serde(rename = "type")]
+    pub kind: EventType,
+    /// When the change happened.
+    pub created_at: String,
+    /// The summary of the resource it is about.
+    pub data: Value,
+    /// The workflow it concerns, for endpoints that filter by workflow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow_id: Option<String>,
+    /// The one endpoint it is for (test events); otherwise every subscribed one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint_id: Option<EndpointId>,
+}
+
+impl Event {
+    fn new(kind: EventType, at: DateTime<Utc>, data: Value, workflow_id: Option<String>) -> Self {
+        Self {
+            id: EventId::generate_at(at),
+            kind,
+            created_at: shared::time::format(at),
+            data,
+            workflow_id,
+            endpoint_id: None,
+        }
+    }
+
+    /// The event of an execution's change.
+    #[must_use]
+    pub fn execution(kind: EventType, execution: &Execution, at: DateTime<Utc>) -> Self {
+        let data = json!({
+            "id": execution.id,
+            "workflow_id": execution.workflow_id,
+            "status": execution.status.wire(),
+            "attempt": execution.attempt,
+            "key": execution.key,
+            "current_checkpoint_id": execution.current_checkpoint_id,
+            "error": execution.error.as_ref().map(|e| json!({"error_type": e.error_type, "message": e.message})),
+            "created_at": shared::time::format(execution.created_at),
+            "updated_at": shared::time::format(execution.updated_at),
+        });
+        Self::new(kind, at, data, Some(execution.workflow_id.to_string()))
+    }
+
+    /// The event of a failure's change.
+    #[must_use]
+    pub fn failure(kind: EventType, failure: &Failure, at: DateTime<Utc>) -> Self {
+        let data = json!({
+            "id": failure.id,
+            "execution_id": failure.execution_id,
+            "workflow_id": failure.workflow_id,
+            "error_type": failure.error_type,
+            "status": failure.status.wire(),
+            "created_at": shared::time::format(failure.created_at),
+        });
+        Self::new(kind, at, data, Some(failure.workflow_id.to_string()))
+    }
+
+    /// A test event for endpoint `endpoint` alone.
+    #[must_use]
+    pub fn test(endpoint: &EndpointId, at: DateTime<Utc>) -> Self {
+        let data = json!({"endpoint_id": endpoint, "message": "a test event from Cairn"});
+        Self { endpoint_id: Some(endpoint.clone()), ..Self::new(EventType::WebhookTest, at, data, None) }
+    }
+
+    /// The body every receiver gets: `type`, `id`, `created_at` and `data`.
+    #[must_use]
+    pub fn body(&self) -> String {
+        json!({"type": self.kind.as_str(), "id": self.id, "created_at": self.created_at, "data": self.data}).to_string()
+    }
+}
+
+/// Adds the outbox item of `events` (nothing when there are none) to `tx`.
+///
+/// # Errors
+/// A [`StoreError`] when the item cannot be built.
+pub fn stage(tx: &mut Transaction, tables: &Tables, tenant: &TenantId, events: &[Event]) -> Result<(), StoreError> {
+    let Some(first) = events.first() else { return Ok(()) };
+    let expires = Utc::now() + Duration::days(OUTBOX_DAYS);
+    let encoded = serde_json::to_string(events).map_err(|e| StoreError::Other(e.into()))?;
+    let put = Put::builder()
+        .table_name(tables.name(Table::Events))
+        .item("tenant_id", s(tenant.as_str()))
+        .item("event_id", s(first.id.as_str()))
+        .item("events", s(encoded))
+        .item("expires_at", n(expires.timestamp()))
+        .condition_expression("attribute_not_exists(event_id)");
+    tx.push(Part::Outbox, TransactWriteItem::builder().put(built(put.build())?).build());
+    Ok(())
+}
+
+/// The events of an outbox item's `events` attribute.
+///
+/// # Errors
+/// [`StoreError::Corrupt`] when it is not what [`stage`] writes.
+pub fn decode(encoded: &str) -> Result<Vec<Event>, StoreError> {
+    serde_json::from_str(encoded).map_err(|e| StoreError::Corrupt(format!("outbox item: {e}")))
+}
