@@ -405,3 +405,107 @@ def test_revoked_key_goes_back_to_signin(
     assert page.evaluate("sessionStorage.length") == 0
     assert csp_violations(page) == []
     console.assert_clean()
+
+
+class Receiver:
+    """A webhook receiver on a loopback port (the local stack allows loopback endpoints),
+    answering ``statuses`` first, then 204."""
+
+    def __init__(self, statuses: list[int]) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.received: list[bytes] = []
+        self.statuses = list(statuses)
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                receiver.received.append(
+                    self.rfile.read(int(self.headers.get("content-length", "0")))
+                )
+                self.send_response(
+                    receiver.statuses.pop(0) if receiver.statuses else 204
+                )
+                self.send_header("content-length", "0")
+                self.end_headers()
+
+            def log_message(self, *_: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hooks"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+def test_the_webhooks_page_shows_a_secret_once_and_each_deliverys_attempts(
+    page: Page,
+    dashboard_url: str,
+    tenant: Tenant,
+    console: Console,
+    screenshot: Callable[[Page, str], Path],
+) -> None:
+    receiver = Receiver([500, 500])
+    try:
+        sign_in(page, dashboard_url, tenant.key)
+        tid(page, "nav-webhooks").click()
+        expect(page).to_have_url(re.compile(r"#/webhooks$"))
+        tid(page, "webhook-create-url").fill(receiver.url)
+        page.locator(
+            '[data-testid="webhook-create-type"][value="failure.ignored"]'
+        ).check()
+        tid(page, "webhook-create-submit").click()
+        secret = tid(page, "webhook-secret")
+        expect(secret).to_be_visible()
+        assert re.match(r"^whsec_[A-Za-z0-9+/]{43}=$", secret.inner_text().strip())
+        endpoint_id = secret.get_attribute("data-webhook-id")
+        row = tid(page, "webhook-row", id=endpoint_id)
+        expect(row).to_be_visible()
+        expect(tid(row, "webhook-status")).to_have_text("enabled")
+        screenshot(page, "webhooks")
+        tid(page, "webhook-secret-dismiss").click()
+        expect(tid(page, "webhook-secret")).to_have_count(0)
+
+        # A test event: the receiver answers 500 twice (the first attempt and the retry 5 s
+        # later), so the delivery waits 5 minutes for its next one.
+        tid(row, "webhook-test").click()
+        expect(tid(page, "notice")).to_contain_text("Test event")
+        tid(row, "webhook-link").click()
+        expect(page).to_have_url(re.compile(rf"#/webhooks/{endpoint_id}$"))
+        delivery = tid(page, "delivery-row").first
+        for _ in range(60):
+            if (
+                delivery.count()
+                and tid(delivery, "delivery-attempts").inner_text().strip() == "2"
+            ):
+                break
+            page.wait_for_timeout(250)
+            tid(page, "deliveries-refresh").click()
+        expect(tid(delivery, "delivery-attempts")).to_have_text("2")
+        expect(tid(delivery, "delivery-last")).to_have_text("500")
+        expect(tid(delivery, "delivery-status")).to_have_text("pending")
+        screenshot(page, "webhook-deliveries")
+
+        # Retry now: due at once, delivered by the next sweep.
+        tid(delivery, "delivery-retry").click()
+        expect(tid(page, "notice")).to_contain_text("due again")
+        for _ in range(60):
+            if tid(page, "delivery-row", status="succeeded").count():
+                break
+            page.wait_for_timeout(250)
+            tid(page, "deliveries-refresh").click()
+        done = tid(page, "delivery-row", status="succeeded")
+        expect(done).to_have_count(1)
+        expect(tid(done, "delivery-last")).to_have_text("204")
+        assert len(receiver.received) == 3
+
+        # Disable it from the list.
+        tid(page, "nav-webhooks").click()
+        row = tid(page, "webhook-row", id=endpoint_id)
+        tid(row, "webhook-toggle").click()
+        expect(row).to_have_attribute("data-enabled", "false")
+        expect(tid(row, "webhook-status")).to_have_text("disabled")
+        assert csp_violations(page) == []
+        console.assert_clean()
+    finally:
+        receiver.server.shutdown()

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 both_paths!(
     each_change_is_delivered_once_signed_with_its_event_id,
+    every_event_type_comes_from_the_action_that_causes_it,
     a_failed_attempt_is_retried_with_the_same_webhook_id_and_410_disables,
     endpoints_are_validated_capped_and_their_secrets_rotate,
 );
@@ -260,4 +261,122 @@ async fn endpoints_are_validated_capped_and_their_secrets_rotate(api: Api, env: 
     api.delete(&t.key, &format!("/webhook-endpoints/{endpoint}")).await.expect(204);
     api.delete(&t.key, &format!("/webhook-endpoints/{endpoint}")).await.expect_problem(404, "not_found");
     api.post(&t.key, "/webhook-endpoints", &json!({"url": "https://example.com/17"})).await.expect(201);
+}
+
+/// The (type, data id) of each message.
+fn kinds(got: &[Received]) -> Vec<(String, String)> {
+    let mut kinds: Vec<(String, String)> = got
+        .iter()
+        .map(|m| {
+            let kind = m.body["type"].as_str().expect("type").to_owned();
+            (kind, m.body["data"]["id"].as_str().unwrap_or("").to_owned())
+        })
+        .collect();
+    kinds.sort();
+    kinds
+}
+
+async fn every_event_type_comes_from_the_action_that_causes_it(api: Api, env: Env) {
+    let t = env.tenant().await;
+    let (r, url) = receiver(vec![]).await;
+    api.post(&t.key, "/webhook-endpoints", &json!({"url": url})).await.expect(201);
+    let wf = id(api.post(&t.key, "/workflows", &json!({"name": "w", "workflow_type": "custom"})).await.expect(201));
+    let start = json!({"workflow_id": wf});
+    let fail = json!({"error_type": "AGENT_ERROR", "message": "it broke"});
+    let post = |path: String, body: Value| {
+        let (api, key) = (api.clone(), t.key.clone());
+        async move { api.post(&key, &path, &body).await.expect(200).body.clone() }
+    };
+    // a: started, a checkpoint, paused, rolled back, replayed, failed, replayed, completed
+    let a = id(api.post(&t.key, "/executions", &start).await.expect(201));
+    let cp = id(api.post(&t.key, "/checkpoints", &json!({"execution_id": a, "state": {"n": 1}})).await.expect(201));
+    api.post(&t.key, "/checkpoints", &json!({"execution_id": a, "state": {"n": 2}})).await.expect(201);
+    post(format!("/executions/{a}/pause"), json!({})).await;
+    post(format!("/executions/{a}/rollback"), json!({"checkpoint_id": cp})).await;
+    post(format!("/executions/{a}/replay"), json!({})).await;
+    post(format!("/executions/{a}/fail"), fail.clone()).await;
+    post(format!("/executions/{a}/replay"), json!({})).await;
+    post(format!("/executions/{a}/complete"), json!({"output": {"ok": true}})).await;
+    // b: started, failed, its failure ignored; c: started, cancelled
+    let b = id(api.post(&t.key, "/executions", &start).await.expect(201));
+    post(format!("/executions/{b}/fail"), fail).await;
+    let failures = api.get(&t.key, "/failures").await.body["items"].clone();
+    let ids: Vec<String> =
+        failures.as_array().expect("items").iter().map(|f| f["id"].as_str().expect("id").to_owned()).collect();
+    let (fb, fa) = (ids[0].clone(), ids[1].clone());
+    post(format!("/failures/{fb}/ignore"), json!({})).await;
+    let c = id(api.post(&t.key, "/executions", &start).await.expect(201));
+    post(format!("/executions/{c}/cancel"), json!({"reason": "not needed"})).await;
+    // A replayed request (Idempotency-Key) changes nothing and reports nothing.
+    for _ in 0..2 {
+        let again = api.request(http::Method::POST, "/executions").key(&t.key).header("idempotency-key", "once");
+        again.json(&start).send().await.expect(201);
+    }
+
+    let mut expected: Vec<(String, String)> = [
+        ("execution.started", &a),
+        ("execution.paused", &a),
+        ("execution.rolled_back", &a),
+        ("execution.replayed", &a),
+        ("execution.failed", &a),
+        ("failure.created", &fa),
+        ("execution.replayed", &a),
+        ("execution.completed", &a),
+        ("failure.resolved", &fa),
+        ("execution.started", &b),
+        ("execution.failed", &b),
+        ("failure.created", &fb),
+        ("failure.ignored", &fb),
+        ("execution.started", &c),
+        ("execution.cancelled", &c),
+    ]
+    .iter()
+    .map(|(kind, id)| ((*kind).to_owned(), (*id).clone()))
+    .collect();
+    let keyed = 1;
+    let got = until(&r, |got| got.len() >= expected.len() + keyed).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let all = r.got.lock().expect("lock").clone();
+    assert_eq!(all.len(), got.len(), "nothing twice");
+    let mut seen = kinds(&all);
+    // The idempotently started execution: one start, whatever its id.
+    let keyed_start = seen
+        .iter()
+        .position(|(kind, id)| kind == "execution.started" && ![&a, &b, &c].contains(&id))
+        .expect("the keyed start");
+    seen.remove(keyed_start);
+    expected.sort();
+    assert_eq!(seen, expected);
+}
+
+/// A dispatcher that dies after fanning an event out, before its first attempt: the
+/// delivery is claimed for a minute, then the sweep attempts it. Nothing is lost.
+#[tokio::test]
+async fn a_delivery_whose_dispatcher_died_is_attempted_by_the_sweep_after_its_claim() {
+    let env = api_tests::env().await;
+    let api = Api::new(api_tests::Transport::in_process(&env));
+    let t = env.tenant().await;
+    let (r, url) = receiver(vec![]).await;
+    let endpoint = id(api.post(&t.key, "/webhook-endpoints", &json!({"url": url})).await.expect(201));
+    let endpoint_id = shared::ids::EndpointId::parse(&endpoint).expect("endpoint id");
+    // What the dying dispatcher left: the delivery, claimed (due a minute on), never sent.
+    let now = chrono::Utc::now();
+    let event = domain::webhooks::Event::test(&endpoint_id, now);
+    let mut delivery = domain::webhooks::Delivery::new(&t.id, &endpoint_id, &event, now);
+    delivery.next_attempt_at = Some(shared::time::format(now + chrono::Duration::seconds(60)));
+    let deliveries = domain::webhooks::Deliveries::new(env.client.clone(), env.tables.clone());
+    assert!(deliveries.create(&delivery).await.expect("created"));
+
+    let dispatcher = dispatcher::Dispatcher::new(env.client.clone(), env.tables.clone());
+    dispatcher.sweep_at(now + chrono::Duration::seconds(30)).await.expect("sweep");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(r.got.lock().expect("lock").is_empty(), "claimed: not attempted again within its minute");
+    dispatcher.sweep_at(now + chrono::Duration::seconds(61)).await.expect("sweep");
+    let got = until(&r, |got| !got.is_empty()).await;
+    assert_eq!(got[0].id, event.id.as_str());
+    assert_eq!(got[0].body["type"], "webhook.test");
+    // Recorded once: a second sweep sends nothing more.
+    dispatcher.sweep_at(now + chrono::Duration::seconds(200)).await.expect("sweep");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(r.got.lock().expect("lock").len(), 1);
 }

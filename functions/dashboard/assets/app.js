@@ -23,17 +23,18 @@
 //   constants.js  statuses, workflow types, plans, page sizes
 //   card.js       Stripe.js and the card form of a top-up
 //   page-*.js     one module per page: signin, executions, execution, failures,
-//                 workflows, billing, keys
+//                 workflows, billing, keys, webhooks
 //
 // Routes (location.hash): #/signin, #/executions, #/executions/<id>, #/failures,
-// #/failures/<id>, #/workflows, #/workflows/<id>, #/billing, #/keys. List filters and
+// #/failures/<id>, #/workflows, #/workflows/<id>, #/billing, #/keys, #/webhooks,
+// #/webhooks/<id>. List filters and
 // pages live in the hash's query (#/executions?status=paused&page=2), so Back works.
 //
 // Stable hooks for tests (data-testid):
 //   signin-key               the API key input on the sign-in page
 //   signin-submit            its submit button
 //   signout                  the Sign out button (in the top bar on every signed-in page)
-//   nav-executions, nav-failures, nav-workflows, nav-billing, nav-keys   the main navigation links
+//   nav-executions, nav-failures, nav-workflows, nav-billing, nav-keys, nav-webhooks   the main navigation links
 //   error                    the visible error banner (role=alert); the API's detail and field messages
 //   notice                   the success banner (role=status)
 //   empty                    any empty state (says what to do next)
@@ -79,6 +80,15 @@
 //   key-copy                 its Copy button
 //   key-secret-dismiss       "I have saved it" (hides the secret)
 //   key-revoke               a live key's Revoke button
+//   webhooks-table           the webhook endpoints table
+//   webhook-row              one endpoint (data-id; data-enabled="true" while enabled)
+//   webhook-link             its URL, a link to its deliveries (#/webhooks/<id>)
+//   webhook-status           its enabled/disabled badge; webhook-disabled-reason why Cairn disabled it
+//   webhook-create-url, webhook-create-type, webhook-create-submit   the add form (a checkbox per event type)
+//   webhook-secret, webhook-copy, webhook-secret-dismiss   a new endpoint's secret, shown once (data-webhook-id)
+//   webhook-test, webhook-toggle, webhook-delete   an endpoint's Send test, Disable/Enable, Delete buttons
+//   deliveries-table, delivery-row (data-id, data-status), delivery-status, delivery-attempts, delivery-last,
+//   delivery-retry, deliveries-refresh   an endpoint's deliveries
 
 import { onUnauthorized } from './api.js';
 import { $ } from './dom.js';
@@ -87,6 +97,7 @@ import { pageExecution } from './page-execution.js';
 import { pageExecutions } from './page-executions.js';
 import { pageFailure, pageFailures } from './page-failures.js';
 import { pageKeys } from './page-keys.js';
+import { pageWebhook, pageWebhooks } from './page-webhooks.js';
 import { pageSignin } from './page-signin.js';
 import { pageWorkflow, pageWorkflows } from './page-workflows.js';
 import { endSession, signOut, startRouter } from './router.js';
@@ -98,6 +109,7 @@ const PAGES = {
   workflows: { title: 'Workflows', render: pageWorkflows, detail: pageWorkflow, nav: 'workflows' },
   billing: { title: 'Billing', render: pageBilling, nav: 'billing' },
   keys: { title: 'API keys', render: pageKeys, nav: 'keys' },
+  webhooks: { title: 'Webhooks', render: pageWebhooks, detail: pageWebhook, nav: 'webhooks' },
 };
 
 function start() {

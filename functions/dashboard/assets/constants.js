@@ -17,6 +17,11 @@ export const PLANS = [
   ['enterprise', 'Enterprise', 100000],
 ];
 export const PAGE_SIZES = [10, 20, 50, 100];
+export const WEBHOOK_EVENT_TYPES = [
+  'execution.started', 'execution.completed', 'execution.failed', 'execution.paused',
+  'execution.cancelled', 'execution.replayed', 'execution.rolled_back',
+  'failure.created', 'failure.resolved', 'failure.ignored',
+];
 export const KNOWN_BADGES = new Set([
   ...EXECUTION_STATUSES, ...FAILURE_STATUSES, ...WORKFLOW_STATUSES,
   'active', 'trialing', 'past_due', 'cancel_at_period_end', 'live', 'revoked', 'current',

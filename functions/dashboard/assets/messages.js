@@ -89,3 +89,50 @@ export function confirmDialog({ title, message, ok = 'OK', danger = false }) {
     cancelButton.focus();
   });
 }
+
+async function copySecret(secretEl, button) {
+  const text = secretEl.textContent;
+  let copied = false;
+  try {
+    if (navigator.clipboard && window.isSecureContext) {
+      await navigator.clipboard.writeText(text);
+      copied = true;
+    }
+  } catch {
+    copied = false;
+  }
+  if (copied) {
+    button.textContent = 'Copied';
+    showNotice('The secret is on the clipboard.');
+  } else {
+    const selection = window.getSelection();
+    const range = document.createRange();
+    range.selectNodeContents(secretEl);
+    selection.removeAllRanges();
+    selection.addRange(range);
+    button.textContent = 'Selected: press Ctrl+C';
+    showNotice('The clipboard is not available here: the secret is selected, press Ctrl+C (⌘C on a Mac) to copy it.');
+  }
+}
+
+/**
+ * A secret shown this once (a new API key, a webhook endpoint's signing secret), with
+ * Copy and "I have saved it" (onDismiss). testid prefixes the hooks: <testid>-secret
+ * (data-<testid>-id = ownerId), <testid>-copy, <testid>-secret-dismiss. The Copy button
+ * takes the focus once the box is on the page.
+ */
+export function secretBox({ title, secret, ownerId, testid, note, onDismiss }) {
+  const secretEl = h('code', { class: 'secret', testid: `${testid}-secret`, [`data-${testid}-id`]: ownerId, tabindex: '0' }, secret);
+  const copyButton = h('button', { type: 'button', class: 'button button-primary', testid: `${testid}-copy` }, 'Copy');
+  copyButton.addEventListener('click', () => copySecret(secretEl, copyButton));
+  const dismiss = h('button', { type: 'button', class: 'button', testid: `${testid}-secret-dismiss` }, 'I have saved it');
+  dismiss.addEventListener('click', onDismiss);
+  const titleId = `${testid}-secret-title`;
+  const box = h('div', { class: 'secret-box', role: 'region', 'aria-labelledby': titleId },
+    h('h3', { id: titleId }, title),
+    h('p', {}, h('strong', {}, 'Copy it now: it is shown only this once.'), ' ', note),
+    h('div', { class: 'secret-line' }, secretEl, copyButton),
+    h('div', { class: 'actions' }, dismiss));
+  queueMicrotask(() => copyButton.focus());
+  return box;
+}

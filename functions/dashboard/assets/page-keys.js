@@ -3,35 +3,10 @@
 import { api } from './api.js';
 import { enc, h, setBusy } from './dom.js';
 import { fmtNumber } from './format.js';
-import { clearMessages, confirmDialog, report, required, showNotice } from './messages.js';
+import { clearMessages, confirmDialog, report, required, secretBox, showNotice } from './messages.js';
 import { endSession, section } from './router.js';
 import { getKey } from './session.js';
 import { badge, code, emptyState, labelled, pageHeader, tableWrap, timeEl } from './ui.js';
-
-async function copySecret(secretEl, button) {
-  const text = secretEl.textContent;
-  let copied = false;
-  try {
-    if (navigator.clipboard && window.isSecureContext) {
-      await navigator.clipboard.writeText(text);
-      copied = true;
-    }
-  } catch {
-    copied = false;
-  }
-  if (copied) {
-    button.textContent = 'Copied';
-    showNotice('The key is on the clipboard.');
-  } else {
-    const selection = window.getSelection();
-    const range = document.createRange();
-    range.selectNodeContents(secretEl);
-    selection.removeAllRanges();
-    selection.addRange(range);
-    button.textContent = 'Selected: press Ctrl+C';
-    showNotice('The clipboard is not available here: the key is selected, press Ctrl+C (⌘C on a Mac) to copy it.');
-  }
-}
 
 export async function pageKeys(ctx) {
   // Keys made or revoked on this page, until the list (read from an index DynamoDB fills
@@ -120,20 +95,17 @@ export async function pageKeys(ctx) {
       created.set(item.id, listed);
       nameInput.value = '';
       if (typeof secret === 'string' && secret) {
-        const secretEl = h('code', { class: 'secret', testid: 'key-secret', 'data-key-id': item.id, tabindex: '0' }, secret);
-        const copyButton = h('button', { type: 'button', class: 'button button-primary', testid: 'key-copy' }, 'Copy');
-        copyButton.addEventListener('click', () => copySecret(secretEl, copyButton));
-        const dismiss = h('button', { type: 'button', class: 'button', testid: 'key-secret-dismiss' }, 'I have saved it');
-        dismiss.addEventListener('click', () => {
-          secretSlot.replaceChildren();
-          nameInput.focus();
-        });
-        secretSlot.replaceChildren(h('div', { class: 'secret-box', role: 'region', 'aria-labelledby': 'secret-title' },
-          h('h3', { id: 'secret-title' }, `Your new key “${item.name ?? name}”`),
-          h('p', {}, h('strong', {}, 'Copy it now: it is shown only this once.'), ' Cairn stores only its hash.'),
-          h('div', { class: 'secret-line' }, secretEl, copyButton),
-          h('div', { class: 'actions' }, dismiss)));
-        copyButton.focus();
+        secretSlot.replaceChildren(secretBox({
+          title: `Your new key “${item.name ?? name}”`,
+          secret,
+          ownerId: item.id,
+          testid: 'key',
+          note: 'Cairn stores only its hash.',
+          onDismiss: () => {
+            secretSlot.replaceChildren();
+            nameInput.focus();
+          },
+        }));
       } else {
         showNotice('The key was created, but its secret was not returned (a repeated request). Revoke it and create another.');
       }

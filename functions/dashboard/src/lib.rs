@@ -91,6 +91,7 @@ const ASSETS: &[Asset] = &[
     asset!("page-executions.js"),
     asset!("page-failures.js"),
     asset!("page-keys.js"),
+    asset!("page-webhooks.js"),
     asset!("page-signin.js"),
     asset!("page-workflows.js"),
     asset!("router.js"),

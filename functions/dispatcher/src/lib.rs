@@ -21,7 +21,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use domain::webhooks::address::Policy;
 use domain::webhooks::deliveries::{CLAIM_SECONDS, owner};
-use domain::webhooks::{AttemptRecord, Deliveries, Delivery, DeliveryStatus, Endpoint, Endpoints, Event, SecretBox};
+use domain::webhooks::{AttemptRecord, Deliveries, Delivery, DeliveryStatus, Endpoint, Endpoints, SecretBox};
 use serde_json::{Value, json};
 use shared::dynamo::Tables;
 use tokio::sync::Semaphore;
@@ -69,7 +69,7 @@ impl Dispatcher {
     pub async fn handle(&self, event: Value) -> Result<Value, domain::Error> {
         match event.get("Records").and_then(Value::as_array) {
             Some(records) => Ok(self.stream(records).await),
-            None => self.sweep(Utc::now()).await,
+            None => self.sweep_at(Utc::now()).await,
         }
     }
 
@@ -132,8 +132,12 @@ impl Dispatcher {
         Ok(created)
     }
 
-    /// Attempts every due delivery (at most [`SWEEP_BATCH`]).
-    async fn sweep(&self, now: DateTime<Utc>) -> Result<Value, domain::Error> {
+    /// Attempts every delivery due at `now` (at most [`SWEEP_BATCH`]): the schedule's
+    /// invocation, at the time it runs.
+    ///
+    /// # Errors
+    /// The storage error of the read of what is due, or of a claim.
+    pub async fn sweep_at(&self, now: DateTime<Utc>) -> Result<Value, domain::Error> {
         let due = self.deliveries.due(now, SWEEP_BATCH).await?;
         let mut claimed = Vec::new();
         for delivery in due {
@@ -215,13 +219,4 @@ fn jitter() -> f64 {
     let mut byte = [0u8; 2];
     let _ = getrandom::fill(&mut byte);
     f64::from(u16::from_le_bytes(byte)) / f64::from(u16::MAX)
-}
-
-/// An event, for tests: the outbox's events of a stream record.
-///
-/// # Errors
-/// When the record holds no outbox item.
-pub fn events_of(record: &Value) -> Result<Vec<Event>, domain::Error> {
-    let encoded = record["dynamodb"]["NewImage"]["events"]["S"].as_str().unwrap_or("[]");
-    Ok(domain::webhooks::events::decode(encoded)?)
 }
