@@ -23,6 +23,7 @@ use shared::dynamo::{
 use shared::ids::TransactionId;
 
 use crate::Error;
+use crate::webhooks::{Event, EventType};
 
 /// The kind of a ledger entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,6 +55,21 @@ pub struct Account {
     pub credits: i64,
     /// Entries written so far.
     pub seq: u64,
+    /// Below this balance a charge reports `credits.low` (the account's
+    /// `low_balance_threshold`, else [`LOW_BALANCE_CREDITS`]).
+    pub low_balance_threshold: Option<i64>,
+}
+
+/// The low-balance threshold of an account that sets none: a charge that takes the
+/// balance from at least this to below it reports `credits.low`.
+pub const LOW_BALANCE_CREDITS: i64 = 100;
+
+impl Account {
+    /// The balance below which a charge reports `credits.low`.
+    #[must_use]
+    pub fn threshold(&self) -> i64 {
+        self.low_balance_threshold.unwrap_or(LOW_BALANCE_CREDITS)
+    }
 }
 
 /// A change to write.
@@ -134,7 +150,27 @@ impl Ledger {
         Ok(item.map_or_else(Account::default, |item| Account {
             credits: number(&item, "credits"),
             seq: u64::try_from(number(&item, "seq")).unwrap_or(0),
+            low_balance_threshold: item
+                .contains_key("low_balance_threshold")
+                .then(|| number(&item, "low_balance_threshold")),
         }))
+    }
+
+    /// Sets the balance below which a charge reports `credits.low` for the tenant.
+    ///
+    /// # Errors
+    /// The write's [`StoreError`].
+    pub async fn set_low_balance_threshold(&self, tenant: &TenantId, credits: i64) -> Result<(), StoreError> {
+        self.client
+            .update_item()
+            .table_name(self.tables.name(Table::Accounts))
+            .key("tenant_id", s(tenant.as_str()))
+            .update_expression("SET low_balance_threshold = :t")
+            .expression_attribute_values(":t", n(credits))
+            .send()
+            .await
+            .map_err(shared::dynamo::classify)?;
+        Ok(())
     }
 
     /// Adds `entry` and the account's new balance to `tx`, conditioned on the account
@@ -196,6 +232,16 @@ impl Ledger {
         tx.push(Part::Ledger, TransactWriteItem::builder().put(built(put.build())?).build());
         let counts = CounterChange::between(&[], &[counter_name(None), counter_name(Some(entry.kind))]);
         tx.extend(Part::Ledger, counts.transact_items(&self.tables, tenant)?);
+        // What webhook endpoints hear of it, in the same transaction.
+        let threshold = account.threshold();
+        let mut events = Vec::new();
+        if entry.amount > 0 {
+            events.push(Event::credits(EventType::CreditsAdded, &stored, threshold, now));
+        }
+        if account.credits >= threshold && after < threshold {
+            events.push(Event::credits(EventType::CreditsLow, &stored, threshold, now));
+        }
+        crate::webhooks::events::stage(tx, &self.tables, tenant, &events)?;
         Ok(stored)
     }
 

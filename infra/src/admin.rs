@@ -142,6 +142,23 @@ pub async fn grant_credits(client: &Client, tables: &Tables, tenant: &str, credi
     Ok(stored.credits_after)
 }
 
+/// Sets the tenant's low-balance threshold (`credits.low`).
+///
+/// # Errors
+/// An unknown tenant, a threshold out of range, storage errors.
+pub async fn set_low_balance_threshold(client: &Client, tables: &Tables, tenant: &str, credits: i64) -> Result<()> {
+    if !(0..=10_000_000).contains(&credits) {
+        bail!("--credits must be a whole number from 0 to 10000000");
+    }
+    let id = TenantKey::parse(tenant).ok_or_else(|| anyhow!("unknown tenant {tenant}"))?;
+    if shared::dynamo::get_item(client, tables.name(Table::Tenants), &[("tenant_id", id.as_str())]).await?.is_none() {
+        bail!("unknown tenant {tenant}");
+    }
+    let ledger = domain::credits::Ledger::new(client.clone(), tables.clone());
+    ledger.set_low_balance_threshold(&shared::auth::trusted::tenant(&id), credits).await?;
+    Ok(())
+}
+
 /// The credits of a tenant.
 ///
 /// # Errors

@@ -103,6 +103,16 @@ enum CreditsCommand {
         #[arg(long)]
         credits: i64,
     },
+    /// Sets the balance below which a charge sends the tenant's webhooks `credits.low`
+    /// (default 100).
+    LowThreshold {
+        /// The tenant's id.
+        #[arg(long)]
+        tenant: String,
+        /// The threshold in credits (0 to 10000000).
+        #[arg(long)]
+        credits: i64,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -168,6 +178,10 @@ async fn run(cli: Cli) -> Result<()> {
         }
         Command::Credits { command: CreditsCommand::Grant { tenant, credits } } => {
             println!("{}", admin::grant_credits(&client, tables, &tenant, credits).await?);
+        }
+        Command::Credits { command: CreditsCommand::LowThreshold { tenant, credits } } => {
+            admin::set_low_balance_threshold(&client, tables, &tenant, credits).await?;
+            eprintln!("credits.low is sent when a charge takes {tenant}'s balance below {credits}");
         }
         Command::Tables { command: TablesCommand::Create } => {
             let prefix = std::env::var("TABLE_PREFIX").context("TABLE_PREFIX")?;

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 both_paths!(
     each_change_is_delivered_once_signed_with_its_event_id,
+    a_charge_below_the_threshold_reports_credits_low_once,
     every_event_type_comes_from_the_action_that_causes_it,
     a_failed_attempt_is_retried_with_the_same_webhook_id_and_410_disables,
     endpoints_are_validated_capped_and_their_secrets_rotate,
@@ -175,7 +176,8 @@ async fn each_change_is_delivered_once_signed_with_its_event_id(api: Api, env: E
 async fn a_failed_attempt_is_retried_with_the_same_webhook_id_and_410_disables(api: Api, env: Env) {
     let t = env.tenant().await;
     let (r, url) = receiver(vec![500]).await;
-    let made = api.post(&t.key, "/webhook-endpoints", &json!({"url": url})).await;
+    // Test events go to their endpoint whatever its types; no other event goes here.
+    let made = api.post(&t.key, "/webhook-endpoints", &json!({"url": url, "event_types": ["failure.ignored"]})).await;
     let endpoint = id(made.expect(201));
     let sent = api.post(&t.key, &format!("/webhook-endpoints/{endpoint}/test"), &json!({})).await;
     let event = sent.expect(202).body["event_id"].as_str().expect("event").to_owned();
@@ -198,7 +200,8 @@ async fn a_failed_attempt_is_retried_with_the_same_webhook_id_and_410_disables(a
 
     // 410 Gone: the endpoint is disabled, and says why.
     let (gone, gone_url) = receiver(vec![410]).await;
-    let made = api.post(&t.key, "/webhook-endpoints", &json!({"url": gone_url})).await;
+    let made =
+        api.post(&t.key, "/webhook-endpoints", &json!({"url": gone_url, "event_types": ["failure.ignored"]})).await;
     let gone_endpoint = id(made.expect(201));
     api.post(&t.key, &format!("/webhook-endpoints/{gone_endpoint}/test"), &json!({})).await.expect(202);
     until(&gone, |got| !got.is_empty()).await;
@@ -279,7 +282,21 @@ fn kinds(got: &[Received]) -> Vec<(String, String)> {
 async fn every_event_type_comes_from_the_action_that_causes_it(api: Api, env: Env) {
     let t = env.tenant().await;
     let (r, url) = receiver(vec![]).await;
-    api.post(&t.key, "/webhook-endpoints", &json!({"url": url})).await.expect(201);
+    // Every type but the credits' (the tenant's opening grant reports credits.added,
+    // perhaps before this endpoint exists, perhaps after).
+    let types = json!([
+        "execution.started",
+        "execution.completed",
+        "execution.failed",
+        "execution.paused",
+        "execution.cancelled",
+        "execution.replayed",
+        "execution.rolled_back",
+        "failure.created",
+        "failure.resolved",
+        "failure.ignored"
+    ]);
+    api.post(&t.key, "/webhook-endpoints", &json!({"url": url, "event_types": types})).await.expect(201);
     let wf = id(api.post(&t.key, "/workflows", &json!({"name": "w", "workflow_type": "custom"})).await.expect(201));
     let start = json!({"workflow_id": wf});
     let fail = json!({"error_type": "AGENT_ERROR", "message": "it broke"});
@@ -357,7 +374,8 @@ async fn a_delivery_whose_dispatcher_died_is_attempted_by_the_sweep_after_its_cl
     let api = Api::new(api_tests::Transport::in_process(&env));
     let t = env.tenant().await;
     let (r, url) = receiver(vec![]).await;
-    let endpoint = id(api.post(&t.key, "/webhook-endpoints", &json!({"url": url})).await.expect(201));
+    let hook = json!({"url": url, "event_types": ["failure.ignored"]});
+    let endpoint = id(api.post(&t.key, "/webhook-endpoints", &hook).await.expect(201));
     let endpoint_id = shared::ids::EndpointId::parse(&endpoint).expect("endpoint id");
     // What the dying dispatcher left: the delivery, claimed (due a minute on), never sent.
     let now = chrono::Utc::now();
@@ -379,4 +397,60 @@ async fn a_delivery_whose_dispatcher_died_is_attempted_by_the_sweep_after_its_cl
     dispatcher.sweep_at(now + chrono::Duration::seconds(200)).await.expect("sweep");
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(r.got.lock().expect("lock").len(), 1);
+}
+
+async fn a_charge_below_the_threshold_reports_credits_low_once(api: Api, env: Env) {
+    // 102 credits, the default threshold 100: the second start crosses it, the third
+    // stays below (no second credits.low).
+    let t = env.tenant_with_credits(102).await;
+    let (r, url) = receiver(vec![]).await;
+    let hook = json!({"url": url, "event_types": ["credits.low"]});
+    api.post(&t.key, "/webhook-endpoints", &hook).await.expect(201);
+    let wf = id(api.post(&t.key, "/workflows", &json!({"name": "w", "workflow_type": "custom"})).await.expect(201));
+    for _ in 0..3 {
+        api.post(&t.key, "/executions", &json!({"workflow_id": wf})).await.expect(201);
+    }
+    let got = until(&r, |got| !got.is_empty()).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(r.got.lock().expect("lock").len(), 1, "once: {:?}", r.got.lock().expect("lock"));
+    let data = &got[0].body["data"];
+    assert_eq!(got[0].body["type"], "credits.low");
+    assert_eq!((data["credits_before"].as_i64(), data["credits_balance"].as_i64()), (Some(100), Some(99)));
+    assert_eq!(data["low_balance_threshold"], 100);
+    assert_eq!(data["type"], "usage");
+    // Credits added (here an operator's grant; a top-up's or an invoice's alike).
+    let (added, added_url) = receiver(vec![]).await;
+    let hook = json!({"url": added_url, "event_types": ["credits.added"]});
+    api.post(&t.key, "/webhook-endpoints", &hook).await.expect(201);
+    let balance = infra::admin::grant_credits(&env.client, &env.tables, &t.id, 50).await.expect("grant");
+    // (The tenant's opening grant may come too, should it be dispatched only now.)
+    let got = until(&added, |got| got.iter().any(|m| m.body["data"]["amount"] == 50)).await;
+    let grant = got.iter().find(|m| m.body["data"]["amount"] == 50).expect("the grant");
+    assert_eq!(grant.body["type"], "credits.added");
+    assert_eq!(grant.body["data"]["credits_balance"].as_i64(), Some(balance));
+}
+
+/// An outbox item the dispatcher cannot read (a newer writer's event type, damage) is
+/// logged and passed over: the events after it in the stream are still delivered.
+#[tokio::test]
+async fn an_unreadable_outbox_item_does_not_hold_up_the_events_after_it() {
+    let env = api_tests::env().await;
+    let api = Api::new(api_tests::Transport::in_process(&env));
+    let t = env.tenant().await;
+    let (r, url) = receiver(vec![]).await;
+    let hook = json!({"url": url, "event_types": ["failure.ignored"]});
+    let endpoint = id(api.post(&t.key, "/webhook-endpoints", &hook).await.expect(201));
+    env.client
+        .put_item()
+        .table_name(env.tables.name(shared::dynamo::Table::Events))
+        .item("tenant_id", shared::dynamo::s(&t.id))
+        .item("event_id", shared::dynamo::s("evt_00000000000000000000000000000000"))
+        .item("events", shared::dynamo::s(r#"[{"type": "from.the.future"}]"#))
+        .send()
+        .await
+        .expect("put");
+    let sent = api.post(&t.key, &format!("/webhook-endpoints/{endpoint}/test"), &json!({})).await;
+    let event = sent.expect(202).body["event_id"].as_str().expect("event").to_owned();
+    let got = until(&r, |got| !got.is_empty()).await;
+    assert_eq!(got[0].id, event);
 }

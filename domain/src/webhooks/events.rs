@@ -53,6 +53,12 @@ pub enum EventType {
     /// A failure was ignored.
     #[serde(rename = "failure.ignored")]
     FailureIgnored,
+    /// Credits were added (a top-up, a paid invoice, a grant).
+    #[serde(rename = "credits.added")]
+    CreditsAdded,
+    /// A charge took the balance below the tenant's low-balance threshold.
+    #[serde(rename = "credits.low")]
+    CreditsLow,
     /// A test event (`POST /webhook-endpoints/{id}/test`), for its endpoint alone.
     #[serde(rename = "webhook.test")]
     WebhookTest,
@@ -60,7 +66,7 @@ pub enum EventType {
 
 impl EventType {
     /// Every type an endpoint may subscribe to.
-    pub const SUBSCRIBABLE: [Self; 10] = [
+    pub const SUBSCRIBABLE: [Self; 12] = [
         Self::ExecutionStarted,
         Self::ExecutionCompleted,
         Self::ExecutionFailed,
@@ -71,6 +77,8 @@ impl EventType {
         Self::FailureCreated,
         Self::FailureResolved,
         Self::FailureIgnored,
+        Self::CreditsAdded,
+        Self::CreditsLow,
     ];
 
     /// The wire name.
@@ -87,6 +95,8 @@ impl EventType {
             Self::FailureCreated => "failure.created",
             Self::FailureResolved => "failure.resolved",
             Self::FailureIgnored => "failure.ignored",
+            Self::CreditsAdded => "credits.added",
+            Self::CreditsLow => "credits.low",
             Self::WebhookTest => "webhook.test",
         }
     }
@@ -159,6 +169,21 @@ impl Event {
             "created_at": shared::time::format(failure.created_at),
         });
         Self::new(kind, at, data, Some(failure.workflow_id.to_string()))
+    }
+
+    /// The event of a balance change: `credits.added` (with the transaction) or
+    /// `credits.low` (with the threshold crossed).
+    #[must_use]
+    pub fn credits(kind: EventType, entry: &crate::credits::Entry, threshold: i64, at: DateTime<Utc>) -> Self {
+        let data = json!({
+            "transaction_id": entry.id,
+            "type": entry.kind,
+            "amount": entry.amount,
+            "credits_before": entry.credits_before,
+            "credits_balance": entry.credits_after,
+            "low_balance_threshold": threshold,
+        });
+        Self::new(kind, at, data, None)
     }
 
     /// A test event for endpoint `endpoint` alone.

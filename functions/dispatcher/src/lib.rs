@@ -4,8 +4,9 @@
 //!   `cairn-relay` reads DynamoDB Local's stream and sends the same
 //!   event). Each new outbox item's events are fanned out to the tenant's endpoints that
 //!   receive them: a delivery item each (created once, however often the record comes),
-//!   then a first attempt. A record whose fan-out failed is reported in
-//!   `batchItemFailures`, so that Lambda hands it over again (bisecting the batch).
+//!   then a first attempt. A record whose fan-out failed (storage) is reported in
+//!   `batchItemFailures`, so that Lambda hands it over again (bisecting the batch); an
+//!   item that cannot be read is logged and passed over.
 //! - **The schedule** (every minute; locally every 2 seconds): the deliveries whose next
 //!   attempt is due, from the `by_due` index, each claimed and attempted.
 //!
@@ -108,7 +109,17 @@ impl Dispatcher {
             tracing::warn!("dispatcher: a stream record without tenant_id or events; skipped");
             return Ok(Vec::new());
         };
-        let events = domain::webhooks::events::decode(encoded)?;
+        // An item this code cannot read is never readable on a retry: logged and passed,
+        // so that it cannot hold up the records after it in its shard. (Deploy the
+        // dispatcher before a function that writes a new event type.)
+        let events = match domain::webhooks::events::decode(encoded) {
+            Ok(events) => events,
+            Err(error) => {
+                let sequence = record["dynamodb"]["SequenceNumber"].as_str().unwrap_or_default();
+                tracing::error!(error = %error, sequence, "dispatcher: an outbox item it cannot read; passed over");
+                return Ok(Vec::new());
+            }
+        };
         let Some(tenant_id) = owner(tenant) else {
             tracing::warn!("dispatcher: an outbox item outside a tenant's partition; skipped");
             return Ok(Vec::new());

@@ -276,6 +276,8 @@ WebhookEventType = Literal[
     "failure.created",
     "failure.resolved",
     "failure.ignored",
+    "credits.added",
+    "credits.low",
 ]
 
 
