@@ -18,6 +18,8 @@ cargo run -q -p infra --bin cairn-admin -- tables create
 cargo bench -q -p api-tests --bench checkpoints
 cargo bench -q -p api-tests --bench overhead
 cargo bench -q -p api-tests --bench scale
+export_local_webhooks "$run_dir/webhook-secrets-key"
+cargo bench -q -p api-tests --bench webhooks
 # Cold starts spawn the functions' release binaries (native, like the bench itself),
 # built one at a time as `cargo lambda watch` below runs each (`cargo run --bin`): built
 # together, their dependencies' features would be unified across them, and the watch

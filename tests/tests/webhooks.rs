@@ -454,3 +454,116 @@ async fn an_unreadable_outbox_item_does_not_hold_up_the_events_after_it() {
     let got = until(&r, |got| !got.is_empty()).await;
     assert_eq!(got[0].id, event);
 }
+
+/// What the table holds of an endpoint never signs by itself (the secret is sealed), and
+/// an endpoint that fails every attempt for five days is disabled, with the reason shown.
+#[tokio::test]
+async fn secrets_are_sealed_at_rest_and_five_days_of_failures_disable_an_endpoint() {
+    let env = api_tests::env().await;
+    let api = Api::new(api_tests::Transport::in_process(&env));
+    let t = env.tenant().await;
+    let made = api.post(&t.key, "/webhook-endpoints", &json!({"url": "https://example.com/hook"})).await;
+    let made = made.expect(201).body.clone();
+    let (endpoint, secret) = (made["id"].as_str().expect("id"), made["secret"].as_str().expect("secret"));
+    let item = env
+        .client
+        .get_item()
+        .table_name(env.tables.name(shared::dynamo::Table::WebhookEndpoints))
+        .key("tenant_id", shared::dynamo::s(&t.id))
+        .key("endpoint_id", shared::dynamo::s(endpoint))
+        .send()
+        .await
+        .expect("item")
+        .item
+        .expect("stored");
+    let stored = format!("{item:?}");
+    let key_part = secret.trim_start_matches("whsec_");
+    assert!(!stored.contains(key_part) && !stored.contains("whsec_"), "the secret is stored sealed: {stored}");
+
+    let store = domain::webhooks::Endpoints::new(env.client.clone(), env.tables.clone());
+    let tenant = shared::auth::trusted::tenant(&shared::ids::TenantKey::parse(&t.id).expect("tenant"));
+    let id = shared::ids::EndpointId::parse(endpoint).expect("endpoint");
+    let start = chrono::Utc::now();
+    store.record_outcome(&tenant, &id, false, false, start).await.expect("failed");
+    let day4 = start + chrono::Duration::days(4);
+    store.record_outcome(&tenant, &id, false, false, day4).await.expect("failed");
+    let shown = api.get(&t.key, &format!("/webhook-endpoints/{endpoint}")).await.body.clone();
+    assert_eq!((shown["enabled"].clone(), shown["failing_since"].is_string()), (json!(true), true), "{shown}");
+    // A success in between starts the count again.
+    store.record_outcome(&tenant, &id, true, false, day4).await.expect("succeeded");
+    store.record_outcome(&tenant, &id, false, false, day4).await.expect("failed");
+    store.record_outcome(&tenant, &id, false, false, start + chrono::Duration::days(6)).await.expect("failed");
+    assert_eq!(api.get(&t.key, &format!("/webhook-endpoints/{endpoint}")).await.body["enabled"], true);
+    store.record_outcome(&tenant, &id, false, false, day4 + chrono::Duration::days(5)).await.expect("failed");
+    let shown = api.get(&t.key, &format!("/webhook-endpoints/{endpoint}")).await.body;
+    assert_eq!(shown["enabled"], false, "{shown}");
+    assert!(shown["disabled_reason"].as_str().is_some_and(|r| r.contains("5 days")), "{shown}");
+}
+
+/// A receiver that does not answer within 15 s, then one that is down (nothing listens),
+/// get the same event again, with the same webhook-id, once they answer.
+#[tokio::test]
+async fn a_timeout_and_a_receiver_that_is_down_are_retried_with_the_same_id() {
+    let env = api_tests::env().await;
+    let api = Api::new(api_tests::Transport::in_process(&env));
+    let t = env.tenant().await;
+
+    // Slow: the first request is held past the 15 s limit, the retry answered at once.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = format!("http://{}/hook", listener.local_addr().expect("addr"));
+    let r = Receiver::default();
+    let serving = r.clone();
+    tokio::spawn(async move {
+        let mut first = true;
+        while let Ok((stream, _)) = listener.accept().await {
+            let serving = serving.clone();
+            let hold = std::mem::take(&mut first);
+            tokio::spawn(async move {
+                if hold {
+                    tokio::time::sleep(Duration::from_secs(20)).await;
+                }
+                serve_one(serving, stream).await;
+            });
+        }
+    });
+    let hook = json!({"url": url, "event_types": ["failure.ignored"]});
+    let endpoint = id(api.post(&t.key, "/webhook-endpoints", &hook).await.expect(201));
+    let sent = api.post(&t.key, &format!("/webhook-endpoints/{endpoint}/test"), &json!({})).await;
+    let event = sent.expect(202).body["event_id"].as_str().expect("event").to_owned();
+    let got = until(&r, |got| !got.is_empty()).await;
+    assert_eq!(got[0].id, event);
+    let listed = api.get(&t.key, &format!("/webhook-endpoints/{endpoint}/deliveries")).await;
+    let attempts = listed.expect(200).body["items"][0]["attempts"].clone();
+    assert!(attempts[0]["error"].as_str().is_some_and(|e| e.contains("15 seconds")), "{attempts}");
+
+    // Down: nothing listens on the port at first.
+    let port = {
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        probe.local_addr().expect("addr").port()
+    };
+    let hook = json!({"url": format!("http://127.0.0.1:{port}/hook"), "event_types": ["failure.ignored"]});
+    let endpoint = id(api.post(&t.key, "/webhook-endpoints", &hook).await.expect(201));
+    let sent = api.post(&t.key, &format!("/webhook-endpoints/{endpoint}/test"), &json!({})).await;
+    let event = sent.expect(202).body["event_id"].as_str().expect("event").to_owned();
+    let path = format!("/webhook-endpoints/{endpoint}/deliveries");
+    for _ in 0..300 {
+        if api.get(&t.key, &path).await.body["items"][0]["attempt_count"] == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let first = api.get(&t.key, &path).await.body["items"][0].clone();
+    assert_eq!(first["attempts"][0]["status_code"], Value::Null, "{first}");
+    assert_eq!(first["status"], "pending");
+    // Up again: the retry (due 5 s after the failure) reaches it.
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await.expect("the port again");
+    let back = Receiver::default();
+    let serving = back.clone();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            tokio::spawn(serve_one(serving.clone(), stream));
+        }
+    });
+    let got = until(&back, |got| !got.is_empty()).await;
+    assert_eq!(got[0].id, event);
+}
