@@ -567,3 +567,59 @@ async fn a_timeout_and_a_receiver_that_is_down_are_retried_with_the_same_id() {
     let got = until(&back, |got| !got.is_empty()).await;
     assert_eq!(got[0].id, event);
 }
+
+/// The dispatcher killed (SIGKILL) while events are being delivered, then started
+/// again: every event reaches the receiver. Its own tables (a prefix of this test's), so
+/// that only the relay this test starts and kills delivers them.
+#[tokio::test]
+async fn killing_the_dispatcher_mid_stream_loses_no_event() {
+    let relay = std::env::var("CAIRN_RELAY").expect("CAIRN_RELAY: the cairn-relay binary (make test sets it)");
+    let shared_env = api_tests::env().await;
+    let prefix = format!("kill{}-", std::process::id());
+    infra::tables::create_missing(&shared_env.client, &prefix).await.expect("tables");
+    let env = Env { client: shared_env.client.clone(), tables: shared::dynamo::Tables::new(&prefix) };
+    let api = Api::new(api_tests::Transport::in_process(&env));
+    let t = env.tenant().await;
+    let (r, url) = receiver(vec![]).await;
+    let hook = json!({"url": url, "event_types": ["failure.ignored"]});
+    let endpoint = id(api.post(&t.key, "/webhook-endpoints", &hook).await.expect(201));
+
+    let state = std::env::temp_dir().join(format!("{prefix}relay.json"));
+    let start = || {
+        std::process::Command::new(&relay)
+            .arg("--state-file")
+            .arg(&state)
+            .env("TABLE_PREFIX", &prefix)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("cairn-relay starts")
+    };
+    let mut running = start();
+    let mut events = Vec::new();
+    for i in 0..30 {
+        let sent = api.post(&t.key, &format!("/webhook-endpoints/{endpoint}/test"), &json!({})).await;
+        events.push(sent.expect(202).body["event_id"].as_str().expect("event").to_owned());
+        if i == 10 {
+            until(&r, |got| !got.is_empty()).await;
+            running.kill().expect("SIGKILL");
+            running.wait().expect("reaped");
+        }
+    }
+    running = start();
+    // Claimed deliveries of the killed one are swept once their minute is over.
+    for _ in 0..1200 {
+        let got: std::collections::BTreeSet<String> =
+            r.got.lock().expect("lock").iter().map(|m| m.id.clone()).collect();
+        if events.iter().all(|e| got.contains(e)) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    running.kill().expect("stopped");
+    running.wait().expect("reaped");
+    let _ = std::fs::remove_file(&state);
+    let got: std::collections::BTreeSet<String> = r.got.lock().expect("lock").iter().map(|m| m.id.clone()).collect();
+    let lost: Vec<&String> = events.iter().filter(|e| !got.contains(*e)).collect();
+    assert!(lost.is_empty(), "lost across the kill: {lost:?}");
+}
