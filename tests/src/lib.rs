@@ -449,12 +449,21 @@ macro_rules! both_paths {
 /// does not grant, each as `<action> on <table>` (` (index)` for an index).
 #[must_use]
 pub fn ungranted<'a>(function: &str, accesses: impl IntoIterator<Item = &'a shared::metering::Access>) -> Vec<String> {
+    ungranted_in(&required_env("TABLE_PREFIX"), function, accesses)
+}
+
+/// [`ungranted`] for calls on the tables named with `prefix` (a test's own tables).
+#[must_use]
+pub fn ungranted_in<'a>(
+    prefix: &str,
+    function: &str,
+    accesses: impl IntoIterator<Item = &'a shared::metering::Access>,
+) -> Vec<String> {
     let grants = infra::template::Template::embedded().expect("template").grants(function).expect("grants");
-    let prefix = required_env("TABLE_PREFIX");
     let mut missing: Vec<String> = accesses
         .into_iter()
         .map(|access| {
-            let table = access.table.strip_prefix(&prefix).expect("a table of this run").to_owned();
+            let table = access.table.strip_prefix(prefix).expect("a table of this run").to_owned();
             infra::template::Grant { action: access.action.clone(), table, index: access.index }
         })
         .filter(|needed| !grants.contains(needed))

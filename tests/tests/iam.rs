@@ -4,7 +4,8 @@
 //! and table (`shared::metering::recorded`), and each must be granted by the policy of
 //! the function that made it. The list comes from the code's calls, not from a hand list
 //! that can drift. The janitor, which has no route, is checked the same way where its
-//! run is tested (`keys_and_writes.rs`).
+//! run is tested (`keys_and_writes.rs`); the webhook dispatcher, which has none either,
+//! below: a stream batch and a sweep, both with attempts.
 
 use std::collections::BTreeSet;
 
@@ -233,4 +234,61 @@ fn every_table_a_keyed_function_may_get_from_it_may_batch_get_from() {
             assert!(may("dynamodb:BatchGetItem", &grant.table), "{function}: BatchGetItem on {}", grant.table);
         }
     }
+}
+
+/// The dispatcher's policy covers a stream batch's fan-out and attempts and a sweep's
+/// claims and retries. On tables of its own, so that no relay takes the events first.
+#[tokio::test]
+async fn the_dispatchers_policy_grants_every_call_of_a_batch_and_a_sweep() {
+    let shared_env = api_tests::env().await;
+    let prefix = format!("iam{}-", std::process::id());
+    infra::tables::create_missing(&shared_env.client, &prefix).await.expect("tables");
+    let env = api_tests::Env { client: shared_env.client.clone(), tables: shared::dynamo::Tables::new(&prefix) };
+    let api = Api::new(Transport::in_process(&env));
+    let t = env.tenant().await;
+    // Nothing listens there: every attempt fails, and is recorded, and retried.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
+    let hook = json!({"url": format!("http://127.0.0.1:{port}/hook")});
+    api.post(&t.key, "/webhook-endpoints", &hook).await.expect(201);
+    let wf = id(api.post(&t.key, "/workflows", &json!({"name": "w", "workflow_type": "custom"})).await.expect(201));
+    api.post(&t.key, "/executions", &json!({"workflow_id": wf})).await.expect(201);
+    let outbox = env
+        .client
+        .query()
+        .table_name(env.tables.name(shared::dynamo::Table::Events))
+        .key_condition_expression("tenant_id = :t")
+        .expression_attribute_values(":t", shared::dynamo::s(&t.id))
+        .send()
+        .await
+        .expect("outbox")
+        .items
+        .unwrap_or_default();
+    let records: Vec<Value> = outbox
+        .iter()
+        .enumerate()
+        .map(|(i, item)| {
+            let text = |name: &str| item[name].as_s().expect("text").clone();
+            json!({"eventName": "INSERT", "dynamodb": {"SequenceNumber": format!("{i:020}"),
+                   "NewImage": {"tenant_id": {"S": text("tenant_id")}, "events": {"S": text("events")}}}})
+        })
+        .collect();
+    assert!(records.len() >= 2, "the grant's and the start's: {}", records.len());
+    let dispatcher = dispatcher::Dispatcher::new(env.client.clone(), env.tables.clone());
+    let (answer, mut accesses) =
+        Box::pin(shared::metering::recorded(dispatcher.handle(json!({"Records": records})))).await;
+    assert_eq!(answer.expect("handled")["batchItemFailures"], json!([]));
+    let later = chrono::Utc::now() + chrono::Duration::hours(1);
+    let (swept, more) = Box::pin(shared::metering::recorded(dispatcher.sweep_at(later))).await;
+    assert!(swept.expect("swept")["attempted"].as_u64() >= Some(2), "the failed attempts were retried");
+    accesses.extend(more);
+    let actions: BTreeSet<&str> = accesses.iter().map(|a| a.action.as_str()).collect();
+    for needed in ["dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:GetItem"] {
+        assert!(
+            actions.iter().any(|a| a == &needed)
+                || (needed == "dynamodb:GetItem" && actions.contains("dynamodb:BatchGetItem")),
+            "{needed} was made: {actions:?}"
+        );
+    }
+    let missing = api_tests::ungranted_in(&prefix, "dispatcher", &accesses);
+    assert!(missing.is_empty(), "template.yaml's dispatcher policy lacks what the code calls:\n{}", missing.join("\n"));
 }

@@ -162,18 +162,16 @@ impl Dispatcher {
         Ok(json!({"attempted": count}))
     }
 
+    /// Attempts `deliveries`, [`CONCURRENCY`] at a time, in this task (so a test sees
+    /// every DynamoDB call they make).
     async fn attempt_all(&self, deliveries: Vec<Delivery>, now: DateTime<Utc>) {
-        let mut tasks = tokio::task::JoinSet::new();
-        for delivery in deliveries {
-            let this = self.clone();
-            tasks.spawn(async move {
-                let _permit = this.limit.acquire().await;
-                if let Err(error) = this.attempt(&delivery, now).await {
-                    tracing::error!(error = %error, delivery = delivery.delivery, "dispatcher: an attempt was not recorded");
-                }
-            });
-        }
-        while tasks.join_next().await.is_some() {}
+        let attempts = deliveries.iter().map(|delivery| async move {
+            let _permit = self.limit.acquire().await;
+            if let Err(error) = self.attempt(delivery, now).await {
+                tracing::error!(error = %error, delivery = delivery.delivery, "dispatcher: an attempt was not recorded");
+            }
+        });
+        futures_util::future::join_all(attempts).await;
     }
 
     /// One attempt of `delivery`, recorded on it and on its endpoint.
