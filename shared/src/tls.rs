@@ -16,9 +16,9 @@
 //!   when Mozilla's set, on a `cargo update`, no longer holds one of them. Should AWS
 //!   move DynamoDB to a root outside them, every call fails (503) until a function is
 //!   rebuilt with it: the price of the smaller set.
-//! - Stripe (the billing function): Mozilla's roots ([`ROOTS`], as the
-//!   `webpki-root-certs` crate compiles them in, changing with `Cargo.lock`), since Stripe
-//!   does not promise its CA.
+//! - Stripe (the billing function) and webhook receivers (the dispatcher): Mozilla's
+//!   roots ([`ROOTS`], as the `webpki-root-certs` crate compiles them in, changing with
+//!   `Cargo.lock`), since neither promises its CA.
 //!
 //! `cairn-admin`, on an operator's machine, keeps the system's roots (a company's own CA,
 //! a TLS-inspecting proxy).
