@@ -193,7 +193,7 @@ fi
 # Every log of the run (the functions' under cargo lambda watch, the tests' in-process
 # ones, localstripe's): no API key (`cairn_` + 43 base62 characters) and no Stripe secret
 # may appear in any of them.
-log "checking the run's logs for API keys and Stripe secrets"
+log "checking the run's logs for API keys, Stripe and webhook secrets"
 logs=("$run_dir/watch.log" "$run_dir/test.log" "$run_dir/localstripe.log" "$run_dir/relay.log")
 [ -f "$run_dir/python.log" ] && logs+=("$run_dir/python.log")
 [ -f "$run_dir/browser.log" ] && logs+=("$run_dir/browser.log")
