@@ -367,10 +367,15 @@ async fn every_event_type_comes_from_the_action_that_causes_it(api: Api, env: En
 }
 
 /// A dispatcher that dies after fanning an event out, before its first attempt: the
-/// delivery is claimed for a minute, then the sweep attempts it. Nothing is lost.
+/// delivery is claimed for a minute, then the sweep attempts it. Nothing is lost. On
+/// tables of its own: its sweeps, at times ahead of the clock, would otherwise take
+/// other tests' deliveries.
 #[tokio::test]
 async fn a_delivery_whose_dispatcher_died_is_attempted_by_the_sweep_after_its_claim() {
-    let env = api_tests::env().await;
+    let shared_env = api_tests::env().await;
+    let prefix = format!("swept{}-", std::process::id());
+    infra::tables::create_missing(&shared_env.client, &prefix).await.expect("tables");
+    let env = Env { client: shared_env.client.clone(), tables: shared::dynamo::Tables::new(&prefix) };
     let api = Api::new(api_tests::Transport::in_process(&env));
     let t = env.tenant().await;
     let (r, url) = receiver(vec![]).await;
