@@ -405,8 +405,8 @@ async fn a_delivery_whose_dispatcher_died_is_attempted_by_the_sweep_after_its_cl
 }
 
 async fn a_charge_below_the_threshold_reports_credits_low_once(api: Api, env: Env) {
-    // 102 credits, the default threshold 100: the second start crosses it, the third
-    // stays below (no second credits.low).
+    // 102 credits, the default threshold 100: the third start crosses it (100 -> 99);
+    // there is no other.
     let t = env.tenant_with_credits(102).await;
     let (r, url) = receiver(vec![]).await;
     let hook = json!({"url": url, "event_types": ["credits.low"]});
