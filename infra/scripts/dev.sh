@@ -63,7 +63,7 @@ cat >&2 <<BANNER
   (CAIRN_COMPRESS_REQUESTS=0: cargo lambda watch cannot take compressed bodies; API Gateway can.)
 
   The janitor runs every 5 minutes (log: .local/janitor.log); webhooks are delivered
-  from DynamoDB Local's stream, loopback receivers allowed (log: .local/relay.log).
+  from DynamoDB Local's streams, loopback receivers allowed (log: .local/relay.log).
   Ctrl-C stops the API and DynamoDB Local; the data stays for the next run.
 
 BANNER

@@ -209,8 +209,8 @@ export_local_webhooks() {
   WEBHOOK_ENV_ARGS=(--env-var "WEBHOOK_SECRETS_KEY=$WEBHOOK_SECRETS_KEY" --env-var "WEBHOOK_ALLOW_LOOPBACK=true")
 }
 
-# Starts the webhook relay (`cairn-relay`: DynamoDB Local's stream of the events table
-# to the dispatcher, and its sweep of due retries), binary $1, its position in file $2,
+# Starts the webhook relay (`cairn-relay`: DynamoDB Local's streams of the events and
+# checkpoints tables to the dispatcher, and its sweep of due retries), binary $1, its position in file $2,
 # logs to $3, in its own process group. Sets RELAY_PID.
 start_relay() {
   setsid "$1" --state-file "$2" >>"$3" 2>&1 &

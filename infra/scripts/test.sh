@@ -66,7 +66,7 @@ export_local_webhooks "$run_dir/webhook-secrets-key"
 
 target_dir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 "$target_dir/debug/cairn-admin" tables create
-log "starting the webhook relay (DynamoDB Local's stream to the dispatcher)"
+log "starting the webhook relay (DynamoDB Local's streams to the dispatcher)"
 start_relay "$target_dir/debug/cairn-relay" "$run_dir/relay-position.json" "$run_dir/relay.log"
 # A test kills and restarts a relay of its own (tests/tests/webhooks.rs).
 export CAIRN_RELAY="$target_dir/debug/cairn-relay"

@@ -45,6 +45,7 @@ pub async fn create_missing(client: &Client, prefix: &str) -> Result<Vec<String>
         let name = format!("{prefix}{}", spec.suffix);
         if existing.contains(&name) {
             add_missing_indexes(client, &name, &spec).await.with_context(|| format!("updating table {name}"))?;
+            add_missing_stream(client, &name, &spec).await.with_context(|| format!("updating table {name}"))?;
             continue;
         }
         create(client, &name, &spec).await.with_context(|| format!("creating table {name}"))?;
@@ -64,6 +65,22 @@ async fn list(client: &Client) -> Result<Vec<String>> {
             return Ok(names);
         }
     }
+}
+
+/// Turns on the template's stream on an existing table that has none (a local table
+/// made before the stream was).
+async fn add_missing_stream(client: &Client, name: &str, spec: &TableSpec) -> Result<()> {
+    let Some(view) = &spec.stream_view else { return Ok(()) };
+    let table = client.describe_table().table_name(name).send().await?.table.ok_or_else(|| anyhow!("no table"))?;
+    if table.stream_specification().is_some_and(|s| s.stream_enabled()) {
+        return Ok(());
+    }
+    let stream = aws_sdk_dynamodb::types::StreamSpecification::builder()
+        .stream_enabled(true)
+        .stream_view_type(aws_sdk_dynamodb::types::StreamViewType::from(view.as_str()))
+        .build()?;
+    client.update_table().table_name(name).stream_specification(stream).send().await?;
+    Ok(())
 }
 
 /// Adds the template's indexes that an existing table lacks (a local table made

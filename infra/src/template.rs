@@ -51,6 +51,20 @@ pub struct TableSpec {
     pub stream_view: Option<String>,
 }
 
+/// An event source mapping from a table's stream to a function.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamSource {
+    /// The event's name in the template (`Outbox`).
+    pub name: String,
+    /// The table's name after the stack prefix (`events`).
+    pub table: String,
+    /// Records handed over at once, at most.
+    pub batch_size: usize,
+    /// Lambda's filter patterns: a record is handed over when it matches any (or when
+    /// there are none).
+    pub filters: Vec<serde_json::Value>,
+}
+
 /// A route of the HTTP API and the function binary that serves it.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Route {
@@ -126,15 +140,7 @@ impl Template {
     pub fn grants(&self, binary: &str) -> Result<Vec<Grant>> {
         let suffixes: std::collections::HashMap<String, String> =
             self.tables()?.into_iter().map(|t| (t.logical_id, t.suffix)).collect();
-        let function = self
-            .of_type("AWS::Serverless::Function")?
-            .into_iter()
-            .find(|(_, f)| {
-                let built = f.get("Metadata").and_then(|m| m.get("BuildProperties")).and_then(|b| b.get("Binary"));
-                built.and_then(Value::as_str) == Some(binary)
-            })
-            .ok_or_else(|| anyhow!("no function is built as {binary}"))?
-            .1;
+        let function = self.function(binary)?;
         let mut grants = Vec::new();
         let policies = function.get("Properties").and_then(|p| p.get("Policies")).and_then(Value::as_sequence);
         for policy in policies.into_iter().flatten() {
@@ -159,6 +165,65 @@ impl Template {
         grants.sort();
         grants.dedup();
         Ok(grants)
+    }
+
+    /// The function built as `binary`.
+    fn function(&self, binary: &str) -> Result<&Value> {
+        Ok(self
+            .of_type("AWS::Serverless::Function")?
+            .into_iter()
+            .find(|(_, f)| {
+                let built = f.get("Metadata").and_then(|m| m.get("BuildProperties")).and_then(|b| b.get("Binary"));
+                built.and_then(Value::as_str) == Some(binary)
+            })
+            .ok_or_else(|| anyhow!("no function is built as {binary}"))?
+            .1)
+    }
+
+    /// The DynamoDB streams that feed the function built as `binary` (its event source
+    /// mappings), in the template's order.
+    ///
+    /// # Errors
+    /// When the function is missing or an event is not of the shape the template uses
+    /// (`Stream: !GetAtt <Table>.StreamArn`, `BatchSize`, JSON filter patterns).
+    pub fn stream_sources(&self, binary: &str) -> Result<Vec<StreamSource>> {
+        let suffixes: std::collections::HashMap<String, String> =
+            self.tables()?.into_iter().map(|t| (t.logical_id, t.suffix)).collect();
+        let events = self.function(binary)?.get("Properties").and_then(|p| p.get("Events")).and_then(Value::as_mapping);
+        let mut sources = Vec::new();
+        for (name, event) in events.into_iter().flatten() {
+            if event.get("Type").and_then(Value::as_str) != Some("DynamoDB") {
+                continue;
+            }
+            let name = name.as_str().unwrap_or_default();
+            let props = event.get("Properties").ok_or_else(|| anyhow!("event {name} without Properties"))?;
+            let Some(Value::Tagged(stream)) = props.get("Stream") else { bail!("event {name}: Stream is not !GetAtt") };
+            let stream = stream.value.as_str().unwrap_or_default();
+            let logical_id = stream
+                .strip_suffix(".StreamArn")
+                .ok_or_else(|| anyhow!("event {name}: {stream} is not a table's StreamArn"))?;
+            let table = suffixes.get(logical_id).ok_or_else(|| anyhow!("event {name}: no table {logical_id}"))?;
+            let batch_size = props
+                .get("BatchSize")
+                .and_then(Value::as_u64)
+                .ok_or_else(|| anyhow!("event {name} without BatchSize"))?;
+            let patterns = props.get("FilterCriteria").and_then(|f| f.get("Filters")).and_then(Value::as_sequence);
+            let filters = patterns
+                .into_iter()
+                .flatten()
+                .map(|filter| {
+                    let pattern = text_of(filter.get("Pattern"), "Pattern")?;
+                    serde_json::from_str(&pattern).with_context(|| format!("event {name}: a pattern is not JSON"))
+                })
+                .collect::<Result<Vec<_>>>()?;
+            sources.push(StreamSource {
+                name: name.to_owned(),
+                table: table.clone(),
+                batch_size: usize::try_from(batch_size)?,
+                filters,
+            });
+        }
+        Ok(sources)
     }
 
     /// Every HTTP API route with its method and function (the `ANY` routes aside).
@@ -321,6 +386,22 @@ mod tests {
         in_template.sort();
         in_code.sort();
         assert_eq!(in_template, in_code);
+    }
+
+    #[test]
+    fn the_dispatcher_reads_the_outbox_and_the_checkpoints_streams_new_items_only() {
+        let template = Template::embedded().expect("valid template");
+        let sources = template.stream_sources("dispatcher").expect("stream sources");
+        let tables: Vec<&str> = sources.iter().map(|s| s.table.as_str()).collect();
+        assert_eq!(tables, ["events", "checkpoints"]);
+        let specs = template.tables().expect("tables");
+        for source in &sources {
+            let spec = specs.iter().find(|t| t.suffix == source.table).expect("the table");
+            assert_eq!(spec.stream_view.as_deref(), Some("NEW_IMAGE"), "{}", source.table);
+            assert!(source.filters.iter().all(|f| f["eventName"] == serde_json::json!(["INSERT"])), "{}", source.name);
+            assert!(!source.filters.is_empty());
+        }
+        assert!(template.stream_sources("workflows").expect("none").is_empty());
     }
 
     #[test]

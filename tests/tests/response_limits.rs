@@ -517,3 +517,65 @@ async fn the_largest_checkpoint_and_execution_items_fit_dynamodbs_400_kb() {
     tx.check_limits().expect("the execution item is under 400 KB");
     println!("execution at its largest inline: {} bytes with its counters", tx.size());
 }
+
+/// An attribute in DynamoDB's JSON, as a stream record carries it.
+fn dynamodb_json(value: &aws_sdk_dynamodb::types::AttributeValue) -> Value {
+    use aws_sdk_dynamodb::types::AttributeValue as A;
+    match value {
+        A::S(s) => json!({"S": s}),
+        A::N(n) => json!({"N": n}),
+        A::Bool(b) => json!({"BOOL": b}),
+        A::Null(_) => json!({"NULL": true}),
+        A::M(m) => {
+            json!({"M": m.iter().map(|(k, v)| (k.clone(), dynamodb_json(v))).collect::<serde_json::Map<_, _>>()})
+        }
+        A::L(l) => json!({"L": l.iter().map(dynamodb_json).collect::<Vec<_>>()}),
+        other => panic!("a checkpoint entry holds no {other:?}"),
+    }
+}
+
+/// The dispatcher's mapping on the checkpoints stream hands over its template's
+/// `BatchSize` records at once: with the largest by-execution entry valid data makes
+/// (the longest escape-heavy name and key, full metadata), in the record Lambda builds
+/// around it (the longest region and table name), a whole batch fits Lambda's 6 MB.
+#[tokio::test]
+async fn a_full_batch_of_the_checkpoints_stream_fits_the_dispatchers_payload() {
+    let (env, t, api, wf) = running_workflow().await;
+    let e = api.post(&t.key, "/executions", &json!({"workflow_id": wf})).await.expect(201).body["id"].clone();
+    let e = e.as_str().expect("id").to_owned();
+    let body = json!({"execution_id": e, "name": heavy(200), "key": heavy(256), "metadata": heavy_metadata(),
+        "state": {"s": "\"".repeat(1000)}});
+    api.post(&t.key, "/checkpoints", &body).await.expect(201);
+    let entry = env
+        .client
+        .get_item()
+        .table_name(env.tables.name(shared::dynamo::Table::Checkpoints))
+        .key("tenant_id", aws_sdk_dynamodb::types::AttributeValue::S(t.id.clone()))
+        .key("entry", aws_sdk_dynamodb::types::AttributeValue::S(format!("{e}#0000000001")))
+        .send()
+        .await
+        .expect("read")
+        .item
+        .expect("the by-execution entry");
+    assert!(!entry.contains_key("state"), "the entry the stream reports holds no state");
+    let image: serde_json::Map<String, Value> = entry.iter().map(|(k, v)| (k.clone(), dynamodb_json(v))).collect();
+    let keys: serde_json::Map<String, Value> =
+        image.iter().filter(|(k, _)| *k == "tenant_id" || *k == "entry").map(|(k, v)| (k.clone(), v.clone())).collect();
+    let table = "t".repeat(255);
+    let record = json!({
+        "eventID": "c81e728d9d4c2f636f067f89cc14862c", "eventName": "INSERT", "eventVersion": "1.1",
+        "eventSource": "aws:dynamodb", "awsRegion": "ap-southeast-2",
+        "dynamodb": {"ApproximateCreationDateTime": 1_795_756_980.0, "Keys": keys, "NewImage": image,
+            "SequenceNumber": "9".repeat(40), "SizeBytes": shared::dynamo::item_size(&entry),
+            "StreamViewType": "NEW_IMAGE"},
+        "eventSourceARN": format!("arn:aws:dynamodb:ap-southeast-2:123456789012:table/{table}/stream/2026-11-27T05:00:00.000"),
+    });
+    let sources =
+        infra::template::Template::embedded().expect("template").stream_sources("dispatcher").expect("sources");
+    let batch = sources.iter().find(|s| s.table == "checkpoints").expect("the checkpoints mapping").batch_size;
+    let payload = serde_json::to_vec(&json!({"Records": vec![record; batch]})).expect("json").len();
+    println!(
+        "{batch} largest checkpoint records: {payload} bytes of Lambda request payload (limit {MAX_REQUEST_PAYLOAD})"
+    );
+    assert!(payload <= MAX_REQUEST_PAYLOAD, "{payload} bytes > {MAX_REQUEST_PAYLOAD}");
+}

@@ -15,6 +15,7 @@ both_paths!(
     every_event_type_comes_from_the_action_that_causes_it,
     a_failed_attempt_is_retried_with_the_same_webhook_id_and_410_disables,
     endpoints_are_validated_capped_and_their_secrets_rotate,
+    checkpoint_created_reaches_only_the_endpoints_that_name_it,
 );
 
 /// One message a receiver got.
@@ -364,6 +365,56 @@ async fn every_event_type_comes_from_the_action_that_causes_it(api: Api, env: En
     seen.remove(keyed_start);
     expected.sort();
     assert_eq!(seen, expected);
+}
+
+/// `checkpoint.created` comes from the checkpoints table's own stream: once per new
+/// checkpoint (a keyed repeat is none), under the checkpoint's own id, and only to
+/// endpoints that name it (an endpoint of every type does not get it).
+async fn checkpoint_created_reaches_only_the_endpoints_that_name_it(api: Api, env: Env) {
+    let t = env.tenant().await;
+    let (named, named_url) = receiver(vec![]).await;
+    let (every, every_url) = receiver(vec![]).await;
+    let types = json!(["checkpoint.created", "execution.completed"]);
+    api.post(&t.key, "/webhook-endpoints", &json!({"url": named_url, "event_types": types})).await.expect(201);
+    api.post(&t.key, "/webhook-endpoints", &json!({"url": every_url})).await.expect(201);
+    let wf = id(api.post(&t.key, "/workflows", &json!({"name": "w", "workflow_type": "custom"})).await.expect(201));
+    let exec = id(api.post(&t.key, "/executions", &json!({"workflow_id": wf})).await.expect(201));
+    let mut checkpoints = Vec::new();
+    for (n, key) in [(1, None), (2, Some("step-2")), (3, None)] {
+        let body = json!({"execution_id": exec, "name": format!("step {n}"), "key": key, "state": {"n": n}});
+        checkpoints.push(id(api.post(&t.key, "/checkpoints", &body).await.expect(201)));
+    }
+    // The same key again: the existing checkpoint, nothing new.
+    let again = json!({"execution_id": exec, "key": "step-2", "state": {"n": 2}});
+    assert_eq!(id(api.post(&t.key, "/checkpoints", &again).await.expect(200)), checkpoints[1]);
+    api.post(&t.key, &format!("/executions/{exec}/complete"), &json!({})).await.expect(200);
+
+    let got = until(&named, |got| got.len() >= 4).await;
+    until(&every, |got| got.len() >= 2).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let all = named.got.lock().expect("lock").clone();
+    assert_eq!(all.len(), got.len(), "nothing twice: {all:?}");
+    let mut expected: Vec<(String, String)> =
+        checkpoints.iter().map(|cp| ("checkpoint.created".to_owned(), cp.clone())).collect();
+    expected.push(("execution.completed".to_owned(), exec.clone()));
+    expected.sort();
+    assert_eq!(kinds(&all), expected);
+    for m in all.iter().filter(|m| m.body["type"] == "checkpoint.created") {
+        let cp = m.body["data"]["id"].as_str().expect("id");
+        assert_eq!(m.id, cp.replacen("cp_", "evt_", 1), "the event id is the checkpoint's");
+        let n = checkpoints.iter().position(|c| c == cp).expect("one of ours") + 1;
+        assert_eq!(m.body["data"]["sequence"], n);
+        assert_eq!(m.body["data"]["execution_id"], exec.as_str());
+        assert_eq!(m.body["data"]["name"], format!("step {n}"));
+        assert!(m.body["data"].get("state").is_none(), "the summary, not the state");
+    }
+    // (The tenant's opening grant may report credits.added to it too.)
+    let every_kinds: Vec<String> = kinds(&every.got.lock().expect("lock"))
+        .into_iter()
+        .map(|(kind, _)| kind)
+        .filter(|kind| !kind.starts_with("credits."))
+        .collect();
+    assert_eq!(every_kinds, ["execution.completed", "execution.started"], "opt-in only");
 }
 
 /// A dispatcher that dies after fanning an event out, before its first attempt: the

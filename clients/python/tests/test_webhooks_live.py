@@ -96,6 +96,30 @@ def test_every_event_is_verified_by_the_standard_webhooks_library(client: Cairn,
 ONLY_TESTS = ["failure.ignored"]
 
 
+def test_checkpoint_created_is_opt_in_and_names_the_checkpoint(client: Cairn) -> None:
+    named, every = Receiver(), Receiver()
+    try:
+        endpoint = client.webhook_endpoints.create(url=named.url, event_types=["checkpoint.created"])
+        client.webhook_endpoints.create(url=every.url)
+        assert endpoint.secret is not None
+        wf = client.workflows.create(name="stepped", workflow_type="langgraph")
+        run = client.executions.create(workflow_id=wf.id)
+        made = [client.checkpoints.create(execution_id=run.id, state={"n": n}) for n in (1, 2)]
+        client.executions.complete(run.id)
+        named.wait(lambda got: len(got) >= 2)
+        every.wait(lambda got: len(got) >= 2)
+        events = [verified(endpoint.secret, m) for m in named.messages]
+        assert sorted(e["data"]["id"] for e in events) == sorted(c.id for c in made)
+        assert {e["type"] for e in events} == {"checkpoint.created"}
+        for (headers, _), event in zip(named.messages, events, strict=True):
+            assert headers["webhook-id"] == event["data"]["id"].replace("cp_", "evt_", 1)
+        # An endpoint of every type does not get them.
+        assert "checkpoint.created" not in {json.loads(body)["type"] for _, body in every.messages}
+    finally:
+        named.server.shutdown()
+        every.server.shutdown()
+
+
 def test_after_a_rotation_both_secrets_verify_for_a_day(client: Cairn, receiver: Receiver) -> None:
     endpoint = client.webhook_endpoints.create(url=receiver.url, event_types=ONLY_TESTS)
     rotated = client.webhook_endpoints.rotate_secret(endpoint.id)

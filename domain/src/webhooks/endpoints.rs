@@ -83,7 +83,7 @@ impl Endpoint {
             return *target == self.endpoint_id;
         }
         self.enabled
-            && (self.event_types.is_empty() || self.event_types.contains(&event.kind))
+            && (self.event_types.contains(&event.kind) || (self.event_types.is_empty() && !event.kind.opt_in()))
             && self.workflow_id.as_ref().is_none_or(|w| event.workflow_id.as_deref() == Some(w.as_str()))
     }
 

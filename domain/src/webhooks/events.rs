@@ -12,8 +12,9 @@ use serde_json::{Value, json};
 use shared::TenantId;
 use shared::body::WireEnum;
 use shared::dynamo::{Part, StoreError, Table, Tables, Transaction, built, n, s};
-use shared::ids::{EndpointId, EventId};
+use shared::ids::{CheckpointId, EndpointId, EventId};
 
+use crate::runs::checkpoints::model::Checkpoint;
 use crate::runs::executions::model::Execution;
 use crate::runs::failures::model::Failure;
 
@@ -59,6 +60,9 @@ pub enum EventType {
     /// A charge took the balance below the tenant's low-balance threshold.
     #[serde(rename = "credits.low")]
     CreditsLow,
+    /// A checkpoint was recorded. Opt-in: only endpoints that list it receive it.
+    #[serde(rename = "checkpoint.created")]
+    CheckpointCreated,
     /// A test event (`POST /webhook-endpoints/{id}/test`), for its endpoint alone.
     #[serde(rename = "webhook.test")]
     WebhookTest,
@@ -66,7 +70,7 @@ pub enum EventType {
 
 impl EventType {
     /// Every type an endpoint may subscribe to.
-    pub const SUBSCRIBABLE: [Self; 12] = [
+    pub const SUBSCRIBABLE: [Self; 13] = [
         Self::ExecutionStarted,
         Self::ExecutionCompleted,
         Self::ExecutionFailed,
@@ -79,6 +83,7 @@ impl EventType {
         Self::FailureIgnored,
         Self::CreditsAdded,
         Self::CreditsLow,
+        Self::CheckpointCreated,
     ];
 
     /// The wire name.
@@ -97,8 +102,17 @@ impl EventType {
             Self::FailureIgnored => "failure.ignored",
             Self::CreditsAdded => "credits.added",
             Self::CreditsLow => "credits.low",
+            Self::CheckpointCreated => "checkpoint.created",
             Self::WebhookTest => "webhook.test",
         }
+    }
+
+    /// Whether only endpoints that name this type receive it (an endpoint with no
+    /// `event_types` receives every other type): a checkpoint per step is many more
+    /// events than a receiver of execution changes expects.
+    #[must_use]
+    pub fn opt_in(self) -> bool {
+        self == Self::CheckpointCreated
     }
 
     /// The subscribable type named `raw`.
@@ -184,6 +198,37 @@ impl Event {
             "low_balance_threshold": threshold,
         });
         Self::new(kind, at, data, None)
+    }
+
+    /// The event of a checkpoint's creation. Its id is the checkpoint's own (`cp_<hex>`
+    /// as `evt_<hex>`), so every reading of the checkpoint's stream record makes the
+    /// same event.
+    #[must_use]
+    pub fn checkpoint(checkpoint: &Checkpoint) -> Self {
+        let data = json!({
+            "id": checkpoint.id,
+            "execution_id": checkpoint.execution_id,
+            "workflow_id": checkpoint.workflow_id,
+            "sequence": checkpoint.sequence,
+            "name": checkpoint.name,
+            "key": checkpoint.key,
+            "parent_checkpoint_id": checkpoint.parent_checkpoint_id,
+            "attempt": checkpoint.attempt,
+            "state_size_bytes": checkpoint.state_size_bytes,
+            "created_at": shared::time::format(checkpoint.created_at),
+        });
+        let hex = checkpoint.id.as_str().trim_start_matches(CheckpointId::PREFIX).trim_start_matches('_');
+        let id = EventId::parse(&format!("{}_{hex}", EventId::PREFIX))
+            .unwrap_or_else(|| EventId::generate_at(checkpoint.created_at));
+        Self {
+            id,
+            ..Self::new(
+                EventType::CheckpointCreated,
+                checkpoint.created_at,
+                data,
+                Some(checkpoint.workflow_id.to_string()),
+            )
+        }
     }
 
     /// A test event for endpoint `endpoint` alone.

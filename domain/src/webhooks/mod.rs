@@ -8,6 +8,7 @@ pub mod deliveries;
 pub mod endpoints;
 pub mod events;
 pub mod secrets;
+pub mod stream;
 
 pub use deliveries::{AttemptRecord, Deliveries, Delivery, DeliveryStatus};
 pub use endpoints::{Endpoint, EndpointChange, Endpoints};

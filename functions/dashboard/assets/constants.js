@@ -21,7 +21,7 @@ export const WEBHOOK_EVENT_TYPES = [
   'execution.started', 'execution.completed', 'execution.failed', 'execution.paused',
   'execution.cancelled', 'execution.replayed', 'execution.rolled_back',
   'failure.created', 'failure.resolved', 'failure.ignored',
-  'credits.added', 'credits.low',
+  'credits.added', 'credits.low', 'checkpoint.created',
 ];
 export const KNOWN_BADGES = new Set([
   ...EXECUTION_STATUSES, ...FAILURE_STATUSES, ...WORKFLOW_STATUSES,

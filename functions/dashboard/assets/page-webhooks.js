@@ -21,7 +21,7 @@ export async function pageWebhooks(ctx) {
   const secretSlot = h('div', { class: 'secret-slot' });
   const form = h('form', { class: 'form', novalidate: true },
     labelled('webhook-url', 'URL', urlInput, 'https, on a public host. Each message is signed (Standard Webhooks).'),
-    h('fieldset', { class: 'checks' }, h('legend', {}, 'Events (none ticked: every event)'), boxes),
+    h('fieldset', { class: 'checks' }, h('legend', {}, 'Events (none ticked: every event but checkpoint.created)'), boxes),
     h('div', { class: 'actions' }, createButton));
   const list = h('div', { class: 'results' });
 
@@ -77,7 +77,7 @@ export async function pageWebhooks(ctx) {
       });
       return h('tr', { testid: 'webhook-row', 'data-id': e.id, 'data-enabled': e.enabled ? 'true' : 'false' },
         h('td', {}, link(`/webhooks/${enc(e.id)}`, e.url, { testid: 'webhook-link' })),
-        h('td', {}, e.event_types.length ? e.event_types.map((t) => [code(t), ' ']) : h('span', { class: 'muted' }, 'every event')),
+        h('td', {}, e.event_types.length ? e.event_types.map((t) => [code(t), ' ']) : h('span', { class: 'muted' }, 'every event but checkpoint.created')),
         h('td', {}, enabledBadge(e), e.disabled_reason ? h('p', { class: 'hint', testid: 'webhook-disabled-reason' }, e.disabled_reason) : null),
         h('td', {}, timeEl(e.created_at)),
         h('td', { class: 'row-actions' }, test, ' ', toggle, ' ', remove));

@@ -1,12 +1,13 @@
 //! The dispatcher: delivers webhook events. Two kinds of invocation:
 //!
-//! - **A batch of the `events` table's stream** (Lambda's event source mapping; locally
-//!   `cairn-relay` reads DynamoDB Local's stream and sends the same
-//!   event). Each new outbox item's events are fanned out to the tenant's endpoints that
-//!   receive them: a delivery item each (created once, however often the record comes),
-//!   then a first attempt. A record whose fan-out failed (storage) is reported in
-//!   `batchItemFailures`, so that Lambda hands it over again (bisecting the batch); an
-//!   item that cannot be read is logged and passed over.
+//! - **A batch of a stream**, the `events` table's (the outbox) or the `checkpoints`
+//!   table's (`checkpoint.created`), from Lambda's event source mapping (locally
+//!   `cairn-relay` reads DynamoDB Local's streams and sends the same event). The events
+//!   each new item reports ([`domain::webhooks::stream`]) are fanned out to the tenant's
+//!   endpoints that receive them: a delivery item each (created once, however often the
+//!   record comes), then a first attempt. A record whose fan-out failed (storage) is
+//!   reported in `batchItemFailures`, so that Lambda hands it over again (bisecting the
+//!   batch); an item that cannot be read is logged and passed over.
 //! - **The schedule** (every minute; locally every 2 seconds): the deliveries whose next
 //!   attempt is due, from the `by_due` index, each claimed and attempted.
 //!
@@ -22,6 +23,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use domain::webhooks::address::Policy;
 use domain::webhooks::deliveries::{CLAIM_SECONDS, owner};
+use domain::webhooks::stream::{self, Reported};
 use domain::webhooks::{AttemptRecord, Deliveries, Delivery, DeliveryStatus, Endpoint, Endpoints, SecretBox};
 use serde_json::{Value, json};
 use shared::dynamo::Tables;
@@ -101,29 +103,19 @@ impl Dispatcher {
         record: &Value,
         endpoints: &mut HashMap<String, Vec<Endpoint>>,
     ) -> Result<Vec<Delivery>, domain::Error> {
-        if record["eventName"] != "INSERT" {
-            return Ok(Vec::new());
-        }
-        let image = &record["dynamodb"]["NewImage"];
-        let (Some(tenant), Some(encoded)) = (image["tenant_id"]["S"].as_str(), image["events"]["S"].as_str()) else {
-            tracing::warn!("dispatcher: a stream record without tenant_id or events; skipped");
-            return Ok(Vec::new());
-        };
-        // An item this code cannot read is never readable on a retry: logged and passed,
-        // so that it cannot hold up the records after it in its shard. (Deploy the
-        // dispatcher before a function that writes a new event type.)
-        let events = match domain::webhooks::events::decode(encoded) {
-            Ok(events) => events,
+        let (tenant_id, events) = match stream::reported(record) {
+            Ok(Reported::Events(tenant_id, events)) => (tenant_id, events),
+            Ok(Reported::Nothing) => return Ok(Vec::new()),
+            // An item this code cannot read is never readable on a retry: logged and
+            // passed, so that it cannot hold up the records after it in its shard.
+            // (Deploy the dispatcher before a function that writes a new event type.)
             Err(error) => {
                 let sequence = record["dynamodb"]["SequenceNumber"].as_str().unwrap_or_default();
-                tracing::error!(error = %error, sequence, "dispatcher: an outbox item it cannot read; passed over");
+                tracing::error!(error = %error, sequence, "dispatcher: a stream record it cannot read; passed over");
                 return Ok(Vec::new());
             }
         };
-        let Some(tenant_id) = owner(tenant) else {
-            tracing::warn!("dispatcher: an outbox item outside a tenant's partition; skipped");
-            return Ok(Vec::new());
-        };
+        let tenant = tenant_id.as_str();
         if !endpoints.contains_key(tenant) {
             let list = self.endpoints.list(&tenant_id).await?;
             endpoints.insert(tenant.to_owned(), list);

@@ -1,26 +1,25 @@
-//! The local stack's stand-in for Lambda's event source mapping and schedule: reads
-//! DynamoDB Local's stream of the `events` table and hands each batch to the
-//! dispatcher's own handler, in the event shape Lambda sends (`Records` with
-//! `dynamodb.NewImage` in DynamoDB's JSON), and runs the dispatcher's sweep of due
-//! retries every couple of seconds.
+//! The local stack's stand-in for Lambda's event source mappings and schedule: reads
+//! DynamoDB Local's streams that feed the dispatcher in `template.yaml` (the `events`
+//! table's and the `checkpoints` table's) and hands each batch to the dispatcher's own
+//! handler, in the event shape Lambda sends (`Records` with `dynamodb.NewImage` in
+//! DynamoDB's JSON) and filtered by the mapping's own patterns ([`filter`]), and runs
+//! the dispatcher's sweep of due retries every couple of seconds.
 //!
-//! Like the event source mapping, it reads each shard in order, hands records over in
-//! batches, and moves on only past records the handler did not report in
-//! `batchItemFailures`; where it stands in each shard is kept in a file, so a relay
-//! that is stopped (or killed) picks up where it was and nothing is lost or skipped.
+//! Like an event source mapping, it reads each shard in order, hands records over in
+//! batches of the mapping's size, and moves on only past records the handler did not
+//! report in `batchItemFailures`; where it stands in each shard is kept in a file, so a
+//! relay that is stopped (or killed) picks up where it was and nothing is lost or
+//! skipped.
+
+pub mod filter;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, anyhow};
-use aws_sdk_dynamodbstreams::types::{AttributeValue, Record, ShardIteratorType};
-use base64::Engine;
-use serde_json::{Map, Value, json};
+use anyhow::{Context, Result, anyhow, bail};
+use serde_json::{Value, json};
 use shared::dynamo::{Table, Tables};
-
-/// Records handed to the dispatcher at once (the template's `BatchSize`).
-const BATCH: usize = 10;
 
 /// The relay's settings.
 #[derive(Debug, Clone)]
@@ -35,68 +34,89 @@ pub struct Settings {
     pub once: bool,
 }
 
-fn streams_client() -> aws_sdk_dynamodbstreams::Client {
-    use aws_sdk_dynamodbstreams::config::{BehaviorVersion, Credentials, Region};
-    let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-    let mut config = aws_sdk_dynamodbstreams::Config::builder()
-        .behavior_version(BehaviorVersion::latest())
-        .region(Region::new(env("AWS_REGION").unwrap_or_else(|| "us-east-1".to_owned())))
-        .credentials_provider(Credentials::new(
-            env("AWS_ACCESS_KEY_ID").unwrap_or_else(|| "local".to_owned()),
-            env("AWS_SECRET_ACCESS_KEY").unwrap_or_else(|| "local".to_owned()),
-            None,
-            None,
-            "environment",
-        ))
-        .http_client(aws_smithy_http_client::Builder::new().build_http());
-    if let Some(endpoint) = env("AWS_ENDPOINT_URL_DYNAMODB") {
-        config = config.endpoint_url(endpoint);
-    }
-    aws_sdk_dynamodbstreams::Client::from_conf(config.build())
+/// DynamoDB Local's streams API, spoken in its JSON: the records come back in the very
+/// form Lambda's event carries them. (Not through the SDK: DynamoDB Local writes an
+/// empty map in a stream record as `{}`, where DynamoDB writes `{"M": {}}`, and the
+/// SDK refuses the whole page over it; [`lambda_record`] writes it as DynamoDB does.)
+struct Streams {
+    http: reqwest::Client,
+    endpoint: String,
+    authorization: String,
 }
 
-/// DynamoDB's JSON form of an attribute value, as Lambda's events carry it.
-fn attribute_json(value: &AttributeValue) -> Value {
-    let b64 = |b: &aws_sdk_dynamodbstreams::primitives::Blob| {
-        Value::String(base64::engine::general_purpose::STANDARD.encode(b.as_ref()))
-    };
+impl Streams {
+    fn from_env() -> Self {
+        let env = |name: &str, default: &str| {
+            std::env::var(name).ok().filter(|v| !v.is_empty()).unwrap_or_else(|| default.to_owned())
+        };
+        // DynamoDB Local reads the access key and region from the header (it checks no
+        // signature).
+        let authorization = format!(
+            "AWS4-HMAC-SHA256 Credential={}/20260101/{}/dynamodb/aws4_request, SignedHeaders=host, Signature=0",
+            env("AWS_ACCESS_KEY_ID", "local"),
+            env("AWS_REGION", "us-east-1")
+        );
+        Self {
+            http: reqwest::Client::new(),
+            endpoint: env("AWS_ENDPOINT_URL_DYNAMODB", "http://127.0.0.1:8000"),
+            authorization,
+        }
+    }
+
+    async fn call(&self, action: &str, body: Value) -> Result<Value> {
+        let response = self
+            .http
+            .post(&self.endpoint)
+            .header("x-amz-target", format!("DynamoDBStreams_20120810.{action}"))
+            .header("content-type", "application/x-amz-json-1.0")
+            .header("authorization", &self.authorization)
+            .body(body.to_string())
+            .send()
+            .await
+            .with_context(|| format!("{action}: DynamoDB Local did not answer"))?;
+        let status = response.status();
+        let answer: Value = response.json().await.with_context(|| format!("{action}: an answer that is not JSON"))?;
+        if !status.is_success() {
+            bail!("{action}: {status}: {answer}");
+        }
+        Ok(answer)
+    }
+}
+
+/// Writes an empty map attribute (`{}` from DynamoDB Local) as DynamoDB does.
+fn fix_empty_maps(image: &mut Value) {
+    let Some(attributes) = image.as_object_mut() else { return };
+    for value in attributes.values_mut() {
+        fix_attribute(value);
+    }
+}
+
+fn fix_attribute(value: &mut Value) {
     match value {
-        AttributeValue::S(s) => json!({"S": s}),
-        AttributeValue::N(n) => json!({"N": n}),
-        AttributeValue::B(b) => json!({"B": b64(b)}),
-        AttributeValue::Bool(b) => json!({"BOOL": b}),
-        AttributeValue::Null(_) => json!({"NULL": true}),
-        AttributeValue::Ss(v) => json!({"SS": v}),
-        AttributeValue::Ns(v) => json!({"NS": v}),
-        AttributeValue::Bs(v) => json!({"BS": v.iter().map(b64).collect::<Vec<_>>()}),
-        AttributeValue::L(v) => json!({"L": v.iter().map(attribute_json).collect::<Vec<_>>()}),
-        AttributeValue::M(m) => json!({"M": image(m)}),
-        _ => Value::Null,
+        Value::Object(typed) if typed.is_empty() => *value = json!({"M": {}}),
+        Value::Object(typed) => {
+            if let Some(map) = typed.get_mut("M") {
+                fix_empty_maps(map);
+            }
+            if let Some(Value::Array(list)) = typed.get_mut("L") {
+                list.iter_mut().for_each(fix_attribute);
+            }
+        }
+        _ => {}
     }
-}
-
-fn image(item: &std::collections::HashMap<String, AttributeValue>) -> Value {
-    Value::Object(item.iter().map(|(k, v)| (k.clone(), attribute_json(v))).collect::<Map<_, _>>())
 }
 
 /// A stream record as Lambda's DynamoDB event holds it.
-fn lambda_record(record: &Record, arn: &str) -> Value {
-    let data = record.dynamodb();
-    json!({
-        "eventID": record.event_id(),
-        "eventName": record.event_name().map(|n| n.as_str().to_owned()),
-        "eventVersion": record.event_version(),
-        "eventSource": "aws:dynamodb",
-        "awsRegion": record.aws_region(),
-        "eventSourceARN": arn,
-        "dynamodb": {
-            "Keys": data.and_then(|d| d.keys()).map(image),
-            "NewImage": data.and_then(|d| d.new_image()).map(image),
-            "SequenceNumber": data.and_then(|d| d.sequence_number()),
-            "SizeBytes": data.and_then(|d| d.size_bytes()),
-            "StreamViewType": data.and_then(|d| d.stream_view_type()).map(|v| v.as_str().to_owned()),
-        },
-    })
+fn lambda_record(mut record: Value, arn: &str) -> Value {
+    for image in ["Keys", "NewImage", "OldImage"] {
+        if let Some(image) = record.get_mut("dynamodb").and_then(|d| d.get_mut(image)) {
+            fix_empty_maps(image);
+        }
+    }
+    if let Some(fields) = record.as_object_mut() {
+        fields.insert("eventSourceARN".to_owned(), json!(arn));
+    }
+    record
 }
 
 fn load_state(path: &Path) -> BTreeMap<String, String> {
@@ -109,35 +129,65 @@ fn save_state(path: &Path, state: &BTreeMap<String, String>) -> Result<()> {
     std::fs::rename(&partial, path).context("saving the relay's position")
 }
 
-/// Runs the relay until stopped (or, with `once`, until the stream has nothing new and
-/// one sweep ran).
+/// A stream that feeds the dispatcher, as the template maps it.
+struct Source {
+    arn: String,
+    /// The table's name after the prefix, which keys its shards' positions.
+    table: String,
+    batch: usize,
+    filters: Vec<Value>,
+}
+
+impl Source {
+    /// Whether Lambda would hand `record` over.
+    fn wants(&self, record: &Value) -> bool {
+        self.filters.is_empty() || self.filters.iter().any(|f| filter::matches(f, Some(record)))
+    }
+}
+
+/// The dispatcher's streams, from the embedded template.
+async fn sources(client: &aws_sdk_dynamodb::Client, tables: &Tables) -> Result<Vec<Source>> {
+    let mut sources = Vec::new();
+    for source in infra::template::Template::embedded()?.stream_sources("dispatcher")? {
+        source.filters.iter().try_for_each(filter::check)?;
+        let table = Table::ALL
+            .into_iter()
+            .find(|t| t.suffix() == source.table)
+            .ok_or_else(|| anyhow!("the template's stream of {} is no table of the code", source.table))?;
+        let name = tables.name(table);
+        let arn = client
+            .describe_table()
+            .table_name(name)
+            .send()
+            .await?
+            .table
+            .and_then(|t| t.latest_stream_arn)
+            .ok_or_else(|| anyhow!("table {name} has no stream (cairn-admin tables create makes it with one)"))?;
+        sources.push(Source { arn, table: source.table, batch: source.batch_size, filters: source.filters });
+    }
+    Ok(sources)
+}
+
+/// Runs the relay until stopped (or, with `once`, until the streams have nothing new
+/// and one sweep ran).
 ///
 /// # Errors
-/// When the events table or its stream cannot be read.
+/// When a table or its stream cannot be read.
 pub async fn run(client: &aws_sdk_dynamodb::Client, tables: &Tables, settings: &Settings) -> Result<()> {
-    let streams = streams_client();
+    let streams = Streams::from_env();
     let dispatcher = dispatcher::Dispatcher::new(client.clone(), tables.clone());
-    let table = tables.name(Table::Events);
-    let arn = client
-        .describe_table()
-        .table_name(table)
-        .send()
-        .await?
-        .table
-        .and_then(|t| t.latest_stream_arn)
-        .ok_or_else(|| anyhow!("table {table} has no stream (cairn-admin tables create makes it with one)"))?;
-    // Shard id -> the sequence number of the last record handed over and accepted.
+    let sources = sources(client, tables).await?;
+    // "<table>/<shard id>" -> the sequence number of the last record handed over and accepted.
     let mut state = load_state(&settings.state_file);
     let mut last_sweep: Option<Instant> = None;
     loop {
-        let handed = relay_once(&streams, &dispatcher, &arn, &mut state, &settings.state_file).await;
-        let handed = match handed {
-            Ok(n) => n,
-            Err(error) => {
-                eprintln!("relay: {error:#}");
-                0
+        let mut handed = 0;
+        for source in &sources {
+            match relay_once(&streams, &dispatcher, source, &mut state, &settings.state_file).await {
+                Ok(n) => handed += n,
+                Err(error) => eprintln!("relay: {}: {error:#}", source.table),
             }
-        };
+        }
         if last_sweep.is_none_or(|at| at.elapsed() >= settings.sweep) {
             if let Err(error) = dispatcher.handle(json!({"source": "cairn.relay"})).await {
                 eprintln!("relay: sweep: {error}");
@@ -153,57 +203,95 @@ pub async fn run(client: &aws_sdk_dynamodb::Client, tables: &Tables, settings: &
     }
 }
 
-/// Hands every new record of every shard over; returns how many.
+/// Hands every new record of every shard of `source` over; returns how many records
+/// were read (the filtered out among them).
 async fn relay_once(
-    streams: &aws_sdk_dynamodbstreams::Client,
+    streams: &Streams,
     dispatcher: &dispatcher::Dispatcher,
-    arn: &str,
+    source: &Source,
     state: &mut BTreeMap<String, String>,
     state_file: &Path,
 ) -> Result<usize> {
-    let description = streams.describe_stream().stream_arn(arn).send().await?;
-    let shards = description.stream_description.map(|d| d.shards.unwrap_or_default()).unwrap_or_default();
+    let arn = source.arn.as_str();
+    let description = streams.call("DescribeStream", json!({"StreamArn": arn})).await?;
+    let shards = description["StreamDescription"]["Shards"].as_array().cloned().unwrap_or_default();
     let mut handed = 0;
     for shard in shards {
-        let Some(shard_id) = shard.shard_id else { continue };
-        let request = streams.get_shard_iterator().stream_arn(arn).shard_id(&shard_id);
-        let request = match state.get(&shard_id) {
-            Some(sequence) => {
-                request.shard_iterator_type(ShardIteratorType::AfterSequenceNumber).sequence_number(sequence)
-            }
-            None => request.shard_iterator_type(ShardIteratorType::TrimHorizon),
+        let Some(shard_id) = shard["ShardId"].as_str() else { continue };
+        let position = format!("{}/{shard_id}", source.table);
+        let request = match state.get(&position) {
+            Some(sequence) => json!({"StreamArn": arn, "ShardId": shard_id,
+                "ShardIteratorType": "AFTER_SEQUENCE_NUMBER", "SequenceNumber": sequence}),
+            None => json!({"StreamArn": arn, "ShardId": shard_id, "ShardIteratorType": "TRIM_HORIZON"}),
         };
-        let Some(mut iterator) = request.send().await?.shard_iterator else { continue };
+        let iterator = streams.call("GetShardIterator", request).await?;
+        let Some(mut iterator) = iterator["ShardIterator"].as_str().map(str::to_owned) else { continue };
         loop {
-            let out = streams.get_records().shard_iterator(&iterator).limit(100).send().await?;
-            let records = out.records.unwrap_or_default();
-            if records.is_empty() {
-                break;
-            }
-            for batch in records.chunks(BATCH) {
-                let event: Vec<Value> = batch.iter().map(|r| lambda_record(r, arn)).collect();
+            let mut out = streams.call("GetRecords", json!({"ShardIterator": iterator, "Limit": 100})).await?;
+            let records: Vec<Value> = match out["Records"].take() {
+                Value::Array(records) if !records.is_empty() => records,
+                _ => break,
+            };
+            let sequence_of = |record: &Value| record["dynamodb"]["SequenceNumber"].as_str().map(str::to_owned);
+            let last = records.last().and_then(sequence_of);
+            let count = records.len();
+            let wanted: Vec<(Value, String)> = records
+                .into_iter()
+                .filter_map(|record| {
+                    let sequence = sequence_of(&record)?;
+                    Some((lambda_record(record, arn), sequence))
+                })
+                .filter(|(record, _)| source.wants(record))
+                .collect();
+            for batch in wanted.chunks(source.batch) {
+                let event: Vec<&Value> = batch.iter().map(|(record, _)| record).collect();
                 let answer = dispatcher.handle(json!({"Records": event})).await?;
                 let failed = answer["batchItemFailures"][0]["itemIdentifier"].as_str().map(str::to_owned);
-                // Past every record before the first failed one, as the mapping moves on.
-                let accepted = batch
-                    .iter()
-                    .filter_map(|r| r.dynamodb().and_then(|d| d.sequence_number()))
-                    .take_while(|sequence| Some(*sequence) != failed.as_deref())
-                    .last();
-                if let Some(sequence) = accepted {
-                    state.insert(shard_id.clone(), sequence.to_owned());
+                if let Some(failed) = failed {
+                    // Past every record before the failed one, as the mapping moves on.
+                    let before = batch.iter().map(|(_, sequence)| sequence).take_while(|s| **s != failed).last();
+                    if let Some(sequence) = before {
+                        state.insert(position.clone(), sequence.clone());
+                        save_state(state_file, state)?;
+                    }
+                    return Ok(handed + batch.len());
+                }
+                if let Some((_, sequence)) = batch.last() {
+                    state.insert(position.clone(), sequence.clone());
                     save_state(state_file, state)?;
                 }
-                handed += batch.len();
-                if failed.is_some() {
-                    return Ok(handed);
-                }
             }
-            match out.next_shard_iterator {
-                Some(next) => iterator = next,
+            // Past every record read, the filtered out too.
+            if let Some(last) = last {
+                state.insert(position.clone(), last);
+                save_state(state_file, state)?;
+            }
+            handed += count;
+            match out["NextShardIterator"].as_str() {
+                Some(next) => iterator = next.to_owned(),
                 None => break,
             }
         }
     }
     Ok(handed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_map_from_dynamodb_local_reads_as_dynamodb_writes_it() {
+        let record = json!({"eventName": "INSERT", "dynamodb": {
+            "Keys": {"tenant_id": {"S": "t"}},
+            "NewImage": {"tenant_id": {"S": "t"}, "metadata": {}, "nested": {"M": {"inner": {}}}, "list": {"L": [{}]}},
+        }});
+        let fixed = lambda_record(record, "arn:stream");
+        let image = &fixed["dynamodb"]["NewImage"];
+        assert_eq!(image["metadata"], json!({"M": {}}));
+        assert_eq!(image["nested"], json!({"M": {"inner": {"M": {}}}}));
+        assert_eq!(image["list"], json!({"L": [{"M": {}}]}));
+        assert_eq!(image["tenant_id"], json!({"S": "t"}));
+        assert_eq!(fixed["eventSourceARN"], "arn:stream");
+    }
 }

@@ -7,13 +7,13 @@ use std::process::ExitCode;
 use clap::Parser;
 use shared::config::Config;
 
-/// Reads DynamoDB Local's stream of the events table and hands it to the dispatcher's
-/// own handler; sweeps due retries every `--sweep-ms`. Tables and endpoint from the
+/// Reads DynamoDB Local's streams that feed the dispatcher (the events and checkpoints
+/// tables') and hands them to the dispatcher's own handler; sweeps due retries every `--sweep-ms`. Tables and endpoint from the
 /// environment (`TABLE_PREFIX`, `AWS_ENDPOINT_URL_DYNAMODB`), as cairn-admin's.
 #[derive(Debug, Parser)]
 #[command(name = "cairn-relay")]
 struct Cli {
-    /// Where the position in the stream is kept between runs.
+    /// Where the position in the streams is kept between runs.
     #[arg(long, value_name = "FILE")]
     state_file: PathBuf,
     /// Milliseconds between polls of an idle stream.
@@ -22,7 +22,7 @@ struct Cli {
     /// Milliseconds between sweeps of due retries.
     #[arg(long, default_value_t = 2000)]
     sweep_ms: u64,
-    /// Stop once the stream has nothing new.
+    /// Stop once the streams have nothing new.
     #[arg(long)]
     once: bool,
 }

@@ -278,12 +278,13 @@ WebhookEventType = Literal[
     "failure.ignored",
     "credits.added",
     "credits.low",
+    "checkpoint.created",
 ]
 
 
 class WebhookEndpoint(Model):
     """Where the tenant's events are posted, signed as Standard Webhooks specifies.
-    ``event_types`` empty: every type. ``disabled_reason`` says why Cairn disabled it
+    ``event_types`` empty: every type but the opt-in ``checkpoint.created``. ``disabled_reason`` says why Cairn disabled it
     (410 Gone, or five days of failed attempts)."""
 
     id: str

@@ -95,6 +95,28 @@ fn by_execution_entry(execution: &ExecutionId, sequence: u64) -> String {
     format!("{execution}#{sequence:010}")
 }
 
+/// The checkpoint whose by-execution entry `item` is, with the partition it is in: what
+/// the checkpoints table's stream reports when a checkpoint is created (that entry has
+/// no state, so its record stays small). `None` for every other item of the table.
+///
+/// # Errors
+/// [`StoreError::Corrupt`] for an item with a by-execution entry's key that is not one.
+pub fn created_entry(item: Item) -> Result<Option<(String, Checkpoint)>, StoreError> {
+    let Some(entry) = item.get("entry").and_then(|e| e.as_s().ok()) else { return Ok(None) };
+    let is_by_execution = entry.split_once('#').is_some_and(|(execution, sequence)| {
+        ExecutionId::parse(execution).is_some() && sequence.len() == 10 && sequence.bytes().all(|b| b.is_ascii_digit())
+    });
+    if !is_by_execution {
+        return Ok(None);
+    }
+    let record: CheckpointRecord = serde_dynamo::from_item(item)?;
+    let checkpoint = record.checkpoint()?;
+    if record.entry != by_execution_entry(&checkpoint.execution_id, checkpoint.sequence) {
+        return Err(StoreError::Corrupt(format!("checkpoint {}: entry {}", record.id, record.entry)));
+    }
+    Ok(Some((record.tenant_id, checkpoint)))
+}
+
 fn part_key(checkpoint: &CheckpointId, index: usize) -> String {
     format!("{checkpoint}#{index:04}")
 }
