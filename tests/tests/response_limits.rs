@@ -579,3 +579,57 @@ async fn a_full_batch_of_the_checkpoints_stream_fits_the_dispatchers_payload() {
     );
     assert!(payload <= MAX_REQUEST_PAYLOAD, "{payload} bytes > {MAX_REQUEST_PAYLOAD}");
 }
+
+/// The webhooks routes' largest answers: 16 endpoints with the longest URL and an
+/// escape-heavy description, and a page of 100 deliveries of the largest event (an
+/// execution failed with the longest key and message) that each keep 20 attempts with
+/// errors as long as are kept.
+#[tokio::test]
+async fn the_largest_webhook_endpoints_and_deliveries_pages_fit() {
+    use domain::webhooks::deliveries::{ATTEMPTS_KEPT, ERROR_MAX_CHARS};
+    use domain::webhooks::{AttemptRecord, Deliveries, Delivery, Event, EventType};
+
+    let (env, t, api, wf) = running_workflow().await;
+    let types: Vec<&str> = EventType::SUBSCRIBABLE.iter().map(|t| t.as_str()).collect();
+    let mut endpoint = String::new();
+    for i in 0..16 {
+        // At most 2,048 characters (`%22` is a quote in a URL).
+        let url = format!("http://127.0.0.1:9/{i:02}/{}", "%22".repeat(675));
+        assert!(url.len() <= 2048, "{}", url.len());
+        let body = json!({"url": url, "description": heavy(500), "event_types": types, "workflow_id": wf});
+        endpoint =
+            api.post(&t.key, "/webhook-endpoints", &body).await.expect(201).body["id"].as_str().expect("id").to_owned();
+    }
+    let app = webhooks::app(env.client.clone(), env.tables.clone(), Arc::new(SystemClock));
+    fits("GET /webhook-endpoints, 16 endpoints", payload(&app, &t.key, "/webhook-endpoints").await.0);
+
+    let start = json!({"workflow_id": wf, "key": heavy(256)});
+    let e = api.post(&t.key, "/executions", &start).await.expect(201).body["id"].as_str().expect("id").to_owned();
+    let fail = json!({"error_type": format!("A{}", "_".repeat(63)), "message": heavy(4096)});
+    api.post(&t.key, &format!("/executions/{e}/fail"), &fail).await.expect(200);
+    let tenant = shared::auth::stored::owner(&t.id).expect("tenant");
+    let runs = domain::runs::Runs::new(env.client.clone(), env.tables.clone(), 1);
+    let execution = runs.load(&tenant, &shared::ids::ExecutionId::parse(&e).expect("id")).await.expect("execution");
+    let endpoint_id = shared::ids::EndpointId::parse(&endpoint).expect("endpoint id");
+    let deliveries = Deliveries::new(env.client.clone(), env.tables.clone());
+    let now = chrono::Utc::now();
+    for _ in 0..100 {
+        let event = Event::execution(EventType::ExecutionFailed, &execution, now);
+        let mut delivery = Delivery::new(&t.id, &endpoint_id, &event, now);
+        for n in 0..ATTEMPTS_KEPT {
+            let error = Some(heavy(ERROR_MAX_CHARS + 50));
+            let attempt =
+                AttemptRecord { at: shared::time::format(now), status_code: Some(599), latency_ms: u64::MAX, error };
+            // Failed for good with the last, so that no sweep takes it.
+            delivery = delivery.after(attempt, n + 1 == ATTEMPTS_KEPT, 0.5, now);
+        }
+        let item: shared::dynamo::Item = serde_dynamo::to_item(&delivery).expect("item");
+        let size = shared::dynamo::item_size(&item);
+        assert!(size <= 400 * 1024, "a delivery item of {size} bytes");
+        assert!(deliveries.create(&delivery).await.expect("stored"));
+    }
+    let path = format!("/webhook-endpoints/{endpoint}/deliveries?limit=100");
+    let (size, response) = payload(&app, &t.key, &path).await;
+    assert_eq!(body_of(&response)["items"].as_array().expect("items").len(), 100);
+    fits("GET /webhook-endpoints/{id}/deliveries?limit=100, the largest deliveries", size);
+}

@@ -21,6 +21,10 @@ use crate::Error;
 pub const DELIVERY_DAYS: i64 = 30;
 /// The attempts kept on a delivery (the newest).
 pub const ATTEMPTS_KEPT: usize = 20;
+/// The characters of an attempt's error kept (an error names at most a host, 253
+/// characters, and what went wrong): with [`ATTEMPTS_KEPT`], what bounds a page of
+/// deliveries within Lambda's 6 MB.
+pub const ERROR_MAX_CHARS: usize = 400;
 /// The delay before each retry, after the first attempt: Standard Webhooks' schedule
 /// (about 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 14 h, 20 h, 24 h), 10 attempts in all.
 pub const RETRY_DELAYS_SECONDS: [i64; 9] = [5, 300, 1_800, 7_200, 18_000, 36_000, 50_400, 72_000, 86_400];
@@ -132,7 +136,11 @@ impl Delivery {
         let mut next = self.clone();
         let succeeded = outcome.status_code.is_some_and(|c| (200..300).contains(&c));
         next.attempt_count += 1;
-        next.attempts.push(outcome);
+        let error = outcome.error.map(|e| match e.char_indices().nth(ERROR_MAX_CHARS) {
+            Some((end, _)) => format!("{}…", &e[..end]),
+            None => e,
+        });
+        next.attempts.push(AttemptRecord { error, ..outcome });
         if next.attempts.len() > ATTEMPTS_KEPT {
             next.attempts.remove(0);
         }
@@ -236,7 +244,7 @@ impl Deliveries {
             Some(id) => format!("{endpoint}#evt_{}", id.as_str().trim_start_matches("wd_")),
             None => format!("{endpoint}#~"),
         };
-        let out = self
+        let query = self
             .client
             .query()
             .table_name(self.table())
@@ -244,14 +252,10 @@ impl Deliveries {
             .expression_attribute_values(":t", s(tenant.as_str()))
             .expression_attribute_values(":lo", s(format!("{endpoint}#")))
             .expression_attribute_values(":hi", s(upper.clone()))
-            .scan_index_forward(false)
-            .limit(i32::try_from(limit + 2).unwrap_or(i32::MAX))
-            .send()
-            .await
-            .map_err(classify)?;
-        let mut items: Vec<Delivery> = out
-            .items
-            .unwrap_or_default()
+            .scan_index_forward(false);
+        // Across DynamoDB's 1 MB pages: a page of large deliveries is more than one.
+        let found = shared::dynamo::query_window(query, "delivery", 0, limit as usize + 2).await?;
+        let mut items: Vec<Delivery> = found
             .into_iter()
             .map(serde_dynamo::from_item)
             .collect::<Result<Vec<Delivery>, _>>()
@@ -407,6 +411,23 @@ mod tests {
         let pending: std::collections::HashMap<String, AttributeValue> =
             serde_dynamo::to_item(delivery()).expect("item");
         assert!(pending["due"].is_s() && pending["next_attempt_at"].is_s());
+    }
+
+    #[test]
+    fn only_the_newest_attempts_and_the_start_of_a_long_error_are_kept() {
+        let now = Utc::now();
+        let mut d = delivery();
+        for i in 0..ATTEMPTS_KEPT + 5 {
+            let long = AttemptRecord { error: Some(format!("{i:02}{}", "😀".repeat(1000))), ..attempt(Some(500)) };
+            d = d.after(long, false, 0.5, now);
+        }
+        assert_eq!((d.attempts.len(), d.attempt_count), (ATTEMPTS_KEPT, 25));
+        assert!(d.attempts[0].error.as_deref().expect("error").starts_with("05"), "the oldest kept is the 6th");
+        let kept = d.attempts[0].error.as_deref().expect("error");
+        assert_eq!(kept.chars().count(), ERROR_MAX_CHARS + 1);
+        assert!(kept.ends_with('…'));
+        let short = delivery().after(AttemptRecord { error: Some("refused".into()), ..attempt(None) }, false, 0.5, now);
+        assert_eq!(short.attempts[0].error.as_deref(), Some("refused"));
     }
 
     #[test]
