@@ -44,9 +44,10 @@ async fn verify_origin(State(secret): State<Option<String>>, request: Request, n
     next.run(request).await
 }
 
-/// Wraps an area's routes in the shared edge: authentication and `Idempotency-Key`
-/// handling on every route, then panic safety, gzip for clients that accept it, request
-/// ids and the access log around everything. Unknown paths and
+/// Wraps an area's routes in the shared edge: authentication, then the decoding of a
+/// gzip body (never before the key is known good) and `Idempotency-Key` handling on
+/// every route; panic safety, gzip for clients that accept it, request ids,
+/// `Cache-Control: no-store` and the access log around everything. Unknown paths and
 /// methods get problem+json too.
 pub fn api(routes: Router, auth: AuthState) -> Router {
     api_with_public(routes, Router::new(), auth)
@@ -60,9 +61,9 @@ pub fn api_with_public(routes: Router, public: Router, auth: AuthState) -> Route
         .fallback(no_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(from_fn_with_state(auth.clone(), crate::idempotency::layer))
+        .layer(from_fn(crate::body::decode_gzip))
         .layer(from_fn_with_state(auth, require_api_key))
         .merge(public.method_not_allowed_fallback(method_not_allowed))
-        .layer(from_fn(crate::body::decode_gzip))
         .layer(from_fn_with_state(origin_secret, verify_origin))
         .layer(CatchPanicLayer::custom(panic_response))
         .layer(CompressionLayer::new())
@@ -209,6 +210,9 @@ async fn request_context(request: Request, next: Next) -> Response {
     if let Ok(value) = HeaderValue::from_str(&request_id) {
         response.headers_mut().insert("x-request-id", value);
     }
+    // Every answer is one tenant's data (or about its key): no cache, shared or private,
+    // may keep it.
+    response.headers_mut().insert(http::header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     let tenant = response.extensions().get::<TenantId>().map(|t| t.as_str().to_owned());
     let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
     let status = response.status().as_u16();

@@ -56,8 +56,16 @@ async fn every_route_refuses_missing_unknown_revoked_and_basic_credentials(api: 
             let reply = call.send().await;
             reply.expect_problem(401, "unauthorized");
             assert_eq!(reply.header("www-authenticate"), Some("Bearer"), "{method} {path}");
+            assert_eq!(reply.header("cache-control"), Some("no-store"), "{method} {path}");
         }
     }
+    // An answer with the tenant's data is never kept by a cache either.
+    let listed = api.get(&t.key, "/workflows").await;
+    listed.expect(200);
+    assert_eq!(listed.header("cache-control"), Some("no-store"));
+    let unknown = api.get(&t.key, "/workflows/wf_0193a6f21c2b7d3e8f000123456789ab").await;
+    unknown.expect_problem(404, "not_found");
+    assert_eq!(unknown.header("cache-control"), Some("no-store"));
 }
 
 /// A warm instance starts a read's work before the key's item is back (it has seen the

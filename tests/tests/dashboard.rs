@@ -82,6 +82,8 @@ where
         assert_eq!(csp, expected.content_security_policy());
         assert!(csp.contains("script-src 'self'") && csp.contains("frame-ancestors 'none'"));
         assert_eq!(answer.headers[header::X_CONTENT_TYPE_OPTIONS], "nosniff");
+        // Once a browser has seen the dashboard over HTTPS, it never asks over HTTP.
+        assert_eq!(answer.headers[header::STRICT_TRANSPORT_SECURITY], "max-age=63072000; includeSubDomains");
     }
     let script = get(Method::GET, "/dashboard/app.js").await;
     assert_eq!(script.status, StatusCode::OK);

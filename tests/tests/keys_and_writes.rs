@@ -642,6 +642,25 @@ async fn a_3_mib_write_sent_gzipped_is_stored_and_read_back() {
     assert_eq!(stored["items"][0]["value"].as_str().map(str::len), Some(3 * 1024 * 1024));
 }
 
+/// A gzip body is inflated only for a key known good: with an unknown key, even a body
+/// that is not gzip at all is answered 401, not 400. In process only, as above.
+#[tokio::test]
+async fn a_gzip_body_is_not_inflated_before_the_key_is_known_good() {
+    let env = api_tests::env().await;
+    let api = Api::new(api_tests::Transport::in_process(&env));
+    let t = env.tenant().await;
+    let unknown = format!("cairn_{}", "Z".repeat(43));
+    let send = |key: String| {
+        let api = api.clone();
+        async move {
+            let call = api.request(Method::POST, "/workflows").key(&key).header("content-encoding", "gzip");
+            call.raw_body("application/json", b"not gzip at all".to_vec()).send().await
+        }
+    };
+    send(unknown).await.expect_problem(401, "unauthorized");
+    send(t.key.clone()).await.expect_problem(400, "malformed_request");
+}
+
 /// A metadata filter examines at most 1,000 checkpoints a request: a match beyond them
 /// is reached by following `next_starting_after`, through a page that holds nothing.
 /// In process only (a thousand writes; the HTTP path adds nothing).
