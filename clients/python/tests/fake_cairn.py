@@ -18,7 +18,7 @@ from urllib.parse import parse_qsl, urlsplit
 import httpx
 import respx
 
-BASE = "http://cairn.test/api/v1"
+BASE = "https://cairn.test/api/v1"
 IDS = itertools.count(1)
 NOW = "2026-11-24T10:00:00.000Z"
 

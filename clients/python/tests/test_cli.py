@@ -18,7 +18,7 @@ from rich.console import Console
 from cairn.cli import cli, parse_minimal_toml, read_profiles, toml_dumps
 from cairn.cli import output as cli_output
 
-BASE = "http://cairn.test/api/v1"
+BASE = "https://cairn.test/api/v1"
 KEY = "cairn_" + "k" * 43
 T = "2026-11-24T10:00:00.000Z"  # milliseconds, as the API sends them: --json must keep them
 
@@ -590,6 +590,47 @@ def test_login_verifies_and_writes_the_profile_0600_without_printing_the_key(
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
 
 
+def test_a_key_on_the_command_line_is_warned_about_and_stdin_is_read_without_a_prompt(
+    run: Any, config_home: Path
+) -> None:
+    with respx.mock:
+        respx.get(f"{BASE}/billing/balance").respond(200, json=BALANCE)
+        flagged = run("--api-key", KEY, "billing", "balance")
+        assert flagged.exit_code == 0, printed(flagged)
+        assert "shell history" in flagged.stderr
+        piped = run("login", env={"CAIRN_API_KEY": None}, input=f"  {KEY}  \nignored\n")
+        assert piped.exit_code == 0, printed(piped)
+        assert "shell history" not in piped.stderr
+        assert "API key:" not in printed(piped), "no prompt when the key comes from a pipe"
+    assert read_profiles(config_home / "cairn" / "config.toml")["default"]["api_key"] == KEY
+
+
+def test_plain_http_to_another_machine_needs_insecure_which_login_keeps(run: Any, config_home: Path) -> None:
+    plain = "http://cairn.internal/api/v1"
+    with respx.mock:
+        balance = respx.get(f"{plain}/billing/balance").respond(200, json=BALANCE)
+        refused = run("billing", "balance", env={"CAIRN_API_URL": plain})
+        assert refused.exit_code == 1
+        assert "error: insecure_url:" in refused.stderr
+        assert "--insecure" in refused.stderr
+        assert not balance.called
+        allowed = run("--insecure", "billing", "balance", env={"CAIRN_API_URL": plain})
+        assert allowed.exit_code == 0, printed(allowed)
+        # Login with --insecure keeps the choice in the profile, for later commands.
+        login = run(
+            "--insecure",
+            "login",
+            "--api-url",
+            plain,
+            env={"CAIRN_API_KEY": None, "CAIRN_API_URL": None},
+            input=f"{KEY}\n",
+        )
+        assert login.exit_code == 0, printed(login)
+        later = run("billing", "balance", env={"CAIRN_API_KEY": None, "CAIRN_API_URL": None})
+        assert later.exit_code == 0, printed(later)
+    assert read_profiles(config_home / "cairn" / "config.toml")["default"]["allow_insecure"] == "true"
+
+
 def test_login_with_a_refused_key_writes_nothing(run: Any, config_home: Path) -> None:
     with respx.mock:
         respx.get(f"{BASE}/billing/balance").mock(return_value=problem(401, "unauthorized", "unknown key"))
@@ -604,14 +645,14 @@ def test_precedence_flag_then_environment_then_profile(run: Any, config_home: Pa
     path = config_home / "cairn" / "config.toml"
     path.parent.mkdir(parents=True)
     path.write_text(
-        '# written by hand\n[default]\napi_key = "file_key"\napi_url = "http://file.test/api/v1"\n\n'
+        '# written by hand\n[default]\napi_key = "file_key"\napi_url = "https://file.test/api/v1"\n\n'
         "[other]\napi_key = 'other_file_key'  # a literal string\n"
     )
     no_env: dict[str, str | None] = {"CAIRN_API_KEY": None, "CAIRN_API_URL": None}
     with respx.mock:
-        file_host = respx.get("http://file.test/api/v1/billing/balance").respond(200, json=BALANCE)
+        file_host = respx.get("https://file.test/api/v1/billing/balance").respond(200, json=BALANCE)
         env_host = respx.get(f"{BASE}/billing/balance").respond(200, json=BALANCE)
-        flag_host = respx.get("http://flag.test/api/v1/billing/balance").respond(200, json=BALANCE)
+        flag_host = respx.get("https://flag.test/api/v1/billing/balance").respond(200, json=BALANCE)
 
         assert run("billing", "balance", env=no_env).exit_code == 0
         assert file_host.calls.last.request.headers["X-API-Key"] == "file_key"
@@ -624,7 +665,7 @@ def test_precedence_flag_then_environment_then_profile(run: Any, config_home: Pa
         assert run("billing", "balance", env={"CAIRN_API_KEY": "env_key"}).exit_code == 0
         assert env_host.calls.last.request.headers["X-API-Key"] == "env_key"
 
-        flags = ["--api-key", "flag_key", "--api-url", "http://flag.test/api/v1"]
+        flags = ["--api-key", "flag_key", "--api-url", "https://flag.test/api/v1"]
         assert run(*flags, "billing", "balance", env={"CAIRN_API_KEY": "env_key"}).exit_code == 0
         assert flag_host.calls.last.request.headers["X-API-Key"] == "flag_key"
 
@@ -642,7 +683,7 @@ TOML = """\
 # cairn profiles
 [default]
 api_key = "cairn_abc"   # trailing comment
-api_url = "http://x.test/api/v1"
+api_url = "https://x.test/api/v1"
 
 ["with.dot"]
 api_key = 'C:\\raw'
@@ -652,7 +693,7 @@ note = "tab\\tquote\\" unicode \\u00e9"
 
 def test_the_minimal_toml_parser_reads_what_tomllib_reads() -> None:
     expected = {
-        "default": {"api_key": "cairn_abc", "api_url": "http://x.test/api/v1"},
+        "default": {"api_key": "cairn_abc", "api_url": "https://x.test/api/v1"},
         "with.dot": {"api_key": "C:\\raw", "note": 'tab\tquote" unicode é'},
     }
     assert parse_minimal_toml(TOML) == expected

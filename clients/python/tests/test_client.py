@@ -12,7 +12,7 @@ import respx
 
 from cairn import AsyncCairn, Cairn, errors
 
-BASE = "http://cairn.test/api/v1"
+BASE = "https://cairn.test/api/v1"
 
 
 def problem(status: int, code: str, detail: str = "x", **extra: Any) -> httpx.Response:
@@ -73,12 +73,58 @@ def test_the_key_is_sent_and_never_shown(client: Cairn) -> None:
 
 def test_configuration_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CAIRN_API_KEY", "env_key")
-    monkeypatch.setenv("CAIRN_API_URL", "http://other.test/api/v1/")
+    monkeypatch.setenv("CAIRN_API_URL", "https://other.test/api/v1/")
     c = Cairn()
-    assert (c._settings.api_key, c._settings.base_url) == ("env_key", "http://other.test/api/v1")
+    assert (c._settings.api_key, c._settings.base_url) == ("env_key", "https://other.test/api/v1")
     monkeypatch.delenv("CAIRN_API_KEY")
     with pytest.raises(errors.Unauthorized, match="CAIRN_API_KEY"):
         Cairn()
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:3000/api/v1",
+        "http://127.9.9.9/api/v1",
+        "http://localhost:3000/api/v1",
+        "http://cairn.localhost/api/v1",
+        "http://[::1]:3000/api/v1",
+        "https://api.example.com/api/v1",
+        "HTTPS://api.example.com/api/v1",
+    ],
+)
+def test_https_and_this_machine_are_allowed(url: str) -> None:
+    assert Cairn("k", base_url=url)._settings.base_url == url.rstrip("/")
+    assert AsyncCairn("k", base_url=url)._settings.base_url == url.rstrip("/")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://api.example.com/api/v1",
+        "HTTP://10.0.0.5:3000/api/v1",
+        "http://[2001:db8::1]/api/v1",
+        "http://127.0.0.1.nip.io/",
+    ],
+)
+def test_plain_http_to_another_machine_is_refused_unless_the_caller_opts_in(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("CAIRN_ALLOW_INSECURE", raising=False)
+    with respx.mock(assert_all_called=False) as mock:
+        sent = mock.route().respond(200)
+        for make in (Cairn, AsyncCairn):
+            with pytest.raises(errors.InsecureURL, match="in clear") as refused:
+                make("key_secret_123", base_url=url)
+            assert refused.value.code == "insecure_url"
+            assert "key_secret_123" not in str(refused.value)
+        monkeypatch.setenv("CAIRN_API_URL", url)
+        with pytest.raises(errors.InsecureURL):
+            Cairn("k")
+        assert not sent.called, "nothing was sent"
+    assert Cairn("k", base_url=url, allow_insecure=True)._settings.base_url == url.rstrip("/")
+    monkeypatch.setenv("CAIRN_ALLOW_INSECURE", "1")
+    assert Cairn("k")._settings.base_url == url.rstrip("/")
 
 
 @pytest.mark.parametrize(

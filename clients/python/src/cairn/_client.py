@@ -19,8 +19,9 @@ class Cairn(Resources):
 
     ``Cairn()`` reads ``CAIRN_API_KEY`` and ``CAIRN_API_URL`` (default the local stack,
     ``http://127.0.0.1:3000/api/v1``); arguments override them. The key is sent as
-    ``X-API-Key`` and never shown in reprs or logs. Use it as a context manager, or call
-    ``close()``, to release its connections.
+    ``X-API-Key`` and never shown in reprs or logs. A plain ``http://`` URL to another
+    machine is refused (:class:`~cairn.errors.InsecureURL`) unless ``allow_insecure=True``.
+    Use it as a context manager, or call ``close()``, to release its connections.
     """
 
     def __init__(
@@ -32,8 +33,11 @@ class Cairn(Resources):
         max_retries: int = 3,
         max_elapsed: float = 60.0,
         http_client: httpx.Client | None = None,
+        allow_insecure: bool = False,
     ) -> None:
-        self._settings: Settings = settings(api_key, base_url, timeout, max_retries, max_elapsed)
+        self._settings: Settings = settings(
+            api_key, base_url, timeout, max_retries, max_elapsed, allow_insecure
+        )
         super().__init__(API(self._settings, http_client or httpx.Client(timeout=timeout)))
 
     def __repr__(self) -> str:
@@ -69,8 +73,11 @@ class AsyncCairn(AsyncResources):
         max_retries: int = 3,
         max_elapsed: float = 60.0,
         http_client: httpx.AsyncClient | None = None,
+        allow_insecure: bool = False,
     ) -> None:
-        self._settings: Settings = settings(api_key, base_url, timeout, max_retries, max_elapsed)
+        self._settings: Settings = settings(
+            api_key, base_url, timeout, max_retries, max_elapsed, allow_insecure
+        )
         super().__init__(AsyncAPI(self._settings, http_client or httpx.AsyncClient(timeout=timeout)))
 
     def __repr__(self) -> str:

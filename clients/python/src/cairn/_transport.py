@@ -11,6 +11,7 @@ reused by its retries, so a retry never starts or charges twice.
 from __future__ import annotations
 
 import gzip
+import ipaddress
 import json
 import os
 import random
@@ -18,6 +19,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -48,21 +50,52 @@ class Settings:
         return f"Settings(base_url={self.base_url!r}, api_key='***', max_retries={self.max_retries})"
 
 
+def _truthy(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes")
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names this machine: ``localhost`` (and ``*.localhost``) or a
+    loopback address."""
+    host = host.strip("[]").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_url(url: str, allow_insecure: bool) -> None:
+    """Refuses (:class:`~cairn.errors.InsecureURL`) a plain ``http://`` URL to another
+    machine unless ``allow_insecure``: the key would travel in clear."""
+    parts = urlsplit(url)
+    if parts.scheme.lower() == "http" and not is_loopback(parts.hostname or "") and not allow_insecure:
+        raise errors.InsecureURL(
+            f"{url} is plain http to another machine: the API key would cross the network in clear. "
+            "Use https://, or pass allow_insecure=True (cairn --insecure, CAIRN_ALLOW_INSECURE=1) "
+            "for a private network you trust"
+        )
+
+
 def settings(
     api_key: str | None,
     base_url: str | None,
     timeout: float,
     max_retries: int,
     max_elapsed: float,
+    allow_insecure: bool = False,
 ) -> Settings:
     """Arguments first, then ``CAIRN_API_KEY`` and ``CAIRN_API_URL`` (and
-    ``CAIRN_COMPRESS_REQUESTS=0`` to send large bodies uncompressed)."""
+    ``CAIRN_COMPRESS_REQUESTS=0`` to send large bodies uncompressed,
+    ``CAIRN_ALLOW_INSECURE=1`` to allow plain http to another machine)."""
     key = api_key or os.environ.get("CAIRN_API_KEY")
     if not key:
         raise errors.Unauthorized(
             "no API key: pass api_key=... or set CAIRN_API_KEY (cairn login stores one for the CLI)"
         )
     url = (base_url or os.environ.get("CAIRN_API_URL") or DEFAULT_BASE_URL).rstrip("/")
+    check_url(url, allow_insecure or _truthy("CAIRN_ALLOW_INSECURE"))
     compress = os.environ.get("CAIRN_COMPRESS_REQUESTS", "1").strip().lower() not in ("0", "false", "no")
     return Settings(key, url, timeout, max_retries, max_elapsed, compress)
 

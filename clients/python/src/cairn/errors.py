@@ -146,6 +146,15 @@ class APIConnectionError(CairnError):
     code = "connection_error"
 
 
+class InsecureURL(CairnError):
+    """A plain ``http://`` base URL to a host that is not this machine: the API key
+    would cross the network in clear. Use ``https://``, or opt in with
+    ``allow_insecure=True`` (``--insecure``, ``CAIRN_ALLOW_INSECURE=1``) for a private
+    network you trust. Raised before anything is sent."""
+
+    code = "insecure_url"
+
+
 class DeletionIncomplete(CairnError):
     """A deletion still had more to purge after the most requests allowed (each answered
     202); sending DELETE again continues it, and the service finishes it by itself once

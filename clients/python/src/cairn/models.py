@@ -284,8 +284,9 @@ WebhookEventType = Literal[
 
 class WebhookEndpoint(Model):
     """Where the tenant's events are posted, signed as Standard Webhooks specifies.
-    ``event_types`` empty: every type but the opt-in ``checkpoint.created``. ``disabled_reason`` says why Cairn disabled it
-    (410 Gone, or five days of failed attempts)."""
+    ``event_types`` empty: every type but the opt-in ``checkpoint.created``.
+    ``disabled_reason`` says why Cairn disabled it (410 Gone, or five days of failed
+    attempts)."""
 
     id: str
     url: str

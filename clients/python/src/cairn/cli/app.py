@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import sys
 from typing import Any
 
 import click
@@ -89,9 +90,16 @@ class CairnGroup(click.Group):
 )
 @click.option("--profile", default="default", show_default=True, help="Profile of the config file.")
 @click.option("--json", "as_json", is_flag=True, help="Print the API's JSON (lists: an array of items).")
+@click.option(
+    "--insecure",
+    is_flag=True,
+    help="Allow a plain http:// API URL to another machine (the key travels in clear).",
+)
 @click.version_option(package_name="cairn-client", prog_name="cairn")
 @click.pass_context
-def cli(ctx: click.Context, api_key: str | None, api_url: str | None, profile: str, as_json: bool) -> None:
+def cli(
+    ctx: click.Context, api_key: str | None, api_url: str | None, profile: str, as_json: bool, insecure: bool
+) -> None:
     """Cairn from the command line: workflows, executions, checkpoints, failures, billing, keys,
     webhooks.
 
@@ -99,30 +107,55 @@ def cli(ctx: click.Context, api_key: str | None, api_url: str | None, profile: s
     in $XDG_CONFIG_HOME/cairn/config.toml (~/.config/cairn/config.toml) that `cairn login`
     writes.
     """
-    ctx.obj = State(ctx, api_key, api_url, profile, as_json)
+    if api_key:
+        warn_key_on_command_line()
+    ctx.obj = State(ctx, api_key, api_url, profile, as_json, insecure)
+
+
+def warn_key_on_command_line() -> None:
+    click.echo(
+        "warning: a key on the command line lands in your shell history and the process list; "
+        "prefer `cairn login` (it asks, or reads standard input) or CAIRN_API_KEY",
+        err=True,
+    )
+
+
+def read_key() -> str:
+    """The key from a hidden prompt on a terminal, else the first line of standard input
+    (``cairn login < key.txt``, ``printenv KEY | cairn login``)."""
+    if sys.stdin.isatty():
+        return str(click.prompt("API key", hide_input=True, err=True))
+    return sys.stdin.readline()
 
 
 @cli.command()
-@click.option("--api-key", "key", metavar="KEY", help="The key (asked for, hidden, when not given).")
+@click.option("--api-key", "key", metavar="KEY", help="The key (else asked for, hidden, or read from stdin).")
 @click.option("--api-url", "url", metavar="URL", help="The API base URL to keep with it.")
 @click.option("--profile", "profile", help="The profile to write (default: the global --profile).")
 def login(key: str | None, url: str | None, profile: str | None) -> None:
-    """Checks an API key and keeps it in a profile of the config file (mode 0600)."""
+    """Checks an API key and keeps it in a profile of the config file (mode 0600).
+
+    The key is asked for without echo on a terminal, else read from standard input."""
     s = state()
+    if key:
+        warn_key_on_command_line()
     profile = profile or s.profile
     path = config_path()
     profiles = read_profiles(path)
     saved = profiles.get(profile, {})
-    key = (key or s.api_key or click.prompt("API key", hide_input=True, err=True)).strip()
+    key = (key or s.api_key or read_key()).strip()
     if not key:
         raise click.UsageError("the API key is empty")
     url = url or s.api_url or os.environ.get("CAIRN_API_URL") or saved.get("api_url") or None
-    with Cairn(key, base_url=url) as client:
+    insecure = s.insecure or saved.get("allow_insecure") == "true"
+    with Cairn(key, base_url=url, allow_insecure=insecure) as client:
         balance = client.billing.balance()
-    entry = {k: v for k, v in saved.items() if k not in ("api_key", "api_url")}
+    entry = {k: v for k, v in saved.items() if k not in ("api_key", "api_url", "allow_insecure")}
     entry["api_key"] = key
     if url:
         entry["api_url"] = url
+    if insecure:
+        entry["allow_insecure"] = "true"
     profiles[profile] = entry
     write_profiles(path, profiles)
     click.echo(f"key accepted ({balance.credits_balance} credits); saved profile {profile!r} in {path}")

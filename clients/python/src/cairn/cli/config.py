@@ -68,10 +68,17 @@ class State:
     """The global options, and the client made from them on first use."""
 
     def __init__(
-        self, ctx: click.Context, api_key: str | None, api_url: str | None, profile: str, as_json: bool
+        self,
+        ctx: click.Context,
+        api_key: str | None,
+        api_url: str | None,
+        profile: str,
+        as_json: bool,
+        insecure: bool = False,
     ) -> None:
         self.ctx = ctx
         self.api_key, self.api_url, self.profile, self.as_json = api_key, api_url, profile, as_json
+        self.insecure = insecure
         self._client: Cairn | None = None
 
     def settings(self) -> tuple[str | None, str | None]:
@@ -84,6 +91,13 @@ class State:
             url = url or saved.get("api_url") or None
         return key, url
 
+    def allow_insecure(self) -> bool:
+        """``--insecure``, or a profile that `cairn login --insecure` wrote."""
+        return (
+            self.insecure
+            or read_profiles(config_path()).get(self.profile, {}).get("allow_insecure") == "true"
+        )
+
     def client(self) -> Cairn:
         if self._client is None:
             key, url = self.settings()
@@ -92,7 +106,7 @@ class State:
                     f"no API key: run `cairn login` (profile {self.profile!r} in {config_path()}), "
                     "set CAIRN_API_KEY, or pass --api-key"
                 )
-            self._client = Cairn(key, base_url=url)
+            self._client = Cairn(key, base_url=url, allow_insecure=self.allow_insecure())
             self.ctx.call_on_close(self._client.close)
         return self._client
 
