@@ -19,6 +19,7 @@ use shared::dynamo::{
     Attempt, Part, StoreError, Table, Tables, Transaction, TransactionError, built, classify, n, retry_races, s,
 };
 use shared::ids::KeyId;
+use shared::scopes::Scopes;
 
 use crate::Error;
 
@@ -26,6 +27,10 @@ use crate::Error;
 pub const SHOWN_PREFIX_LEN: usize = 10;
 /// The longest key name.
 pub const NAME_MAX: usize = 100;
+/// The most live (unrevoked) keys a tenant may hold at once: 409 past it.
+pub const MAX_LIVE_KEYS: u64 = 100;
+/// The most keys a count of a tenant's keys reaches (revoked keys stay listed).
+pub const MAX_KEYS_COUNTED: u64 = 100_000;
 
 /// An API key as its tenant sees it: never the secret.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,6 +45,30 @@ pub struct Key {
     pub created_at: DateTime<Utc>,
     /// When it was revoked; a revoked key authenticates nothing.
     pub revoked_at: Option<DateTime<Utc>>,
+    /// What it may do.
+    pub scopes: Scopes,
+    /// From when it authenticates nothing.
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+/// What a new key is to be.
+#[derive(Debug, Clone, Default)]
+pub struct NewKey {
+    /// Its name.
+    pub name: Option<String>,
+    /// What it may do.
+    pub scopes: Scopes,
+    /// From when it authenticates nothing.
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+/// A page of a tenant's keys, newest first.
+#[derive(Debug, Clone)]
+pub struct KeyPage {
+    /// The keys.
+    pub items: Vec<Key>,
+    /// Whether more follow.
+    pub has_more: bool,
 }
 
 impl Key {
@@ -52,6 +81,8 @@ impl Key {
             prefix: record.key_prefix.clone(),
             created_at: time(&record.created_at)?,
             revoked_at: record.revoked_at.as_deref().map(time).transpose()?,
+            scopes: Scopes::stored(record.scopes.as_deref()),
+            expires_at: record.expires_at.as_deref().map(time).transpose()?,
         })
     }
 }
@@ -90,6 +121,16 @@ impl KeyStore {
         Self { client, tables }
     }
 
+    /// A query of the tenant's keys in the `by_tenant` index (`:t` bound to the tenant),
+    /// its key condition still to set.
+    fn by_tenant(&self, tenant: &TenantId) -> aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder {
+        self.client
+            .query()
+            .table_name(self.tables.name(Table::ApiKeys))
+            .index_name("by_tenant")
+            .expression_attribute_values(":t", s(tenant.as_str()))
+    }
+
     /// The tenant's keys, newest first, revoked ones included. Read from the
     /// `by_tenant` index: a key created in the last second may be missing from it on
     /// DynamoDB (its indexes are eventually consistent).
@@ -109,12 +150,8 @@ impl KeyStore {
         let mut start = None;
         loop {
             let out = self
-                .client
-                .query()
-                .table_name(self.tables.name(Table::ApiKeys))
-                .index_name("by_tenant")
+                .by_tenant(tenant)
                 .key_condition_expression("tenant_id = :t")
-                .expression_attribute_values(":t", s(tenant.as_str()))
                 .scan_index_forward(false)
                 .set_exclusive_start_key(start)
                 .send()
@@ -130,17 +167,59 @@ impl KeyStore {
         }
     }
 
-    /// Issues a key for the tenant, named `name`, counted as live in the same
-    /// transaction. Returns it with its secret, which is stored nowhere (only its
-    /// SHA-256 is): this is the one time anybody sees it. `before_commit` sees the key
-    /// (without its secret) just before the transaction is sent.
+    /// A page of the tenant's keys, newest first, revoked ones included: at most
+    /// `limit`, those made before key `after` (which must be the tenant's) when given.
+    /// Read from the `by_tenant` index, as [`Self::list`].
     ///
     /// # Errors
-    /// [`Error::NotFound`] when the tenant does not exist, storage errors.
+    /// [`Error::NotFound`] for an `after` that is not the tenant's key; storage errors.
+    pub async fn page(&self, tenant: &TenantId, after: Option<&KeyId>, limit: usize) -> Result<KeyPage, Error> {
+        let mut query = self.by_tenant(tenant).scan_index_forward(false);
+        query = match after {
+            Some(id) => {
+                self.find(id)
+                    .await?
+                    .filter(|record| record.tenant_id == tenant.as_str())
+                    .ok_or_else(|| Error::not_found("key", id.as_str()))?;
+                query
+                    .key_condition_expression("tenant_id = :t AND key_id < :after")
+                    .expression_attribute_values(":after", s(id.as_str()))
+            }
+            None => query.key_condition_expression("tenant_id = :t"),
+        };
+        let found = shared::dynamo::query_window(query, "key_id", 0, limit + 1).await?;
+        let mut items = found
+            .into_iter()
+            .map(|item| Ok(Key::from_record(&serde_dynamo::from_item(item).map_err(StoreError::from)?)?))
+            .collect::<Result<Vec<_>, Error>>()?;
+        let has_more = items.len() > limit;
+        items.truncate(limit);
+        Ok(KeyPage { items, has_more })
+    }
+
+    /// How many keys the tenant has, revoked ones included (a count of the index, up to
+    /// [`MAX_KEYS_COUNTED`]).
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub async fn count(&self, tenant: &TenantId) -> Result<u64, Error> {
+        let query = self.by_tenant(tenant).key_condition_expression("tenant_id = :t");
+        Ok(shared::dynamo::count(query, MAX_KEYS_COUNTED).await?)
+    }
+
+    /// Issues a key for the tenant, as `new` says, counted as live in the same
+    /// transaction (at most [`MAX_LIVE_KEYS`]). Returns it with its secret, which is
+    /// stored nowhere (only its SHA-256 is): this is the one time anybody sees it.
+    /// `before_commit` sees the key (without its secret) just before the transaction is
+    /// sent.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] when the tenant does not exist, [`Error::InvalidState`] at the
+    /// cap of live keys, storage errors.
     pub async fn create(
         &self,
         tenant: &TenantId,
-        name: Option<String>,
+        new: NewKey,
         now: DateTime<Utc>,
         before_commit: crate::BeforeCommit<'_, Key>,
     ) -> Result<(Key, String), Error> {
@@ -149,10 +228,12 @@ impl KeyStore {
             key_hash: hash_key(&secret),
             key_id: KeyId::generate_at(now).to_string(),
             tenant_id: tenant.as_str().to_owned(),
-            name,
+            name: new.name,
             key_prefix: secret.chars().take(SHOWN_PREFIX_LEN).collect(),
             created_at: shared::time::format(now),
             revoked_at: None,
+            scopes: new.scopes.to_stored(),
+            expires_at: new.expires_at.map(shared::time::format),
         };
         let put = Put::builder()
             .table_name(self.tables.name(Table::ApiKeys))
@@ -162,9 +243,12 @@ impl KeyStore {
             .table_name(self.tables.name(Table::Tenants))
             .key("tenant_id", s(tenant.as_str()))
             .update_expression("SET live_keys = if_not_exists(live_keys, :zero) + :one")
-            .condition_expression("attribute_exists(tenant_id)")
+            .condition_expression(
+                "attribute_exists(tenant_id) AND (attribute_not_exists(live_keys) OR live_keys < :cap)",
+            )
             .expression_attribute_values(":zero", n(0))
-            .expression_attribute_values(":one", n(1));
+            .expression_attribute_values(":one", n(1))
+            .expression_attribute_values(":cap", n(MAX_LIVE_KEYS));
         let mut tx = Transaction::new();
         tx.push(Part::Tenant, TransactWriteItem::builder().update(built(count.build())?).build());
         tx.push(Part::ApiKey, TransactWriteItem::builder().put(built(put.build())?).build());
@@ -172,7 +256,20 @@ impl KeyStore {
         before_commit(&key);
         match tx.commit(&self.client).await {
             Ok(()) => Ok((key, secret)),
-            Err(TransactionError::Condition(Part::Tenant)) => Err(Error::not_found("tenant", tenant.as_str())),
+            Err(TransactionError::Condition(Part::Tenant)) => {
+                let item = shared::dynamo::get_item(
+                    &self.client,
+                    self.tables.name(Table::Tenants),
+                    &[("tenant_id", tenant.as_str())],
+                )
+                .await?;
+                if item.is_none() {
+                    return Err(Error::not_found("tenant", tenant.as_str()));
+                }
+                Err(Error::InvalidState(format!(
+                    "the tenant has {MAX_LIVE_KEYS} live keys, the most it may hold; revoke one it no longer uses first"
+                )))
+            }
             Err(e) => Err(e.into()),
         }
     }

@@ -40,7 +40,12 @@ pub async fn create_key(client: &Client, tables: &Tables, tenant: &str, now: &st
     let now = shared::time::parse(now).map_err(|e| anyhow!("{e}"))?;
     let store = domain::keys::KeyStore::new(client.clone(), tables.clone());
     match store
-        .create(&shared::auth::trusted::tenant(&id), Some("Created by cairn-admin".to_owned()), now, &|_| ())
+        .create(
+            &shared::auth::trusted::tenant(&id),
+            domain::keys::NewKey { name: Some("Created by cairn-admin".to_owned()), ..Default::default() },
+            now,
+            &|_| (),
+        )
         .await
     {
         Ok((key, secret)) => Ok((key.id, secret)),

@@ -15,6 +15,7 @@ use sha2::{Digest, Sha256};
 use crate::dynamo::{Table, Tables, get_item};
 use crate::error::ApiError;
 use crate::ids::TenantKey;
+use crate::scopes::Scopes;
 
 /// The tenant a request acts for. Only authentication (and the admin command line,
 /// through [`trusted::tenant`]) can make one, so a store call cannot be made for a
@@ -244,6 +245,32 @@ pub struct ApiKeyRecord {
     /// When it was revoked; a revoked key authenticates nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revoked_at: Option<String>,
+    /// What it may do ([`crate::scopes`]); absent: everything (every key made before
+    /// scopes existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scopes: Option<Vec<String>>,
+    /// From when it authenticates nothing; absent: never.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<String>,
+}
+
+/// What a live key grants: its tenant, its scopes, and until when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant {
+    /// The tenant it acts for.
+    pub tenant: TenantId,
+    /// What it may do.
+    pub scopes: Scopes,
+    /// From when it authenticates nothing.
+    pub expires_at: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+impl Grant {
+    /// Whether the key has expired at `now` (from its `expires_at` on, exactly).
+    #[must_use]
+    pub fn expired(&self, now: chrono::DateTime<chrono::Utc>) -> bool {
+        self.expires_at.is_some_and(|at| now >= at)
+    }
 }
 
 /// A tenant's record.
@@ -276,7 +303,7 @@ pub fn presented_key(headers: &HeaderMap) -> Option<&str> {
 /// [`ApiError::Unavailable`] when the key cannot be looked up.
 pub async fn authenticate(client: &Client, tables: &Tables, headers: &HeaderMap) -> Result<TenantId, ApiError> {
     let key = presented_key(headers).filter(|k| is_well_formed_key(k)).ok_or(ApiError::Unauthorized)?;
-    tenant_of(client, tables, &hash_key(key)).await
+    Ok(grant_of(client, tables, &hash_key(key)).await?.tenant)
 }
 
 /// The hash of the request's API key, when it presents a well-formed one.
@@ -285,21 +312,34 @@ pub fn presented_hash(headers: &HeaderMap) -> Option<String> {
     presented_key(headers).filter(|k| is_well_formed_key(k)).map(hash_key)
 }
 
-/// The tenant of the live key whose hash is `hash` (one consistent read).
+/// What the live key whose hash is `hash` grants (one consistent read).
 ///
 /// # Errors
-/// [`ApiError::Unauthorized`] for an unknown or revoked key; [`ApiError::Unavailable`]
-/// when the key cannot be looked up.
-pub async fn tenant_of(client: &Client, tables: &Tables, hash: &str) -> Result<TenantId, ApiError> {
+/// [`ApiError::Unauthorized`] for an unknown, revoked or expired key;
+/// [`ApiError::Unavailable`] when the key cannot be looked up.
+pub async fn grant_of(client: &Client, tables: &Tables, hash: &str) -> Result<Grant, ApiError> {
     let item = get_item(client, tables.name(Table::ApiKeys), &[("key_hash", hash)]).await?;
     let Some(item) = item else { return Err(ApiError::Unauthorized) };
     let record: ApiKeyRecord = serde_dynamo::from_item(item).map_err(crate::dynamo::StoreError::from)?;
     if record.revoked_at.is_some() {
         return Err(ApiError::Unauthorized);
     }
-    let tenant = TenantKey::parse(&record.tenant_id)
-        .ok_or_else(|| ApiError::internal(format!("key {} has a malformed tenant id", record.key_id)))?;
-    Ok(TenantId(tenant.as_str().to_owned()))
+    let malformed = |what: &str| ApiError::internal(format!("key {} has a malformed {what}", record.key_id));
+    let tenant = TenantKey::parse(&record.tenant_id).ok_or_else(|| malformed("tenant id"))?;
+    let expires_at = record
+        .expires_at
+        .as_deref()
+        .map(|at| crate::time::parse(at).map_err(|_| malformed("expires_at")))
+        .transpose()?;
+    let grant = Grant {
+        tenant: TenantId(tenant.as_str().to_owned()),
+        scopes: Scopes::stored(record.scopes.as_deref()),
+        expires_at,
+    };
+    if grant.expired(chrono::Utc::now()) {
+        return Err(ApiError::Unauthorized);
+    }
+    Ok(grant)
 }
 
 /// What the authentication layer needs.
@@ -361,7 +401,7 @@ struct Known {
 
 #[derive(Debug)]
 struct Seen {
-    tenant: TenantId,
+    grant: Grant,
     /// The epoch the key was last proven live at, and when the read that proved it was
     /// sent (wall clock: a frozen instance's monotonic clock may not count the freeze).
     live_at: Option<(u64, std::time::SystemTime)>,
@@ -376,10 +416,11 @@ impl KnownKeys {
     /// older version of the code, one that did not move the epoch on, could go unseen.
     pub const LIVE_AT_FOR: std::time::Duration = std::time::Duration::from_secs(300);
 
-    /// The tenant last seen for this key hash.
+    /// What this key hash was last seen to grant (a key's tenant, scopes and expiry
+    /// never change).
     #[must_use]
-    pub fn get(&self, hash: &str) -> Option<TenantId> {
-        self.0.lock().ok()?.keys.get(hash).map(|seen| seen.tenant.clone())
+    pub fn get(&self, hash: &str) -> Option<Grant> {
+        self.0.lock().ok()?.keys.get(hash).map(|seen| seen.grant.clone())
     }
 
     /// The keys epoch this key was proven live at, if within [`Self::LIVE_AT_FOR`].
@@ -391,14 +432,14 @@ impl KnownKeys {
         when.elapsed().is_ok_and(|age| age < Self::LIVE_AT_FOR).then_some(epoch)
     }
 
-    /// Remembers that `hash` was a live key of `tenant`; `live_at`: at that keys epoch,
-    /// returned by a count before the key's item was read at the time given.
-    pub fn remember(&self, hash: &str, tenant: &TenantId, live_at: Option<(u64, std::time::SystemTime)>) {
+    /// Remembers that `hash` was a live key granting `grant`; `live_at`: at that keys
+    /// epoch, returned by a count before the key's item was read at the time given.
+    pub fn remember(&self, hash: &str, grant: &Grant, live_at: Option<(u64, std::time::SystemTime)>) {
         if let Ok(mut known) = self.0.lock() {
             if known.keys.len() >= Self::MAX {
                 known.keys.clear();
             }
-            known.keys.insert(hash.to_owned(), Seen { tenant: tenant.clone(), live_at });
+            known.keys.insert(hash.to_owned(), Seen { grant: grant.clone(), live_at });
         }
     }
 
@@ -518,13 +559,14 @@ mod tests {
             let offset = Duration::from_secs(age.unsigned_abs());
             if age >= 0 { now - offset } else { now + offset }
         };
-        known.remember("h", &tenant, None);
-        assert_eq!((known.get("h"), known.live_at("h")), (Some(tenant.clone()), None), "seen, not proven");
-        known.remember("h", &tenant, Some((7, at(290))));
+        let grant = Grant { tenant, scopes: Scopes::full(), expires_at: None };
+        known.remember("h", &grant, None);
+        assert_eq!((known.get("h"), known.live_at("h")), (Some(grant.clone()), None), "seen, not proven");
+        known.remember("h", &grant, Some((7, at(290))));
         assert_eq!(known.live_at("h"), Some(7));
-        known.remember("h", &tenant, Some((7, at(310))));
+        known.remember("h", &grant, Some((7, at(310))));
         assert_eq!(known.live_at("h"), None, "older than five minutes");
-        known.remember("h", &tenant, Some((7, at(-60))));
+        known.remember("h", &grant, Some((7, at(-60))));
         assert_eq!(known.live_at("h"), None, "a clock that went back ends the proof");
         known.forget("h");
         assert_eq!(known.get("h"), None);

@@ -38,6 +38,9 @@ pub enum ApiError {
     /// 401: the API key is missing, unknown or revoked.
     #[error("unauthorized")]
     Unauthorized,
+    /// 403: the key's scopes do not include the one the request needs.
+    #[error("this API key lacks the scope {0}, which this request needs")]
+    InsufficientScope(String),
     /// 402: a charge would take the credit balance below zero.
     #[error("insufficient credits: {0}")]
     InsufficientCredits(String),
@@ -119,6 +122,7 @@ impl ApiError {
             Self::MalformedRequest(_) => StatusCode::BAD_REQUEST,
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
             Self::InsufficientCredits(_) => StatusCode::PAYMENT_REQUIRED,
+            Self::InsufficientScope(_) => StatusCode::FORBIDDEN,
             Self::NotFound { .. } | Self::Absent(_) | Self::NoRoute(_) => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::InvalidState(_) | Self::IdempotencyInProgress => StatusCode::CONFLICT,
@@ -139,6 +143,7 @@ impl ApiError {
             Self::MalformedRequest(_) => "malformed_request",
             Self::Unauthorized => "unauthorized",
             Self::InsufficientCredits(_) => "insufficient_credits",
+            Self::InsufficientScope(_) => "insufficient_scope",
             Self::NotFound { .. } | Self::Absent(_) | Self::NoRoute(_) => "not_found",
             Self::MethodNotAllowed => "method_not_allowed",
             Self::InvalidState(_) => "invalid_state",
@@ -184,6 +189,9 @@ struct Problem<'a> {
     request_id: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     errors: Option<&'a [FieldError]>,
+    /// The scope a 403 `insufficient_scope` needed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    required_scope: Option<&'a str>,
 }
 
 /// Seconds a client should wait after a 503.
@@ -208,6 +216,10 @@ impl IntoResponse for ApiError {
             code: self.code(),
             request_id,
             errors,
+            required_scope: match &self {
+                Self::InsufficientScope(scope) => Some(scope.as_str()),
+                _ => None,
+            },
         };
         let body = serde_json::to_vec(&problem).unwrap_or_else(|_| b"{}".to_vec());
         let mut response = (status, body).into_response();
@@ -317,6 +329,7 @@ mod tests {
             (ApiError::MalformedRequest("x".into()), 400, "malformed_request"),
             (ApiError::Unauthorized, 401, "unauthorized"),
             (ApiError::InsufficientCredits("x".into()), 402, "insufficient_credits"),
+            (ApiError::InsufficientScope("keys:write".into()), 403, "insufficient_scope"),
             (ApiError::not_found("workflow", "wf_1"), 404, "not_found"),
             (ApiError::InvalidState("x".into()), 409, "invalid_state"),
             (ApiError::IdempotencyInProgress, 409, "idempotency_in_progress"),

@@ -284,8 +284,8 @@ impl Gate {
 
     /// Reads the key's item now (strongly consistent): live and the tenant's, or refused.
     async fn read_key(&self) -> Result<(), StoreError> {
-        match crate::auth::tenant_of(&self.auth.client, &self.auth.tables, &self.key_hash).await {
-            Ok(live) if live == self.tenant => {
+        match crate::auth::grant_of(&self.auth.client, &self.auth.tables, &self.key_hash).await {
+            Ok(live) if live.tenant == self.tenant => {
                 if let Ok(mut state) = self.state.lock() {
                     state.key_checked = true;
                 }
@@ -342,8 +342,12 @@ impl Gate {
         let check = ConditionCheck::builder()
             .table_name(self.auth.tables.name(Table::ApiKeys))
             .key("key_hash", s(&self.key_hash))
-            .condition_expression("tenant_id = :tenant AND attribute_not_exists(revoked_at)")
+            .condition_expression(
+                "tenant_id = :tenant AND attribute_not_exists(revoked_at) \
+                 AND (attribute_not_exists(expires_at) OR expires_at > :now)",
+            )
             .expression_attribute_values(":tenant", s(self.tenant.as_str()))
+            .expression_attribute_values(":now", s(crate::time::format(chrono::Utc::now())))
             .build();
         Ok(TransactWriteItem::builder().condition_check(crate::dynamo::built(check)?).build())
     }

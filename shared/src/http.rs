@@ -93,14 +93,14 @@ async fn require_api_key(State(auth): State<AuthState>, mut request: Request, ne
     // transaction carries a condition on the key's item as well ([`crate::gate`]). So a
     // revoked key writes nothing and is refused on its very next request. Otherwise the
     // key is read first.
-    let known = auth.known.get(&hash);
+    let known = auth.known.get(&hash).filter(|grant| !grant.expired(chrono::Utc::now()));
     let check_later = known.is_some();
-    let tenant = match known {
-        Some(tenant) => tenant,
-        None => match crate::auth::tenant_of(&auth.client, &auth.tables, &hash).await {
-            Ok(tenant) => {
-                auth.known.remember(&hash, &tenant, None);
-                tenant
+    let grant = match known {
+        Some(grant) => grant,
+        None => match crate::auth::grant_of(&auth.client, &auth.tables, &hash).await {
+            Ok(grant) => {
+                auth.known.remember(&hash, &grant, None);
+                grant
             }
             Err(error) => {
                 auth.known.forget(&hash);
@@ -108,7 +108,20 @@ async fn require_api_key(State(auth): State<AuthState>, mut request: Request, ne
             }
         },
     };
+    // Outside the key's scopes: refused before any work (a key known from this
+    // instance's memory is read first, so that a revoked one is told 401).
+    if let Some(needed) = crate::scopes::needed(request.method(), request.uri().path())
+        && !grant.scopes.allows(needed)
+    {
+        if check_later && let Err(error) = crate::auth::grant_of(&auth.client, &auth.tables, &hash).await {
+            auth.known.forget(&hash);
+            return error.into_response();
+        }
+        return ApiError::InsufficientScope(needed.to_string()).into_response();
+    }
+    let tenant = grant.tenant.clone();
     request.extensions_mut().insert(tenant.clone());
+    request.extensions_mut().insert(grant.scopes.clone());
     let gate = crate::gate::Gate::new(auth.clone(), tenant.clone(), hash.clone(), !check_later);
     // The epoch of a count or look finished before the key's read is sent below: if the
     // read finds the key live, the key is live at that epoch.
@@ -130,9 +143,9 @@ async fn require_api_key(State(auth): State<AuthState>, mut request: Request, ne
             None => epoch_before,
         };
         let sent = std::time::SystemTime::now();
-        match crate::auth::tenant_of(&auth.client, &auth.tables, &hash).await {
-            Ok(live) if live == tenant => {
-                auth.known.remember(&hash, &tenant, since.map(|epoch| (epoch, sent)));
+        match crate::auth::grant_of(&auth.client, &auth.tables, &hash).await {
+            Ok(live) if live.tenant == tenant => {
+                auth.known.remember(&hash, &live, since.map(|epoch| (epoch, sent)));
                 Ok(())
             }
             Ok(_) => Err(ApiError::Unauthorized),

@@ -22,6 +22,7 @@ pub mod pagination;
 pub mod query;
 pub mod rate_limit;
 pub mod request_id;
+pub mod scopes;
 pub mod spans;
 pub mod time;
 pub mod tls;

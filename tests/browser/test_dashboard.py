@@ -305,6 +305,23 @@ def test_dashboard_walkthrough(
     expect(new_row).to_have_attribute("data-live", "false")
     assert api.status_with_key(secret) == 401
 
+    # A restricted key: executions read only; its row says so and the API holds it to it.
+    tid(page, "key-create-name").fill("runs reader")
+    for area in ["workflows", "checkpoints", "failures", "billing", "keys", "webhooks"]:
+        tid(page, f"key-scope-{area}").select_option("")
+    tid(page, "key-scope-executions").select_option("read")
+    tid(page, "key-create-submit").click()
+    expect(secret_box).not_to_have_attribute("data-key-id", key_id)  # the new key's box
+    reader = secret_box.inner_text().strip()
+    reader_id = secret_box.get_attribute("data-key-id")
+    expect(tid(tid(page, "key-row", id=reader_id), "key-scopes")).to_have_text("executions:read")
+    assert api.status_with_key(reader, "/executions") == 200
+    assert api.status_with_key(reader, "/billing/balance") == 403
+    screenshot(page, "keys-restricted")
+    tid(page, "key-row", id=reader_id).get_by_role("button", name="Revoke").click()
+    tid(page, "confirm-ok").click()
+    expect(tid(page, "key-row", id=reader_id)).to_have_attribute("data-live", "false")
+
     live = tid(page, "key-row", live="true")
     expect(live).to_have_count(1)
     tid(live, "key-revoke").click()

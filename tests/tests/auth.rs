@@ -14,33 +14,97 @@ use shared::dynamo::Table;
 use tower::ServiceExt;
 
 both_paths!(
+    every_route_serves_a_key_in_scope_and_refuses_one_out_of_scope_changing_nothing,
     every_route_refuses_missing_unknown_revoked_and_basic_credentials,
     a_key_revoked_while_an_instance_is_warm_is_refused_on_its_very_next_read_and_write,
 );
+
+/// Every route that takes an API key (the Stripe webhook and the dashboard aside), its
+/// path's ids filled in.
+fn keyed_routes() -> Vec<(Method, String)> {
+    let routes = infra::template::Template::embedded().expect("template").routes().expect("routes");
+    assert!(routes.len() >= 24, "{} routes", routes.len());
+    routes
+        .into_iter()
+        .filter(|r| {
+            let route = (r.method.as_str(), r.path.as_str());
+            !billing::PUBLIC_ROUTES.contains(&route) && !dashboard::ROUTES.contains(&route)
+        })
+        .map(|r| (Method::from_bytes(r.method.as_bytes()).expect("method"), concrete(&r.path)))
+        .collect()
+}
+
+/// A route's path with its ids filled in.
+fn concrete(path: &str) -> String {
+    path.replace("{workflow_id}", "wf_0193a6f21c2b7d3e8f000123456789ab")
+        .replace("{execution_id}", "exec_0193a6f21c2b7d3e8f000123456789ab")
+        .replace("{checkpoint_id}", "cp_0193a6f21c2b7d3e8f000123456789ab")
+        .replace("{failure_id}", "fail_0193a6f21c2b7d3e8f000123456789ab")
+        .replace("{key_id}", "key_0193a6f21c2b7d3e8f000123456789ab")
+        .replace("{endpoint_id}", "we_0193a6f21c2b7d3e8f000123456789ab")
+        .replace("{delivery_id}", "wd_0193a6f21c2b7d3e8f000123456789ab")
+        .replace("/api/v1", "")
+}
+
+/// For every route, a key holding exactly the scope it needs is served (whatever the
+/// answer, never 401 or 403), and a key holding every other scope (for a read, its
+/// area's too: none allows it) is refused 403 `insufficient_scope` naming that scope;
+/// the refused calls change nothing the tenant can see.
+async fn every_route_serves_a_key_in_scope_and_refuses_one_out_of_scope_changing_nothing(api: Api, env: Env) {
+    use shared::scopes::{AREAS, Access};
+    let t = env.tenant().await;
+    let all: Vec<String> = AREAS.iter().flat_map(|a| [format!("{a}:read"), format!("{a}:write")]).collect();
+    let mut keys = std::collections::HashMap::new();
+    for area in AREAS {
+        for (access, name) in [(Access::Read, "read"), (Access::Write, "write")] {
+            let within = vec![format!("{area}:{name}")];
+            let without: Vec<&String> = all
+                .iter()
+                .filter(|s| !s.starts_with(&format!("{area}:")) || (access == Access::Write && s.ends_with(":read")))
+                .collect();
+            let mut made = Vec::new();
+            for scopes in [json!(within), json!(without)] {
+                let reply =
+                    api.post(&t.key, "/keys", &json!({"name": format!("{area} {name}"), "scopes": scopes})).await;
+                made.push(reply.expect(201).body["key"].as_str().expect("secret").to_owned());
+            }
+            keys.insert(format!("{area}:{name}"), made);
+        }
+    }
+    let seen = || async {
+        let mut totals = Vec::new();
+        for path in ["/workflows", "/executions", "/keys", "/webhook-endpoints", "/failures"] {
+            totals.push(api.get(&t.key, path).await.body["total"].clone());
+        }
+        totals.push(api.get(&t.key, "/billing/balance").await.body["credits_balance"].clone());
+        totals
+    };
+    let calls: Vec<(Method, String, String)> = keyed_routes()
+        .into_iter()
+        .map(|(method, path)| {
+            let needed = shared::scopes::needed(&method, &path).expect("every API route needs a scope").to_string();
+            (method, path, needed)
+        })
+        .collect();
+    assert!(calls.len() >= 30, "{} routes", calls.len());
+    for (method, path, needed) in &calls {
+        let served = api.request(method.clone(), path).key(&keys[needed][0]).json(&json!({})).send().await;
+        assert!(![401, 403].contains(&served.status), "{method} {path} with {needed}: {}", served.status);
+    }
+    let before = seen().await;
+    for (method, path, needed) in &calls {
+        let refused = api.request(method.clone(), path).key(&keys[needed][1]).json(&json!({})).send().await;
+        refused.expect_problem(403, "insufficient_scope");
+        assert_eq!(refused.body["required_scope"], needed.as_str(), "{method} {path}");
+    }
+    assert_eq!(seen().await, before, "the refused calls changed nothing");
+}
 
 async fn every_route_refuses_missing_unknown_revoked_and_basic_credentials(api: Api, env: Env) {
     let t = env.tenant().await;
     let revoked = env.revoked_key(&t).await;
     let unknown = format!("cairn_{}", "Z".repeat(43));
-    let routes = infra::template::Template::embedded().expect("template").routes().expect("routes");
-    assert!(routes.len() >= 24, "{} routes", routes.len());
-    for route in routes {
-        if billing::PUBLIC_ROUTES.contains(&(route.method.as_str(), route.path.as_str()))
-            || dashboard::ROUTES.contains(&(route.method.as_str(), route.path.as_str()))
-        {
-            continue;
-        }
-        let path = route
-            .path
-            .replace("{workflow_id}", "wf_0193a6f21c2b7d3e8f000123456789ab")
-            .replace("{execution_id}", "exec_0193a6f21c2b7d3e8f000123456789ab")
-            .replace("{checkpoint_id}", "cp_0193a6f21c2b7d3e8f000123456789ab")
-            .replace("{failure_id}", "fail_0193a6f21c2b7d3e8f000123456789ab")
-            .replace("{key_id}", "key_0193a6f21c2b7d3e8f000123456789ab")
-            .replace("{endpoint_id}", "we_0193a6f21c2b7d3e8f000123456789ab")
-            .replace("{delivery_id}", "wd_0193a6f21c2b7d3e8f000123456789ab")
-            .replace("/api/v1", "");
-        let method = Method::from_bytes(route.method.as_bytes()).expect("method");
+    for (method, path) in keyed_routes() {
         let credentials: [Option<(&'static str, String)>; 5] = [
             None,
             Some(("x-api-key", unknown.clone())),

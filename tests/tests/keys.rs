@@ -10,7 +10,118 @@ both_paths!(
     bad_names_and_unknown_keys_change_nothing,
     an_idempotent_retry_makes_one_key_and_never_stores_the_secret,
     an_operator_revokes_any_key_the_last_live_one_included,
+    a_restricted_key_does_only_what_its_scopes_allow_and_makes_no_wider_key,
+    an_expiring_key_is_refused_from_its_expires_at_on,
+    keys_are_listed_in_pages_and_capped_at_a_hundred_live,
 );
+
+/// Creates a key with `body` using `key`; its secret and id.
+async fn make_key(api: &Api, key: &str, body: Value) -> (String, String) {
+    let made = api.post(key, "/keys", &body).await;
+    made.expect(201);
+    (made.body["key"].as_str().expect("secret").to_owned(), made.body["id"].as_str().expect("id").to_owned())
+}
+
+async fn a_restricted_key_does_only_what_its_scopes_allow_and_makes_no_wider_key(api: Api, env: Env) {
+    let t = env.tenant().await;
+    // Every key made before scopes, and the tenant's first, is full.
+    assert_eq!(items(api.get(&t.key, "/keys").await.expect(200))[0]["scopes"], json!(["*"]));
+    let scopes = json!(["executions:read", "workflows:write", "keys:write"]);
+    let (ci, ci_id) = make_key(&api, &t.key, json!({"name": "CI", "scopes": scopes})).await;
+    let listed = items(api.get(&t.key, "/keys").await.expect(200));
+    let shown = listed.iter().find(|k| k["id"] == ci_id.as_str()).expect("listed");
+    assert_eq!(shown["scopes"], json!(["executions:read", "keys:write", "workflows:write"]));
+
+    // In scope: served. Writing an area includes reading it.
+    let wf = api.post(&ci, "/workflows", &json!({"name": "w", "workflow_type": "custom"})).await;
+    let wf = wf.expect(201).body["id"].as_str().expect("id").to_owned();
+    api.get(&ci, "/workflows").await.expect(200);
+    api.get(&ci, "/executions").await.expect(200);
+    // Out of scope: 403 naming the scope, and nothing changes.
+    let refused = api.post(&ci, "/executions", &json!({"workflow_id": wf})).await;
+    refused.expect_problem(403, "insufficient_scope");
+    assert_eq!(refused.body["required_scope"], "executions:write");
+    assert!(refused.body["detail"].as_str().expect("detail").contains("executions:write"));
+    assert_eq!(api.get(&t.key, "/executions").await.body["total"], 0, "nothing was started");
+    api.get(&ci, "/billing/balance").await.expect_problem(403, "insufficient_scope");
+    api.get(&ci, "/failures").await.expect_problem(403, "insufficient_scope");
+
+    // It makes keys within its own scopes only; without `scopes`, exactly its own.
+    let wider = api.post(&ci, "/keys", &json!({"name": "wider", "scopes": ["*"]})).await;
+    wider.expect_problem(422, "validation_failed");
+    assert_eq!(wider.body["errors"][0]["field"], "scopes");
+    let also = api.post(&ci, "/keys", &json!({"name": "x", "scopes": ["failures:read"]})).await;
+    also.expect_problem(422, "validation_failed");
+    let (narrow, _) = make_key(&api, &ci, json!({"name": "reader", "scopes": ["workflows:read"]})).await;
+    let same = api.post(&ci, "/keys", &json!({"name": "same"})).await;
+    assert_eq!(same.expect(201).body["scopes"], json!(["executions:read", "keys:write", "workflows:write"]));
+    assert_eq!(api.get(&t.key, "/keys").await.body["total"], 4, "the refused ones were not made");
+    // A key without keys:write neither makes nor revokes keys.
+    let refused = api.post(&narrow, "/keys", &json!({"name": "n"})).await;
+    assert_eq!(refused.expect_problem(403, "insufficient_scope").body["required_scope"], "keys:write");
+    api.delete(&narrow, &format!("/keys/{ci_id}")).await.expect_problem(403, "insufficient_scope");
+    api.get(&ci, "/keys").await.expect(200);
+    api.get(&narrow, "/keys").await.expect_problem(403, "insufficient_scope");
+
+    for bad in [json!([]), json!(["executions:admin"]), json!("executions:read"), json!(["runs:read"])] {
+        let refused = api.post(&t.key, "/keys", &json!({"name": "bad", "scopes": bad})).await;
+        refused.expect_problem(422, "validation_failed");
+    }
+}
+
+async fn an_expiring_key_is_refused_from_its_expires_at_on(api: Api, env: Env) {
+    let t = env.tenant().await;
+    let soon = chrono::Utc::now() + chrono::Duration::seconds(3);
+    let at = soon.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    let (key, id) = make_key(&api, &t.key, json!({"name": "short-lived", "expires_at": at})).await;
+    let listed = items(api.get(&t.key, "/keys").await.expect(200));
+    assert_eq!(listed.iter().find(|k| k["id"] == id.as_str()).expect("listed")["expires_at"], at.as_str());
+    api.get(&key, "/workflows").await.expect(200);
+    let wait = soon - chrono::Utc::now() + chrono::Duration::milliseconds(200);
+    tokio::time::sleep(wait.to_std().unwrap_or_default()).await;
+    api.get(&key, "/workflows").await.expect_problem(401, "unauthorized");
+    api.post(&key, "/workflows", &json!({"name": "late", "workflow_type": "custom"}))
+        .await
+        .expect_problem(401, "unauthorized");
+    assert_eq!(api.get(&t.key, "/workflows").await.body["total"], 0, "the expired key wrote nothing");
+    for past in ["2020-01-01T00:00:00Z", "soon", "2027-13-01T00:00:00Z"] {
+        let refused = api.post(&t.key, "/keys", &json!({"name": "p", "expires_at": past})).await;
+        refused.expect_problem(422, "validation_failed");
+    }
+}
+
+async fn keys_are_listed_in_pages_and_capped_at_a_hundred_live(api: Api, env: Env) {
+    let t = env.tenant().await;
+    let cap = usize::try_from(domain::keys::MAX_LIVE_KEYS).expect("cap");
+    for i in 1..cap {
+        make_key(&api, &t.key, json!({"name": format!("k{i}")})).await;
+    }
+    let refused = api.post(&t.key, "/keys", &json!({"name": "one too many"})).await;
+    refused.expect_problem(409, "invalid_state");
+    let first = api.get(&t.key, "/keys?limit=40").await;
+    first.expect(200);
+    assert_eq!((first.body["total"].as_u64(), first.body["has_more"].as_bool()), (Some(100), Some(true)));
+    let mut seen: Vec<String> = items(&first).iter().map(|k| k["id"].as_str().expect("id").to_owned()).collect();
+    while let Some(last) = seen.last().cloned() {
+        let page = api.get(&t.key, &format!("/keys?limit=40&starting_after={last}")).await;
+        page.expect(200);
+        let ids: Vec<String> = items(&page).iter().map(|k| k["id"].as_str().expect("id").to_owned()).collect();
+        seen.extend(ids);
+        if page.body["has_more"] == false {
+            break;
+        }
+    }
+    assert_eq!(seen.len(), cap, "every key once");
+    let mut sorted = seen.clone();
+    sorted.sort_by(|a, b| b.cmp(a));
+    assert_eq!(seen, sorted, "newest first");
+    // A revoked key frees a place.
+    api.delete(&t.key, &format!("/keys/{}", seen[0])).await.expect(204);
+    make_key(&api, &t.key, json!({"name": "in its place"})).await;
+    let other = env.tenant().await;
+    api.get(&other.key, &format!("/keys?starting_after={}", seen[1])).await.expect_problem(404, "not_found");
+    api.get(&t.key, "/keys?limit=0").await.expect_problem(422, "validation_failed");
+}
 
 fn items(reply: &api_tests::Reply) -> Vec<Value> {
     reply.body["items"].as_array().expect("items").clone()

@@ -727,29 +727,83 @@ SECRET = "cairn_" + "s" * 43
 
 
 def api_key(n: int, **fields: Any) -> dict[str, Any]:
-    body = {"id": f"key_{n}", "name": f"key {n}", "prefix": "cairn_abcd", "created_at": T, "revoked_at": None}
+    body = {
+        "id": f"key_{n}",
+        "name": f"key {n}",
+        "prefix": "cairn_abcd",
+        "created_at": T,
+        "revoked_at": None,
+        "scopes": ["*"],
+        "expires_at": None,
+    }
     return {**body, **fields}
 
 
 def test_keys_list_as_a_table_and_as_the_apis_json(run: Any) -> None:
-    keys = [api_key(2, name="CI deploys"), api_key(1, revoked_at=T)]
+    keys = [
+        api_key(2, name="CI deploys", scopes=["executions:read", "keys:write"], expires_at=T),
+        api_key(1, revoked_at=T),
+    ]
     with respx.mock:
-        respx.get(f"{BASE}/keys").respond(200, json={"items": keys, "total": 2})
+        respx.get(f"{BASE}/keys").respond(
+            200, json={"items": keys, "total": 2, "limit": 100, "has_more": False}
+        )
         table = run("keys", "list")
         as_json = run("keys", "list", "--json")
     assert table.exit_code == 0, table.stderr
     lines = table.stdout.splitlines()
-    assert lines[0].split() == ["id", "name", "prefix", "created_at", "revoked_at"]
-    assert lines[1].split() == ["key_2", "CI", "deploys", "cairn_abcd", "2026-11-24T10:00:00Z"]
+    assert lines[0].split() == ["id", "name", "prefix", "scopes", "created_at", "expires_at", "revoked_at"]
+    assert lines[1].split() == [
+        "key_2",
+        "CI",
+        "deploys",
+        "cairn_abcd",
+        "executions:read",
+        "keys:write",
+        "2026-11-24T10:00:00Z",
+        "2026-11-24T10:00:00Z",
+    ]
     assert lines[2].split() == [
         "key_1",
         "key",
         "1",
         "cairn_abcd",
+        "*",
         "2026-11-24T10:00:00Z",
         "2026-11-24T10:00:00Z",
     ]
     assert json.loads(as_json.stdout) == keys
+
+
+def test_keys_create_sends_scopes_and_expiry_and_refuses_a_bad_time(run: Any) -> None:
+    with respx.mock:
+        route = respx.post(f"{BASE}/keys").respond(201, json={**api_key(3, name="CI"), "key": SECRET})
+        made = run(
+            "keys",
+            "create",
+            "--name",
+            "CI",
+            "--scope",
+            "executions:read",
+            "--scope",
+            "checkpoints:write",
+            "--expires-at",
+            "2027-01-01T00:00:00Z",
+        )
+        assert made.exit_code == 0, printed(made)
+        sent = json.loads(route.calls.last.request.content)
+        assert sent == {
+            "name": "CI",
+            "scopes": ["executions:read", "checkpoints:write"],
+            "expires_at": "2027-01-01T00:00:00Z",
+        }
+        plain = run("keys", "create", "--name", "all")
+        assert json.loads(route.calls.last.request.content) == {"name": "all"}, "no scopes: the API decides"
+        assert plain.exit_code == 0
+        for bad in ["tomorrow", "2027-01-01T00:00:00"]:
+            refused = run("keys", "create", "--name", "x", "--expires-at", bad)
+            assert refused.exit_code == 2, printed(refused)
+        assert route.call_count == 2, "nothing sent for a bad time"
 
 
 def test_keys_create_prints_the_secret_once_with_a_note(run: Any) -> None:

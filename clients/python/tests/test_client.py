@@ -133,6 +133,7 @@ def test_plain_http_to_another_machine_is_refused_unless_the_caller_opts_in(
         (400, "malformed_request", errors.MalformedRequest),
         (401, "unauthorized", errors.Unauthorized),
         (402, "insufficient_credits", errors.InsufficientCredits),
+        (403, "insufficient_scope", errors.InsufficientScope),
         (404, "not_found", errors.NotFound),
         (409, "invalid_state", errors.InvalidState),
         (412, "version_mismatch", errors.VersionMismatch),
@@ -515,6 +516,8 @@ def api_key(n: int, **fields: Any) -> dict[str, Any]:
         "prefix": "cairn_abcd",
         "created_at": "2026-11-24T10:00:00.000Z",
         "revoked_at": None,
+        "scopes": ["*"],
+        "expires_at": None,
     }
     return {**body, **fields}
 

@@ -164,6 +164,21 @@ def test_keys_are_created_listed_revoked_and_the_last_live_one_stays(client: Cai
     assert client.billing.balance().credits_balance == 100
 
 
+def test_a_restricted_key_is_refused_outside_its_scopes_with_a_typed_error(client: Cairn) -> None:
+    reader = client.keys.create(name="reader", scopes=["executions:read"])
+    assert reader.key is not None
+    assert reader.scopes == ["executions:read"]
+    with Cairn(reader.key, base_url=URL) as restricted:
+        list(restricted.executions.list())  # in scope
+        with pytest.raises(errors.InsufficientScope) as refused:
+            restricted.workflows.create(name="nope", workflow_type="custom")
+        assert refused.value.status == 403
+        assert refused.value.required_scope == "workflows:write"
+        with pytest.raises(errors.InsufficientScope):
+            restricted.keys.create(name="wider", scopes=["*"])
+    client.keys.revoke(reader.id)
+
+
 async def test_the_async_client_manages_keys_too(key: str) -> None:
     async with AsyncCairn(key, base_url=URL) as client:
         created = await client.keys.create(name="async")

@@ -17,6 +17,11 @@ export const PLANS = [
   ['enterprise', 'Enterprise', 100000],
 ];
 export const PAGE_SIZES = [10, 20, 50, 100];
+// The areas a key's scopes name (`<area>:read`, `<area>:write`), with their labels.
+export const SCOPE_AREAS = [
+  ['workflows', 'Workflows'], ['executions', 'Executions'], ['checkpoints', 'Checkpoints'],
+  ['failures', 'Failures'], ['billing', 'Billing'], ['keys', 'API keys'], ['webhooks', 'Webhooks'],
+];
 export const WEBHOOK_EVENT_TYPES = [
   'execution.started', 'execution.completed', 'execution.failed', 'execution.paused',
   'execution.cancelled', 'execution.replayed', 'execution.rolled_back',

@@ -1,6 +1,7 @@
 // API keys (#/keys): the tenant's keys, a new key's secret shown once, and revoking.
 
 import { api } from './api.js';
+import { SCOPE_AREAS } from './constants.js';
 import { enc, h, setBusy } from './dom.js';
 import { fmtNumber } from './format.js';
 import { clearMessages, confirmDialog, report, required, secretBox, showNotice } from './messages.js';
@@ -18,8 +19,20 @@ export async function pageKeys(ctx) {
   const nameInput = h('input', { id: 'key-name', name: 'name', type: 'text', required: true, maxlength: '100', testid: 'key-create-name', autocomplete: 'off', placeholder: 'CI deploys' });
   const createButton = h('button', { type: 'submit', class: 'button button-primary', testid: 'key-create-submit' }, 'Create key');
   const secretSlot = h('div', { class: 'secret-slot' });
+  // Each area: no access, read, or read and write (the default: a full key).
+  const access = SCOPE_AREAS.map(([area, label]) => {
+    const select = h('select', { id: `key-scope-${area}`, name: area, testid: `key-scope-${area}` },
+      h('option', { value: 'write' }, 'Read and write'),
+      h('option', { value: 'read' }, 'Read only'),
+      h('option', { value: '' }, 'No access'));
+    return { area, select, field: labelled(`key-scope-${area}`, label, select) };
+  });
+  const expiresInput = h('input', { id: 'key-expires', name: 'expires_at', type: 'datetime-local', testid: 'key-create-expires' });
   const form = h('form', { class: 'form inline-form', novalidate: true },
     labelled('key-name', 'Name', nameInput, 'What the key is for, so you can recognise it later.'),
+    h('fieldset', { class: 'checks' }, h('legend', {}, 'Access (a key can only give what the key you signed in with holds)'),
+      access.map((a) => a.field)),
+    labelled('key-expires', 'Expires (optional)', expiresInput, 'From this time, in your time zone, the key is refused.'),
     h('div', { class: 'actions' }, createButton));
   const list = h('div', { class: 'results' });
 
@@ -69,13 +82,15 @@ export async function pageKeys(ctx) {
       return h('tr', { testid: 'key-row', 'data-id': k.id, 'data-live': live ? 'true' : 'false' },
         h('td', {}, k.name ?? h('span', { class: 'muted' }, 'unnamed'), mine ? [' ', h('span', { class: 'tag' }, 'this session')] : null),
         h('td', {}, code(`${k.prefix}…`)),
+        h('td', { testid: 'key-scopes' }, scopesText(k.scopes)),
         h('td', {}, timeEl(k.created_at)),
+        h('td', {}, k.expires_at ? timeEl(k.expires_at) : h('span', { class: 'muted' }, 'never')),
         h('td', {}, live ? badge('live', 'live', 'key-status') : [badge('revoked', 'revoked', 'key-status'), ' ', timeEl(k.revoked_at)]),
         h('td', { class: 'row-actions' }, revokeButton));
     });
     const table = h('table', { class: 'table', testid: 'keys-table' },
       h('caption', { class: 'visually-hidden' }, 'API keys, newest first'),
-      h('thead', {}, h('tr', {}, ['Name', 'Prefix', 'Created', 'Status', 'Actions'].map((t) => h('th', { scope: 'col' }, t)))),
+      h('thead', {}, h('tr', {}, ['Name', 'Prefix', 'Access', 'Created', 'Expires', 'Status', 'Actions'].map((t) => h('th', { scope: 'col' }, t)))),
       h('tbody', {}, rows));
     const liveCount = items.filter((k) => !k.revoked_at).length;
     return [tableWrap(table, 'API keys table'), h('p', { class: 'hint' },
@@ -87,13 +102,32 @@ export async function pageKeys(ctx) {
     clearMessages();
     const name = required(nameInput, 'Give the key a name.');
     if (!name) return;
+    const body = { name };
+    // Everything read and write: no scopes sent (the signed-in key's own).
+    if (access.some((a) => a.select.value !== 'write')) {
+      body.scopes = access.filter((a) => a.select.value).map((a) => `${a.area}:${a.select.value}`);
+      if (body.scopes.length === 0) {
+        report(new Error('Give the key access to at least one area.'));
+        return;
+      }
+    }
+    if (expiresInput.value) {
+      const at = new Date(expiresInput.value);
+      if (Number.isNaN(at.getTime())) {
+        report(new Error('The expiry is not a valid time.'));
+        return;
+      }
+      body.expires_at = at.toISOString();
+    }
     const done = setBusy(createButton, 'Creating…');
     try {
-      const item = await api('POST', '/keys', { body: { name } });
+      const item = await api('POST', '/keys', { body });
       const secret = item.key;
-      const listed = { id: item.id, name: item.name, prefix: item.prefix, created_at: item.created_at, revoked_at: item.revoked_at ?? null };
+      const listed = { id: item.id, name: item.name, prefix: item.prefix, created_at: item.created_at, revoked_at: item.revoked_at ?? null, scopes: item.scopes, expires_at: item.expires_at ?? null };
       created.set(item.id, listed);
       nameInput.value = '';
+      expiresInput.value = '';
+      for (const a of access) a.select.value = 'write';
       if (typeof secret === 'string' && secret) {
         secretSlot.replaceChildren(secretBox({
           title: `Your new key “${item.name ?? name}”`,
@@ -124,4 +158,10 @@ export async function pageKeys(ctx) {
     h('section', { class: 'panel', 'aria-labelledby': 'key-list-title' }, h('h2', { id: 'key-list-title' }, 'Keys'), list),
   );
   await loadList();
+}
+
+// A key's scopes in words: "Full access", or each area with read or read/write.
+function scopesText(scopes) {
+  if (!Array.isArray(scopes) || scopes.includes('*')) return 'Full access';
+  return scopes.map((s, i) => [i ? ' ' : null, code(s)]);
 }

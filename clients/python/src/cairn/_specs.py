@@ -11,7 +11,7 @@ from typing import Any, Generic, Literal, TypeVar
 from pydantic import BaseModel
 
 from . import models
-from ._transport import Call, call, state_size_check
+from ._transport import Call, call, query_value, state_size_check
 
 R = TypeVar("R")
 M = TypeVar("M", bound=models.Model)
@@ -511,18 +511,41 @@ def _keys(raw: Any) -> list[models.Key]:
     return list(read_page(models.Key, raw).items)
 
 
-def keys_list(_: Any) -> Spec[list[models.Key]]:
-    """The tenant's API keys, newest first, revoked ones included (``GET /keys``): all of
-    them in one answer, each with its ``prefix``, never its secret."""
-    return Spec(call("GET", "/keys"), _keys)
+def keys_list(
+    _: Any, *, limit: int | None = None, starting_after: str | None = None
+) -> Spec[list[models.Key]]:
+    """The tenant's API keys, newest first, revoked ones included (``GET /keys``): up to
+    ``limit`` (default and at most 100, every live key a tenant may hold), those made
+    before key ``starting_after`` when given; each with its ``prefix``, never its secret."""
+    return Spec(
+        call("GET", "/keys", params=_clean({"limit": limit, "starting_after": starting_after})), _keys
+    )
 
 
-def keys_create(_: Any, *, name: str, idempotency_key: str | None = None) -> Spec[models.KeyCreated]:
+def keys_create(
+    _: Any,
+    *,
+    name: str,
+    scopes: list[models.Scope] | None = None,
+    expires_at: datetime | None = None,
+    idempotency_key: str | None = None,
+) -> Spec[models.KeyCreated]:
     """Creates an API key of the tenant (``POST /keys``). Its secret, ``key``, is in this
     answer only (Cairn keeps its SHA-256); it is ``None`` when the answer is the replay of
     a request already made with the same ``idempotency_key`` (a retry whose first answer
-    was lost): that key's secret is gone, revoke it and create another."""
-    c = call("POST", "/keys", body={"name": name}, idempotency_key=idempotency_key)
+    was lost): that key's secret is gone, revoke it and create another.
+
+    ``scopes`` restricts it (``["executions:read", "checkpoints:write"]``; absent: the
+    scopes of the key that creates it, which must hold every scope it gives);
+    ``expires_at`` (timezone-aware) is when it stops working."""
+    body: dict[str, Any] = {"name": name}
+    if scopes is not None:
+        body["scopes"] = list(scopes)
+    if expires_at is not None:
+        if expires_at.tzinfo is None:
+            raise ValueError("expires_at must be timezone-aware, such as datetime.now(timezone.utc)")
+        body["expires_at"] = query_value(expires_at)
+    c = call("POST", "/keys", body=body, idempotency_key=idempotency_key)
     return Spec(c, model(models.KeyCreated))
 
 

@@ -19,7 +19,7 @@ class CairnError(Exception):
 
     ``status`` is the HTTP status (``None`` when no answer arrived), ``code`` the API's
     problem code, ``detail`` its explanation, ``request_id`` the id to quote to support,
-    ``errors`` the field errors of a 422.
+    ``errors`` the field errors of a 422, ``required_scope`` the scope a 403 needed.
     """
 
     code: str = "error"
@@ -33,6 +33,7 @@ class CairnError(Exception):
         request_id: str | None = None,
         errors: list[dict[str, str]] | None = None,
         retry_after: float | None = None,
+        required_scope: str | None = None,
     ) -> None:
         super().__init__(detail)
         self.detail = detail
@@ -42,6 +43,7 @@ class CairnError(Exception):
         self.request_id = request_id
         self.errors = errors or []
         self.retry_after = retry_after
+        self.required_scope = required_scope
 
     def __str__(self) -> str:
         where = f" (request {self.request_id})" if self.request_id else ""
@@ -60,6 +62,13 @@ class Unauthorized(CairnError):
     """401: the API key is missing, unknown or revoked."""
 
     code = "unauthorized"
+
+
+class InsufficientScope(CairnError):
+    """403: the API key's scopes do not include the one the request needs
+    (``required_scope``, such as ``executions:write``); nothing was done."""
+
+    code = "insufficient_scope"
 
 
 class InsufficientCredits(CairnError):
@@ -168,6 +177,7 @@ _BY_CODE: dict[str, type[CairnError]] = {
     for cls in (
         MalformedRequest,
         Unauthorized,
+        InsufficientScope,
         InsufficientCredits,
         NotFound,
         MethodNotAllowed,
@@ -188,6 +198,7 @@ _BY_STATUS: dict[int, type[CairnError]] = {
     400: MalformedRequest,
     401: Unauthorized,
     402: InsufficientCredits,
+    403: InsufficientScope,
     404: NotFound,
     405: MethodNotAllowed,
     409: InvalidState,
@@ -212,11 +223,13 @@ def from_problem(status: int, body: Any, request_id: str | None, retry_after: fl
     if not isinstance(detail, str):
         detail = f"the API answered {status}"
     errors = problem.get("errors")
-    return cls(
+    error = cls(
         detail,
         status=status,
         code=code if isinstance(code, str) else None,
         request_id=problem.get("request_id") if isinstance(problem.get("request_id"), str) else request_id,
         errors=errors if isinstance(errors, list) else None,
         retry_after=retry_after,
+        required_scope=scope if isinstance(scope := problem.get("required_scope"), str) else None,
     )
+    return error

@@ -247,15 +247,38 @@ class SubscriptionCancelled(Model):
     message: str
 
 
+Scope = Literal[
+    "*",
+    "workflows:read",
+    "workflows:write",
+    "executions:read",
+    "executions:write",
+    "checkpoints:read",
+    "checkpoints:write",
+    "failures:read",
+    "failures:write",
+    "billing:read",
+    "billing:write",
+    "keys:read",
+    "keys:write",
+    "webhooks:read",
+    "webhooks:write",
+]
+
+
 class Key(Model):
     """An API key of the tenant, as lists show it: its ``prefix`` (first 10 characters),
-    never its secret. ``name`` is ``None`` for keys made before keys had names."""
+    never its secret. ``name`` is ``None`` for keys made before keys had names.
+    ``scopes`` says what it may do (``["*"]``: everything); from ``expires_at`` on, if
+    set, it is refused."""
 
     id: str
     name: str | None
     prefix: str
     created_at: datetime
     revoked_at: datetime | None
+    scopes: list[str]
+    expires_at: datetime | None
 
 
 class KeyCreated(Key):

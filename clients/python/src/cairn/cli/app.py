@@ -24,6 +24,7 @@ from .output import report
 EXIT_CODES: tuple[tuple[type[errors.CairnError], int], ...] = (
     (errors.NotFound, 3),
     (errors.Unauthorized, 4),
+    (errors.InsufficientScope, 4),
     (errors.InvalidState, 5),
     (errors.VersionMismatch, 5),
     (errors.IdempotencyInProgress, 5),
@@ -39,7 +40,7 @@ Exit codes:
   1  error (any other API error, connection error or timeout, file error)
   2  usage
   3  not found
-  4  unauthorized, or no API key configured
+  4  unauthorized (or the key lacks the scope), or no API key configured
   5  invalid state or conflict
   6  invalid input (validation failed, payload too large, malformed request)
   7  insufficient credits

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Any
+
 import click
 
 from .config import CommandError, state
@@ -21,19 +24,49 @@ def keys_list() -> None:
     found = state().client().keys.list()
     show_items(
         found,
-        ["id", "name", "prefix", "created_at", "revoked_at"],
-        lambda k: [k.id, k.name, k.prefix, when(k.created_at), when(k.revoked_at)],
+        ["id", "name", "prefix", "scopes", "created_at", "expires_at", "revoked_at"],
+        lambda k: [
+            k.id,
+            k.name,
+            k.prefix,
+            " ".join(k.scopes),
+            when(k.created_at),
+            when(k.expires_at),
+            when(k.revoked_at),
+        ],
     )
 
 
 @command(keys, "create")
 @click.option("--name", required=True, help="What the key is for (1 to 100 characters).")
-def keys_create(name: str) -> None:
+@click.option(
+    "--scope",
+    "scopes",
+    multiple=True,
+    metavar="SCOPE",
+    help="What it may do, repeatable: executions:read, checkpoints:write, ... or * "
+    "(default: the scopes of the key you use).",
+)
+@click.option(
+    "--expires-at",
+    metavar="TIME",
+    help="When it stops working: an ISO 8601 time with its offset, such as 2027-01-01T00:00:00Z.",
+)
+def keys_create(name: str, scopes: tuple[str, ...], expires_at: str | None) -> None:
     """Creates an API key and prints its secret, this once.
 
     Cairn keeps only the secret's hash: store it now. With --json, the API's answer (the
     secret in `key`)."""
-    k = state().client().keys.create(name=name)
+    until: datetime | None = None
+    if expires_at is not None:
+        try:
+            until = datetime.fromisoformat(expires_at.replace("Z", "+00:00"))
+        except ValueError:
+            raise click.BadParameter("must be an ISO 8601 time, such as 2027-01-01T00:00:00Z") from None
+        if until.tzinfo is None:
+            raise click.BadParameter("needs its offset (Z for UTC)")
+    options: dict[str, Any] = {"scopes": list(scopes)} if scopes else {}
+    k = state().client().keys.create(name=name, expires_at=until, **options)
     secret = "" if k.key is None else f"\nsecret: {k.key}"
     answer(k, f"{k.id} created ({k.name}, prefix {k.prefix}){secret}")
     if k.key is None:
