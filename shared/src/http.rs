@@ -120,6 +120,20 @@ async fn require_api_key(State(auth): State<AuthState>, mut request: Request, ne
         return ApiError::InsufficientScope(needed.to_string()).into_response();
     }
     let tenant = grant.tenant.clone();
+    // A window this instance counted full stays full: refused before any work (a key
+    // known from memory is read first, so that a revoked one is told 401).
+    let now = chrono::Utc::now().timestamp();
+    if auth.rate_limit > 0 && auth.known.room(&tenant, now.div_euclid(60)) == Some(0) {
+        if check_later && let Err(error) = crate::auth::grant_of(&auth.client, &auth.tables, &hash).await {
+            auth.known.forget(&hash);
+            return error.into_response();
+        }
+        let standing = crate::rate_limit::Standing::used_up(auth.rate_limit, now);
+        let mut response = ApiError::RateLimited { retry_after: standing.reset }.into_response();
+        standing.write_headers(response.headers_mut());
+        response.extensions_mut().insert(tenant);
+        return response;
+    }
     request.extensions_mut().insert(tenant.clone());
     request.extensions_mut().insert(grant.scopes.clone());
     let gate = crate::gate::Gate::new(auth.clone(), tenant.clone(), hash.clone(), !check_later);

@@ -153,7 +153,10 @@ async fn drive_every_route(api: &Api, key: &str, tenant: &str) {
     let session = json!({"id": "cs_iam", "object": "checkout.session", "customer": session["customer"],
                          "subscription": subscription, "metadata": {"tenant_id": tenant}});
     let sub = json!({"id": subscription, "object": "subscription"});
-    let invoice = json!({"id": "in_iam", "object": "invoice", "subscription": subscription, "billing_reason": "subscription_cycle"});
+    let price = domain::subscriptions::Plans::from_env().price(domain::subscriptions::Plan::Pro).map(str::to_owned);
+    let invoice = json!({"id": "in_iam", "object": "invoice", "subscription": subscription,
+                         "billing_reason": "subscription_cycle", "amount_paid": 2000,
+                         "lines": {"data": [{"type": "subscription", "quantity": 1, "price": {"id": price}}]}});
     for (kind, object) in [
         ("payment_intent.succeeded", &topup),
         ("checkout.session.completed", &session),

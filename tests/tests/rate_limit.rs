@@ -34,7 +34,17 @@ async fn a_tenant_over_its_limit_gets_429_with_retry_after_and_others_do_not() {
         origin_secret: None,
         known: shared::auth::KnownKeys::default(),
     };
-    let app = api(Router::new().route("/api/v1/ping", get(|| async { "pong" })), auth);
+    // A route that does work of its own: a read of the tenants table.
+    let (client, tenants) = (env.client.clone(), env.tables.name(shared::dynamo::Table::Tenants).to_owned());
+    let work = move || {
+        let (client, tenants) = (client.clone(), tenants.clone());
+        async move {
+            let read =
+                shared::dynamo::get_item(&client, &tenants, &[("tenant_id", "ten_0193a6f21c2b7d3e8f000123456789ab")]);
+            read.await.map(|_| "worked").map_err(shared::ApiError::from)
+        }
+    };
+    let app = api(Router::new().route("/api/v1/ping", get(|| async { "pong" })).route("/api/v1/work", get(work)), auth);
     let (a, b) = (env.tenant().await, env.tenant().await);
     for _ in 0..3 {
         assert_eq!(call(&app, None).await.status(), 401, "refused requests are not counted");
@@ -56,6 +66,14 @@ async fn a_tenant_over_its_limit_gets_429_with_retry_after_and_others_do_not() {
         !accesses.iter().any(|access| access.table == rate_limits),
         "a request beyond a used-up window is not counted in DynamoDB: {accesses:?}"
     );
+    // Nor does it do its work: refused before the route's own reads.
+    let mut working = Request::builder().method(Method::GET).uri("/api/v1/work").header("x-api-key", &a.key);
+    working = working.header("accept", "application/json");
+    let refused = app.clone().oneshot(working.body(axum::body::Body::empty()).expect("request"));
+    let (refused, accesses) = shared::metering::recorded(async { refused.await.expect("infallible") }).await;
+    assert_eq!(refused.status(), 429);
+    let tenants = env.tables.name(shared::dynamo::Table::Tenants);
+    assert!(!accesses.iter().any(|access| access.table == tenants), "the route's read ran: {accesses:?}");
     let retry_after =
         limited.headers().get("retry-after").and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     assert!(retry_after.is_some_and(|r| (1..=60).contains(&r)), "{retry_after:?}");

@@ -238,13 +238,23 @@ async fn out_of_order_and_foreign_subscription_events_cannot_roll_a_subscription
     assert_eq!(status(&api, &t.key).await.body["plan_id"], "pro");
 }
 
+/// An invoice's lines as Stripe sends them: one subscription line of `price`.
+fn lines(price: &str, quantity: i64) -> Value {
+    json!({"object": "list", "data": [{"type": "subscription", "proration": false, "quantity": quantity,
+                                        "price": {"id": price}}]})
+}
+
 async fn an_invoice_credits_once_whatever_events_carry_it(api: Api, env: Env) {
     let t = env.tenant_with_credits(0).await;
     let subscribed = subscribe(&api, &t.key, "developer", 1_000).await;
     let ledger = api.get(&t.key, "/billing/transactions?type=subscription").await;
     let invoice = invoice_of(&ledger.body["items"][0]);
+    let plans = domain::subscriptions::Plans::from_env();
+    let price = |plan| plans.price(plan).expect("make test configures the plans' prices").to_owned();
+    let developer = price(domain::subscriptions::Plan::Developer);
     let paid = json!({"id": invoice, "object": "invoice", "status": "paid", "billing_reason": "subscription_create",
-                      "subscription": subscribed["subscription_id"], "amount_paid": 1000});
+                      "subscription": subscribed["subscription_id"], "amount_paid": 1000,
+                      "lines": lines(&developer, 1)});
     let event = subscription_event("invoice.paid", &paid.clone());
     for _ in 0..3 {
         assert_eq!(signed(&api, &event).await.expect(200).body["applied"], false, "a redelivery");
@@ -260,18 +270,33 @@ async fn an_invoice_credits_once_whatever_events_carry_it(api: Api, env: Env) {
     trial["amount_paid"] = json!(0);
     let reply = signed(&api, &subscription_event("invoice.paid", &trial)).await;
     assert_eq!(reply.expect(200).body["applied"], false, "an invoice of 0 (a trial's) grants nothing");
-    let mut one_off = paid;
+    let mut one_off = paid.clone();
     one_off["id"] = json!(format!("{invoice}y"));
     one_off["subscription"] = Value::Null;
     assert_eq!(signed(&api, &subscription_event("invoice.paid", &one_off)).await.body["applied"], false);
     assert_eq!(balance(&api, &t.key).await, 1_000);
 
-    // A new invoice of the subscription (a renewal) grants the plan's credits again.
+    // Paid, but not saying so, or for lines of no Cairn plan: nothing.
+    let mut unsaid = paid.clone();
+    unsaid["id"] = json!(format!("{invoice}u"));
+    unsaid.as_object_mut().expect("object").remove("amount_paid");
+    assert_eq!(signed(&api, &subscription_event("invoice.paid", &unsaid)).await.body["applied"], false);
+    let mut foreign = paid.clone();
+    foreign["id"] = json!(format!("{invoice}f"));
+    foreign["lines"] = lines("price_not_cairns", 1);
+    assert_eq!(signed(&api, &subscription_event("invoice.paid", &foreign)).await.body["applied"], false);
+    assert_eq!(balance(&api, &t.key).await, 1_000);
+
+    // A new invoice of the subscription (a renewal) grants the credits of what its lines
+    // bill (here two seats of pro), whatever plan the subscription is on by then
+    // (developer).
+    let pro = price(domain::subscriptions::Plan::Pro);
     let mut renewal = json!({"id": format!("{invoice}r"), "object": "invoice", "status": "paid",
-                             "billing_reason": "subscription_cycle", "subscription": subscribed["subscription_id"]});
+                             "billing_reason": "subscription_cycle", "subscription": subscribed["subscription_id"],
+                             "amount_paid": 2000, "lines": lines(&pro, 2)});
     let reply = signed(&api, &subscription_event("invoice.paid", &renewal.clone())).await;
     assert_eq!(reply.expect(200).body["applied"], true);
-    assert_eq!(balance(&api, &t.key).await, 2_000);
+    assert_eq!(balance(&api, &t.key).await, 21_000);
     renewal["id"] = json!(format!("{invoice}r"));
     assert_eq!(signed(&api, &subscription_event("invoice.paid", &renewal)).await.body["applied"], false);
     let entries = api.get(&t.key, "/billing/transactions").await;
@@ -281,7 +306,7 @@ async fn an_invoice_credits_once_whatever_events_carry_it(api: Api, env: Env) {
         .iter()
         .map(|e| (e["credits_before"].as_i64().unwrap_or(-1), e["credits_after"].as_i64().unwrap_or(-1)))
         .collect();
-    assert_eq!(chain, [(1_000, 2_000), (0, 1_000)]);
+    assert_eq!(chain, [(1_000, 21_000), (0, 1_000)]);
 }
 
 async fn a_tenant_has_at_most_one_open_checkout(api: Api, env: Env) {

@@ -184,9 +184,11 @@ async fn checkout_completed(
     }
 }
 
-/// A paid subscription invoice: the plan's monthly credits, once per invoice.
-/// Proration invoices (`billing_reason` `subscription_update`) and invoices of 0
-/// (`amount_paid`) grant nothing.
+/// A paid subscription invoice: the monthly credits of the plans its lines bill, once
+/// per invoice: what was paid for, whatever plan the subscription is on by the time the
+/// event is handled. Proration invoices (`billing_reason` `subscription_update`) and
+/// proration lines, invoices of 0 or without `amount_paid`, and lines of no Cairn plan
+/// grant nothing.
 async fn invoice_paid(state: &AppState, verified: &stripe::Verified<'_>, event: &Event) -> Result<bool, ApiError> {
     let invoice = &event.data.object;
     let subscription_id =
@@ -197,23 +199,46 @@ async fn invoice_paid(state: &AppState, verified: &stripe::Verified<'_>, event: 
     if invoice["billing_reason"] == "subscription_update" {
         return Ok(false);
     }
-    // Nothing paid (a trial's invoice, or one settled by a 100 % coupon): no credits.
-    if invoice["amount_paid"].as_i64() == Some(0) {
+    // Nothing paid (a trial's invoice, or one settled by a 100 % coupon), or not said:
+    // no credits.
+    if invoice["amount_paid"].as_i64().is_none_or(|paid| paid <= 0) {
         return Ok(false);
     }
-    let Some((tenant, subscription)) = fetch(state, verified, subscription_id).await? else { return Ok(false) };
-    let Some(plan) = subscription.plan(&state.plans) else { return Ok(false) };
-    let credits = state.plans.credits(plan);
-    if credits == 0 {
+    let billed = billed_plans(&state.plans, invoice);
+    let credits: i64 = billed.iter().map(|(plan, quantity)| state.plans.credits(*plan).saturating_mul(*quantity)).sum();
+    if credits <= 0 {
+        tracing::warn!(invoice = invoice_id, "a paid invoice with no line of a Cairn plan; no credits");
         return Ok(false);
     }
+    // The tenant is the subscription's, as Stripe has it (its metadata is Cairn's).
+    let Some((tenant, _)) = fetch(state, verified, subscription_id).await? else { return Ok(false) };
+    let names: Vec<&str> = billed.iter().map(|(plan, _)| shared::body::WireEnum::wire(*plan)).collect();
     let entry = NewEntry {
         kind: EntryType::Subscription,
         amount: credits,
-        description: format!("{} plan: monthly credits (invoice {invoice_id})", shared::body::WireEnum::wire(plan)),
+        description: format!("{} plan: monthly credits (invoice {invoice_id})", names.join(" + ")),
         payment_status: Some("completed".to_owned()),
     };
     let invoice_marker = format!("invoice:{invoice_id}");
     let markers = [(event.id.as_str(), Part::Event), (invoice_marker.as_str(), Part::Invoice)];
     Ok(state.ledger.record_once(&tenant, &entry, &markers, &event.kind, state.clock.as_ref()).await?)
+}
+
+/// The Cairn plans an invoice's lines bill, each with its quantity: the lines' prices
+/// (`price`, `plan`, or `pricing.price_details.price` as Stripe's API versions name it),
+/// proration lines aside.
+fn billed_plans(plans: &domain::subscriptions::Plans, invoice: &Value) -> Vec<(domain::subscriptions::Plan, i64)> {
+    let lines = invoice["lines"]["data"].as_array().map(Vec::as_slice).unwrap_or_default();
+    lines
+        .iter()
+        .filter(|line| line["proration"] != true)
+        .filter_map(|line| {
+            let price = line["price"]["id"]
+                .as_str()
+                .or_else(|| line["plan"]["id"].as_str())
+                .or_else(|| line["pricing"]["price_details"]["price"].as_str());
+            let plan = plans.plan_of(price, None)?;
+            Some((plan, line["quantity"].as_i64().unwrap_or(1).max(1)))
+        })
+        .collect()
 }
