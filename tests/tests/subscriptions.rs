@@ -16,7 +16,29 @@ both_paths!(
     out_of_order_and_foreign_subscription_events_cannot_roll_a_subscription_back,
     an_invoice_credits_once_whatever_events_carry_it,
     a_tenant_has_at_most_one_open_checkout,
+    a_subscription_stripe_has_and_cairn_did_not_store_blocks_a_second_checkout,
 );
+
+/// A subscription Stripe has and Cairn does not (as when the events after a checkout
+/// could not be applied): a second checkout is refused, so nobody pays twice.
+async fn a_subscription_stripe_has_and_cairn_did_not_store_blocks_a_second_checkout(api: Api, env: Env) {
+    let t = env.tenant_with_credits(0).await;
+    let subscribed = subscribe(&api, &t.key, "developer", 1_000).await;
+    let id = subscribed["subscription_id"].as_str().expect("id").to_owned();
+    // Cairn's record of it gone, as if its sync had failed.
+    env.client
+        .update_item()
+        .table_name(env.tables.name(shared::dynamo::Table::Accounts))
+        .key("tenant_id", aws_sdk_dynamodb::types::AttributeValue::S(t.id.clone()))
+        .update_expression("REMOVE subscription, subscription_version")
+        .send()
+        .await
+        .expect("removed");
+    status(&api, &t.key).await.expect_problem(404, "not_found");
+    let refused = checkout(&api, &t.key, "pro").await;
+    refused.expect_problem(409, "invalid_state");
+    assert!(refused.body["detail"].as_str().expect("detail").contains(&id), "{}", refused.body);
+}
 
 const RETURN_URL: &str = "https://app.example.com/billing";
 

@@ -155,7 +155,20 @@ pub async fn create_checkout(
         )));
     }
     let customer = match billing.customer {
-        Some(customer) => customer,
+        // Stripe's own word too: a subscription paid whose event Cairn could not apply
+        // yet (its sync failed) is not stored, and a second checkout would be a second
+        // paid subscription.
+        Some(customer) => {
+            let running = stripe.live_subscriptions(&customer).await?;
+            if let Some(live) = running.iter().find(|s| s.plan(&state.plans).is_some()) {
+                return Err(ApiError::InvalidState(format!(
+                    "the account already has a subscription at Stripe ({}, status {}) that Cairn will show once \
+                     Stripe's event is applied; cancel it or change plans in the portal",
+                    live.id, live.status
+                )));
+            }
+            customer
+        }
         None => {
             let form = [("metadata[tenant_id]".to_owned(), tenant.as_str().to_owned())];
             // One customer per tenant, even when two checkouts race.

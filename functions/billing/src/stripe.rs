@@ -118,6 +118,13 @@ pub struct Subscription {
     pub plan: Option<Object>,
 }
 
+/// A page of a list.
+#[derive(Debug, Clone, Deserialize)]
+struct List<T> {
+    #[serde(default = "Vec::new")]
+    data: Vec<T>,
+}
+
 /// A subscription's items.
 #[derive(Debug, Clone, Deserialize)]
 pub struct Items {
@@ -355,6 +362,21 @@ impl Stripe {
     /// A [`StripeError`] (404 when it does not exist).
     pub async fn subscription(&self, id: &str) -> Result<Subscription, StripeError> {
         self.send(Method::GET, &format!("/v1/subscriptions/{}", path_segment(id)), &[], None).await
+    }
+
+    /// The customer's subscriptions that still run (any status but `canceled` and
+    /// `incomplete_expired`), at most 100.
+    ///
+    /// # Errors
+    /// A [`StripeError`] when Stripe refuses or cannot be reached.
+    pub async fn live_subscriptions(&self, customer: &str) -> Result<Vec<Subscription>, StripeError> {
+        let query = form_urlencoded::Serializer::new(String::new())
+            .append_pair("customer", customer)
+            .append_pair("status", "all")
+            .append_pair("limit", "100")
+            .finish();
+        let list: List<Subscription> = self.send(Method::GET, &format!("/v1/subscriptions?{query}"), &[], None).await?;
+        Ok(list.data.into_iter().filter(|s| s.status != "canceled" && s.status != "incomplete_expired").collect())
     }
 
     /// Updates a Subscription (`cancel_at_period_end`).
