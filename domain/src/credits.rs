@@ -34,16 +34,32 @@ pub enum EntryType {
     Usage,
     /// Credits granted by a subscription's paid invoice.
     Subscription,
+    /// Credits taken back because Stripe refunded the payment that bought them.
+    Refund,
+    /// Credits taken back while a payment is disputed (and lost), or given back when the
+    /// dispute is won.
+    Dispute,
+}
+
+impl EntryType {
+    /// Whether an entry of this kind may take the balance below 0: money Stripe took
+    /// back is taken back whatever was spent since.
+    #[must_use]
+    pub fn may_overdraw(self) -> bool {
+        matches!(self, Self::Refund | Self::Dispute)
+    }
 }
 
 impl WireEnum for EntryType {
-    const ALL: &'static [Self] = &[Self::Topup, Self::Usage, Self::Subscription];
+    const ALL: &'static [Self] = &[Self::Topup, Self::Usage, Self::Subscription, Self::Refund, Self::Dispute];
 
     fn wire(self) -> &'static str {
         match self {
             Self::Topup => "topup",
             Self::Usage => "usage",
             Self::Subscription => "subscription",
+            Self::Refund => "refund",
+            Self::Dispute => "dispute",
         }
     }
 }
@@ -188,7 +204,7 @@ impl Ledger {
         now: DateTime<Utc>,
     ) -> Result<Entry, Error> {
         let after = account.credits + entry.amount;
-        if after < 0 {
+        if after < 0 && entry.amount < 0 && !entry.kind.may_overdraw() {
             return Err(Error::InsufficientCredits(format!(
                 "this needs {} credits and the balance is {}; top up with POST /billing/topup",
                 -entry.amount, account.credits
@@ -382,6 +398,97 @@ impl Ledger {
                     Ok(Attempt::Done(false))
                 }
                 Err(e) => Ok(Attempt::raced_on(e, &[Part::Account])?),
+            }
+        })
+        .await
+    }
+}
+
+/// How long the tally of a reversal is kept: longer than Stripe allows a refund (180
+/// days) or a dispute (120 days) after a payment.
+const TALLY_DAYS: i64 = 400;
+
+/// A reversal of money Stripe took back: what a refund of a charge, or a dispute, has
+/// debited so far is kept (its tally), so that each event moves the debit to what it
+/// should be now, once, whatever order the events come in.
+#[derive(Debug, Clone)]
+pub struct Reversal<'a> {
+    /// The tally's key (`refund:ch_…`, `dispute:dp_…`).
+    pub tally: &'a str,
+    /// The credits that should be debited in all, now.
+    pub target: i64,
+    /// The entry's kind ([`EntryType::Refund`] or [`EntryType::Dispute`]).
+    pub kind: EntryType,
+    /// The entry's description.
+    pub description: String,
+    /// The Stripe event id: recorded in the same transaction, so a redelivery is nothing.
+    pub event_id: &'a str,
+    /// The Stripe event's type.
+    pub event_kind: &'a str,
+}
+
+impl Ledger {
+    /// Debits (or, for a lower `target`, credits back) the difference between what the
+    /// reversal's tally says was debited and `target`, with the tally's new value and the
+    /// event's marker, in one transaction. Returns whether the balance changed.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub async fn reverse(
+        &self,
+        tenant: &TenantId,
+        reversal: &Reversal<'_>,
+        clock: &dyn shared::time::Clock,
+    ) -> Result<bool, Error> {
+        retry_races(|| async move {
+            let key = [("tenant_id", tenant.as_str()), ("event_id", reversal.tally)];
+            let tally = get_item(&self.client, self.tables.name(Table::StripeEvents), &key).await?;
+            let debited = tally.as_ref().and_then(|item| item.get("debited")?.as_n().ok()?.parse::<i64>().ok());
+            let delta = reversal.target - debited.unwrap_or(0);
+            if delta == 0 {
+                return Ok(Attempt::Done(false));
+            }
+            let now = clock.now();
+            let mut tx = Transaction::new();
+            crate::subscriptions::record_once(
+                &mut tx,
+                &self.tables,
+                tenant,
+                reversal.event_id,
+                reversal.event_kind,
+                Part::Event,
+                now,
+            )?;
+            let condition = match debited {
+                Some(_) => "debited = :before",
+                None => "attribute_not_exists(event_id)",
+            };
+            let mut update = Update::builder()
+                .table_name(self.tables.name(Table::StripeEvents))
+                .key("tenant_id", s(tenant.as_str()))
+                .key("event_id", s(reversal.tally))
+                .update_expression("SET debited = :debited, #type = :type, expires_at = :expires")
+                .condition_expression(condition)
+                .expression_attribute_names("#type", "type")
+                .expression_attribute_values(":debited", n(reversal.target))
+                .expression_attribute_values(":type", s("reversal"))
+                .expression_attribute_values(":expires", n(now.timestamp() + TALLY_DAYS * 86_400));
+            if let Some(before) = debited {
+                update = update.expression_attribute_values(":before", n(before));
+            }
+            tx.push(Part::Invoice, TransactWriteItem::builder().update(built(update.build())?).build());
+            let account = self.account(tenant).await?;
+            let entry = NewEntry {
+                kind: reversal.kind,
+                amount: -delta,
+                description: reversal.description.clone(),
+                payment_status: None,
+            };
+            self.stage(&mut tx, tenant, account, entry, now)?;
+            match tx.commit(&self.client).await {
+                Ok(()) => Ok(Attempt::Done(true)),
+                Err(TransactionError::Condition(Part::Event)) => Ok(Attempt::Done(false)),
+                Err(e) => Ok(Attempt::raced_on(e, &[Part::Account, Part::Invoice])?),
             }
         })
         .await

@@ -3,8 +3,8 @@ webhooks) for the local stack and the tests: bound to 127.0.0.1 only (it binds e
 interface by default) and with its state in a file of ours instead of
 /tmp/localstripe.pickle.
 
-localstripe lacks Checkout Sessions, Billing Portal sessions, the
-`customer.subscription.updated` and `invoice.paid` events, its Stripe.js stand-in
+localstripe lacks Checkout Sessions, Billing Portal sessions, disputes, the
+`customer.subscription.updated`, `invoice.paid` and `charge.refunded` events, its Stripe.js stand-in
 cannot pay with a card typed into its card Element, and it sends each webhook once
 where Stripe retries a delivery that failed. The TEST-ONLY ADDITIONS below add minimal
 versions of them. They exist only here, in the local stand-in; Cairn's
@@ -32,8 +32,8 @@ from aiohttp import web
 import localstripe.resources as resources
 from localstripe import server
 from localstripe.errors import UserError
-from localstripe.resources import (Customer, Event, Invoice, PaymentIntent, PaymentMethod,
-                                   Plan, Subscription, random_id, store)
+from localstripe.resources import (Charge, Customer, Event, Invoice, PaymentIntent, PaymentMethod,
+                                   Plan, Refund, Subscription, random_id, store)
 import localstripe.webhooks as webhooks
 from localstripe.webhooks import schedule_webhook
 
@@ -242,6 +242,52 @@ def send_subscription_updated():
     Subscription._api_update = classmethod(_api_update)
 
 
+def send_charge_refunded():
+    """localstripe refunds without telling anyone; Stripe sends charge.refunded (the
+    charge, with its amount_refunded so far)."""
+    create = Refund._api_create.__func__
+
+    def _api_create(cls, **data):
+        refund = create(cls, **data)
+        schedule_webhook(Event("charge.refunded", Charge._api_retrieve(refund.charge)))
+        return refund
+
+    Refund._api_create = classmethod(_api_create)
+
+
+# Disputes live in memory, as sessions do.
+DISPUTES = {}
+
+
+async def open_dispute(request):
+    """POST /_config/cairn_test/charges/{id}/dispute (amount, default the charge's): what
+    a cardholder's bank does; Stripe sends charge.dispute.created."""
+    charge = Charge._api_retrieve(request.match_info["id"])
+    data = await server.get_post_data(request) or {}
+    dispute = {
+        "id": "dp_" + random_id(24), "object": "dispute", "charge": charge.id,
+        "payment_intent": charge.payment_intent, "amount": int(data.get("amount") or charge.amount),
+        "currency": charge.currency, "status": "needs_response", "created": int(time.time()),
+    }
+    DISPUTES[dispute["id"]] = dispute
+    schedule_webhook(Event("charge.dispute.created", Exported(dispute)))
+    return server.json_response(dispute)
+
+
+async def close_dispute(request):
+    """POST /_config/cairn_test/disputes/{id}/close (status: won or lost): the bank's
+    decision; Stripe sends charge.dispute.closed."""
+    dispute = DISPUTES.get(request.match_info["id"])
+    if dispute is None:
+        raise UserError(404, "No such dispute")
+    data = await server.get_post_data(request) or {}
+    if data.get("status") not in ("won", "lost"):
+        raise UserError(400, "status must be won or lost")
+    dispute["status"] = data["status"]
+    schedule_webhook(Event("charge.dispute.closed", Exported(dict(dispute))))
+    return server.json_response(dispute)
+
+
 # localstripe's stand-in for Stripe.js confirms a card payment only for a payment intent
 # already waiting for 3-D Secure (`requires_action`); Stripe.js itself sends the card from
 # its card Element and confirms. This override does the same through confirm_card below,
@@ -325,7 +371,10 @@ def add_test_only_routes(app):
     app.router.add_get("/_config/cairn_test/checkout/{id}", checkout_page)
     app.router.add_post("/_config/cairn_test/checkout/{id}/complete", complete_checkout)
     app.router.add_get("/_config/cairn_test/portal/{id}", portal_page)
+    app.router.add_post("/_config/cairn_test/charges/{id}/dispute", open_dispute)
+    app.router.add_post("/_config/cairn_test/disputes/{id}/close", close_dispute)
     send_subscription_updated()
+    send_charge_refunded()
 
 # ---------------------------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ both_paths!(
     a_paid_topup_is_credited_once_through_the_signed_webhook,
     a_declined_card_credits_nothing,
     topup_amounts_are_validated_and_nothing_reaches_stripe,
+    refunds_and_disputes_take_back_the_credits_they_bought_once_even_below_zero,
 );
 
 /// Calls localstripe as a client (Stripe.js) would.
@@ -20,10 +21,14 @@ async fn stripe(path: &str, form: &str) -> (u16, Value) {
 }
 
 async fn start_topup(api: &Api, key: &str, cents: i64) -> String {
+    start_topup_keyed(api, key, cents, "topup-1").await
+}
+
+async fn start_topup_keyed(api: &Api, key: &str, cents: i64, idempotency_key: &str) -> String {
     let reply = api
         .request(http::Method::POST, "/billing/topup")
         .key(key)
-        .header("idempotency-key", "topup-1")
+        .header("idempotency-key", idempotency_key)
         .json(&json!({"amount_cents": cents}))
         .send()
         .await;
@@ -57,6 +62,90 @@ async fn a_paid_topup_is_credited_once_through_the_signed_webhook(api: Api, env:
     let entry = &entries.body["items"][0];
     assert_eq!((entry["payment_status"].clone(), entry["amount"].clone()), (json!("completed"), json!(2000)));
     assert!(entry["description"].as_str().is_some_and(|d| d.contains(&intent)));
+}
+
+/// A top-up of `cents` paid with the test card, once credited; its PaymentIntent and
+/// charge.
+async fn paid_topup(api: &Api, key: &str, cents: i64, name: &str) -> (String, String) {
+    let before = balance(api, key).await;
+    let intent = start_topup_keyed(api, key, cents, name).await;
+    stripe(&format!("/v1/payment_intents/{intent}"), "payment_method=pm_card_visa").await;
+    let (status, paid) = stripe(&format!("/v1/payment_intents/{intent}/confirm"), "").await;
+    assert_eq!(status, 200, "{paid}");
+    let charge = paid["latest_charge"].as_str().or_else(|| paid["latest_charge"]["id"].as_str());
+    let charge = charge.expect("the payment's charge").to_owned();
+    settles(api, key, before + cents).await;
+    (intent, charge)
+}
+
+/// Waits until the balance is `expected` (Stripe's events arrive by webhook).
+async fn settles(api: &Api, key: &str, expected: i64) {
+    api_tests::stripe::eventually(&format!("a balance of {expected}"), || async {
+        (balance(api, key).await == expected).then_some(())
+    })
+    .await;
+}
+
+async fn refunds_and_disputes_take_back_the_credits_they_bought_once_even_below_zero(api: Api, env: Env) {
+    let t = env.tenant_with_credits(0).await;
+    let (intent, charge) = paid_topup(&api, &t.key, 2000, "first").await;
+    let wf = api.post(&t.key, "/workflows", &json!({"name": "w", "workflow_type": "custom"})).await;
+    let start = json!({"workflow_id": wf.expect(201).body["id"]});
+    api.post(&t.key, "/executions", &start).await.expect(201);
+    assert_eq!(balance(&api, &t.key).await, 1999);
+
+    // A partial refund, then the rest: each takes back what it refunded, even below 0.
+    let (status, _) = stripe("/v1/refunds", &format!("payment_intent={intent}&amount=500")).await;
+    assert_eq!(status, 200);
+    settles(&api, &t.key, 1499).await;
+    stripe("/v1/refunds", &format!("charge={charge}&amount=1500")).await;
+    settles(&api, &t.key, -1).await;
+    // Below 0, starts are refused as at 0.
+    api.post(&t.key, "/executions", &start).await.expect_problem(402, "insufficient_credits");
+    // Another event saying the same (the charge wholly refunded) changes nothing.
+    let object = json!({"id": charge, "object": "charge", "amount": 2000, "amount_refunded": 2000,
+                        "payment_intent": intent, "refunded": true});
+    let again = json!({"id": format!("evt_again_{charge}"), "object": "event", "type": "charge.refunded",
+                       "created": api_tests::stripe::now(), "data": {"object": object}});
+    assert_eq!(api_tests::stripe::signed(&api, &again).await.expect(200).body["applied"], false);
+    assert_eq!(balance(&api, &t.key).await, -1);
+
+    // A dispute takes the credits back when it opens; lost, nothing more; won, they return.
+    let (_, lost) = paid_topup(&api, &t.key, 1000, "second").await;
+    let (_, opened) =
+        api_tests::stripe::local(http::Method::POST, &format!("/_config/cairn_test/charges/{lost}/dispute"), "").await;
+    settles(&api, &t.key, -1).await;
+    let dispute = opened["id"].as_str().expect("dispute").to_owned();
+    api_tests::stripe::local(
+        http::Method::POST,
+        &format!("/_config/cairn_test/disputes/{dispute}/close"),
+        "status=lost",
+    )
+    .await;
+    let (_, won) = paid_topup(&api, &t.key, 500, "third").await;
+    let (_, opened) =
+        api_tests::stripe::local(http::Method::POST, &format!("/_config/cairn_test/charges/{won}/dispute"), "").await;
+    settles(&api, &t.key, -1).await;
+    let dispute = opened["id"].as_str().expect("dispute").to_owned();
+    api_tests::stripe::local(
+        http::Method::POST,
+        &format!("/_config/cairn_test/disputes/{dispute}/close"),
+        "status=won",
+    )
+    .await;
+    settles(&api, &t.key, 499).await;
+
+    let of = |kind: &'static str| {
+        let (api, key) = (api.clone(), t.key.clone());
+        async move { api.get(&key, &format!("/billing/transactions?type={kind}")).await.body["total"].clone() }
+    };
+    assert_eq!((of("refund").await, of("dispute").await), (json!(2), json!(3)), "one entry per change");
+    // The ledger chains through the negative balance.
+    let items = api.get(&t.key, "/billing/transactions?page_size=100").await.body["items"].clone();
+    let items = items.as_array().expect("items");
+    for pair in items.windows(2) {
+        assert_eq!(pair[0]["credits_before"], pair[1]["credits_after"], "{pair:?}");
+    }
 }
 
 async fn a_declined_card_credits_nothing(api: Api, env: Env) {

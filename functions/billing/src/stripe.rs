@@ -364,6 +364,14 @@ impl Stripe {
         self.send(Method::GET, &format!("/v1/subscriptions/{}", path_segment(id)), &[], None).await
     }
 
+    /// An object as Stripe has it now (`payment_intents`, `invoices`, `charges`), as JSON.
+    ///
+    /// # Errors
+    /// A [`StripeError`] (404 when it does not exist).
+    pub async fn object(&self, kind: &str, id: &str) -> Result<serde_json::Value, StripeError> {
+        self.send(Method::GET, &format!("/v1/{kind}/{}", path_segment(id)), &[], None).await
+    }
+
     /// The customer's subscriptions that still run (any status but `canceled` and
     /// `incomplete_expired`), at most 100.
     ///

@@ -17,7 +17,7 @@ use shared::dynamo::Part;
 use shared::{ApiError, TenantId};
 
 use crate::AppState;
-use domain::credits::{EntryType, NewEntry};
+use domain::credits::{EntryType, NewEntry, Reversal};
 use domain::subscriptions::{EventRecord, Stored};
 
 /// Metadata marking a PaymentIntent as a Cairn top-up (subscription invoices also
@@ -61,6 +61,8 @@ pub async fn stripe(State(state): State<AppState>, headers: HeaderMap, body: Byt
             sync(&state, &verified, id, &event).await?
         }
         "invoice.paid" => invoice_paid(&state, &verified, &event).await?,
+        "charge.refunded" => refunded(&state, &verified, &event).await?,
+        "charge.dispute.created" | "charge.dispute.closed" => disputed(&state, &verified, &event).await?,
         _ => false,
     };
     Ok(Json(json!({"received": true, "applied": applied})))
@@ -241,4 +243,115 @@ fn billed_plans(plans: &domain::subscriptions::Plans, invoice: &Value) -> Vec<(d
             Some((plan, line["quantity"].as_i64().unwrap_or(1).max(1)))
         })
         .collect()
+}
+
+/// What a charge paid for, as Cairn credited it: the tenant, the credits it granted and
+/// the amount (cents) they were granted for.
+struct Paid {
+    tenant: TenantId,
+    credits: i64,
+    amount: i64,
+    what: String,
+}
+
+impl Paid {
+    /// The credits `cents` of the payment stand for (rounded down).
+    fn credits_for(&self, cents: i64) -> i64 {
+        if self.amount <= 0 {
+            return 0;
+        }
+        let cents = cents.clamp(0, self.amount);
+        i64::try_from(i128::from(self.credits) * i128::from(cents) / i128::from(self.amount)).unwrap_or(self.credits)
+    }
+}
+
+/// What charge `charge` (as Stripe sent or has it) paid for: a Cairn top-up (its
+/// PaymentIntent says so), or a subscription invoice of a Cairn plan (its lines say which);
+/// `None` for anything else.
+async fn paid_by(state: &AppState, verified: &stripe::Verified<'_>, charge: &Value) -> Result<Option<Paid>, ApiError> {
+    let client = state.stripe.as_ref().ok_or_else(|| ApiError::Unavailable("payments are not configured".into()))?;
+    let found = |e: &crate::stripe::StripeError| e.is_not_found();
+    // The charge's invoice, else its PaymentIntent's (as older API versions and the local
+    // Stripe put it).
+    let mut invoice_id = charge["invoice"].as_str().map(str::to_owned);
+    if let Some(intent_id) = charge["payment_intent"].as_str() {
+        let intent = match client.object("payment_intents", intent_id).await {
+            Ok(intent) => intent,
+            Err(e) if found(&e) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        if intent["metadata"][TOPUP_MARKER.0] == TOPUP_MARKER.1 {
+            let Some(tenant) = intent["metadata"]["tenant_id"].as_str().and_then(|t| verified.tenant(t)) else {
+                return Ok(None);
+            };
+            let amount = intent["amount_received"].as_i64().filter(|a| *a > 0).or_else(|| intent["amount"].as_i64());
+            let Some(amount) = amount.filter(|a| *a > 0) else { return Ok(None) };
+            return Ok(Some(Paid { tenant, credits: amount, amount, what: format!("top-up {intent_id}") }));
+        }
+        invoice_id = invoice_id.or_else(|| intent["invoice"].as_str().map(str::to_owned));
+    }
+    let Some(invoice_id) = invoice_id else { return Ok(None) };
+    let invoice = match client.object("invoices", &invoice_id).await {
+        Ok(invoice) => invoice,
+        Err(e) if found(&e) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let subscription =
+        invoice["subscription"].as_str().or_else(|| invoice["parent"]["subscription_details"]["subscription"].as_str());
+    let Some(subscription) = subscription else { return Ok(None) };
+    let Some((tenant, _)) = fetch(state, verified, subscription).await? else { return Ok(None) };
+    let credits: i64 = billed_plans(&state.plans, &invoice)
+        .iter()
+        .map(|(plan, quantity)| state.plans.credits(*plan).saturating_mul(*quantity))
+        .sum();
+    let amount = invoice["amount_paid"].as_i64().unwrap_or(0);
+    Ok((credits > 0 && amount > 0).then(|| Paid { tenant, credits, amount, what: format!("invoice {invoice_id}") }))
+}
+
+/// A refund of a charge (`charge.refunded`, whose `amount_refunded` is the total so far):
+/// the credits the refunded part bought are taken back, once, even below 0.
+async fn refunded(state: &AppState, verified: &stripe::Verified<'_>, event: &Event) -> Result<bool, ApiError> {
+    let charge = &event.data.object;
+    let Some(charge_id) = charge["id"].as_str() else { return Ok(false) };
+    let Some(paid) = paid_by(state, verified, charge).await? else { return Ok(false) };
+    let refunded = charge["amount_refunded"].as_i64().unwrap_or(0);
+    let tally = format!("refund:{charge_id}");
+    let reversal = Reversal {
+        tally: &tally,
+        target: paid.credits_for(refunded),
+        kind: EntryType::Refund,
+        description: format!("Refund of {} ({charge_id})", paid.what),
+        event_id: &event.id,
+        event_kind: &event.kind,
+    };
+    Ok(state.ledger.reverse(&paid.tenant, &reversal, state.clock.as_ref()).await?)
+}
+
+/// A dispute of a charge: its credits are taken back when it opens (Stripe takes the
+/// money then) and stay so if it is lost; given back if it is won.
+async fn disputed(state: &AppState, verified: &stripe::Verified<'_>, event: &Event) -> Result<bool, ApiError> {
+    let dispute = &event.data.object;
+    let (Some(dispute_id), Some(charge_id)) = (dispute["id"].as_str(), dispute["charge"].as_str()) else {
+        return Ok(false);
+    };
+    let client = state.stripe.as_ref().ok_or_else(|| ApiError::Unavailable("payments are not configured".into()))?;
+    let charge = match client.object("charges", charge_id).await {
+        Ok(charge) => charge,
+        Err(e) if e.is_not_found() => return Ok(false),
+        Err(e) => return Err(e.into()),
+    };
+    let Some(paid) = paid_by(state, verified, &charge).await? else { return Ok(false) };
+    let status = dispute["status"].as_str().unwrap_or_default();
+    let taken = event.kind == "charge.dispute.created" || status == "lost";
+    let target = if taken { paid.credits_for(dispute["amount"].as_i64().unwrap_or(0)) } else { 0 };
+    let tally = format!("dispute:{dispute_id}");
+    let reversal = Reversal {
+        tally: &tally,
+        target,
+        kind: EntryType::Dispute,
+        description: format!("Dispute {dispute_id} ({status}) of {} ({charge_id})", paid.what),
+        event_id: &event.id,
+        event_kind: &event.kind,
+    };
+    Ok(state.ledger.reverse(&paid.tenant, &reversal, state.clock.as_ref()).await?)
 }

@@ -31,7 +31,7 @@ export const WEBHOOK_EVENT_TYPES = [
 export const KNOWN_BADGES = new Set([
   ...EXECUTION_STATUSES, ...FAILURE_STATUSES, ...WORKFLOW_STATUSES,
   'active', 'trialing', 'past_due', 'cancel_at_period_end', 'live', 'revoked', 'current',
-  'pending', 'completed', 'topup', 'usage', 'subscription',
+  'pending', 'completed', 'topup', 'usage', 'subscription', 'refund', 'dispute',
 ]);
 // A state shown in full up to this many characters of pretty JSON; beyond, on request.
 export const STATE_PREVIEW_CHARS = 200000;

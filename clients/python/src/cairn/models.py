@@ -197,7 +197,7 @@ class Transaction(Model):
     """A ledger entry."""
 
     id: str
-    type: Literal["topup", "usage", "subscription"]
+    type: Literal["topup", "usage", "subscription", "refund", "dispute"]
     amount: int
     currency: str
     credits_before: int

@@ -7,7 +7,7 @@ import click
 from .config import state
 from .output import answer, command, show, show_list, when
 
-TRANSACTION_TYPES = ["topup", "usage", "subscription"]
+TRANSACTION_TYPES = ["topup", "usage", "subscription", "refund", "dispute"]
 
 
 @click.group()
