@@ -111,29 +111,15 @@ async fn refunds_and_disputes_take_back_the_credits_they_bought_once_even_below_
     assert_eq!(balance(&api, &t.key).await, -1);
 
     // A dispute takes the credits back when it opens; lost, nothing more; won, they return.
-    let (_, lost) = paid_topup(&api, &t.key, 1000, "second").await;
-    let (_, opened) =
-        api_tests::stripe::local(http::Method::POST, &format!("/_config/cairn_test/charges/{lost}/dispute"), "").await;
-    settles(&api, &t.key, -1).await;
-    let dispute = opened["id"].as_str().expect("dispute").to_owned();
-    api_tests::stripe::local(
-        http::Method::POST,
-        &format!("/_config/cairn_test/disputes/{dispute}/close"),
-        "status=lost",
-    )
-    .await;
-    let (_, won) = paid_topup(&api, &t.key, 500, "third").await;
-    let (_, opened) =
-        api_tests::stripe::local(http::Method::POST, &format!("/_config/cairn_test/charges/{won}/dispute"), "").await;
-    settles(&api, &t.key, -1).await;
-    let dispute = opened["id"].as_str().expect("dispute").to_owned();
-    api_tests::stripe::local(
-        http::Method::POST,
-        &format!("/_config/cairn_test/disputes/{dispute}/close"),
-        "status=won",
-    )
-    .await;
-    settles(&api, &t.key, 499).await;
+    for (cents, outcome, after) in [(1000, "lost", -1), (500, "won", 499)] {
+        let (_, charge) = paid_topup(&api, &t.key, cents, outcome).await;
+        let path = format!("/_config/cairn_test/charges/{charge}/dispute");
+        let (_, opened) = api_tests::stripe::local(http::Method::POST, &path, "").await;
+        settles(&api, &t.key, -1).await;
+        let path = format!("/_config/cairn_test/disputes/{}/close", opened["id"].as_str().expect("dispute"));
+        api_tests::stripe::local(http::Method::POST, &path, &format!("status={outcome}")).await;
+        settles(&api, &t.key, after).await;
+    }
 
     let of = |kind: &'static str| {
         let (api, key) = (api.clone(), t.key.clone());
