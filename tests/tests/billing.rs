@@ -143,7 +143,7 @@ async fn forty_concurrent_starts_on_fifteen_credits_give_fifteen_runs(api: Api, 
 
 async fn transactions_refuse_invalid_queries(api: Api, env: Env) {
     let t = env.tenant().await;
-    for (query, field) in [("?type=refund", "type"), ("?page=0", "page"), ("?page_size=101", "page_size")] {
+    for (query, field) in [("?type=chargeback", "type"), ("?page=0", "page"), ("?page_size=101", "page_size")] {
         let reply = api.get(&t.key, &format!("/billing/transactions{query}")).await;
         reply.expect_problem(422, "validation_failed");
         assert_eq!(reply.error_fields(), [field], "{query}");
