@@ -108,31 +108,16 @@ async fn require_api_key(State(auth): State<AuthState>, mut request: Request, ne
             }
         },
     };
-    // Outside the key's scopes: refused before any work (a key known from this
-    // instance's memory is read first, so that a revoked one is told 401).
-    if let Some(needed) = crate::scopes::needed(request.method(), request.uri().path())
-        && !grant.scopes.allows(needed)
-    {
-        if check_later && let Err(error) = crate::auth::grant_of(&auth.client, &auth.tables, &hash).await {
-            auth.known.forget(&hash);
-            return error.into_response();
-        }
-        return ApiError::InsufficientScope(needed.to_string()).into_response();
-    }
     let tenant = grant.tenant.clone();
-    // A window this instance counted full stays full: refused before any work (a key
-    // known from memory is read first, so that a revoked one is told 401).
-    let now = chrono::Utc::now().timestamp();
-    if auth.rate_limit > 0 && auth.known.room(&tenant, now.div_euclid(60)) == Some(0) {
+    // Refused before any work: outside the key's scopes, or in a window this instance
+    // counted full. A key known from this instance's memory is read first, so that a
+    // revoked one is told 401.
+    if let Some(refusal) = refusal(&auth, &grant, &request) {
         if check_later && let Err(error) = crate::auth::grant_of(&auth.client, &auth.tables, &hash).await {
             auth.known.forget(&hash);
             return error.into_response();
         }
-        let standing = crate::rate_limit::Standing::used_up(auth.rate_limit, now);
-        let mut response = ApiError::RateLimited { retry_after: standing.reset }.into_response();
-        standing.write_headers(response.headers_mut());
-        response.extensions_mut().insert(tenant);
-        return response;
+        return refusal;
     }
     request.extensions_mut().insert(tenant.clone());
     request.extensions_mut().insert(grant.scopes.clone());
@@ -218,6 +203,25 @@ async fn require_api_key(State(auth): State<AuthState>, mut request: Request, ne
     }
     response.extensions_mut().insert(tenant);
     response
+}
+
+/// The answer to a request refused before its work: 403 outside the key's scopes; 429
+/// in a window this instance counted full (a window is only ever filled).
+fn refusal(auth: &AuthState, grant: &crate::auth::Grant, request: &Request) -> Option<Response> {
+    if let Some(needed) = crate::scopes::needed(request.method(), request.uri().path())
+        && !grant.scopes.allows(needed)
+    {
+        return Some(ApiError::InsufficientScope(needed.to_string()).into_response());
+    }
+    let now = chrono::Utc::now().timestamp();
+    if auth.rate_limit == 0 || auth.known.room(&grant.tenant, now.div_euclid(60)) != Some(0) {
+        return None;
+    }
+    let standing = crate::rate_limit::Standing::used_up(auth.rate_limit, now);
+    let mut response = ApiError::RateLimited { retry_after: standing.reset }.into_response();
+    standing.write_headers(response.headers_mut());
+    response.extensions_mut().insert(grant.tenant.clone());
+    Some(response)
 }
 
 async fn request_context(request: Request, next: Next) -> Response {
