@@ -21,6 +21,8 @@ use shared::dynamo::{
     query_window_from, resume_after, retry_races, s,
 };
 use shared::ids::TransactionId;
+use shared::series::Window;
+use shared::spans::Level;
 
 use crate::Error;
 use crate::webhooks::{Event, EventType};
@@ -246,7 +248,10 @@ impl Ledger {
             .set_item(Some(serde_dynamo::to_item(record).map_err(StoreError::from)?))
             .condition_expression("attribute_not_exists(seq)");
         tx.push(Part::Ledger, TransactWriteItem::builder().put(built(put.build())?).build());
-        let counts = CounterChange::between(&[], &[counter_name(None), counter_name(Some(entry.kind))]);
+        let mut counts = CounterChange::between(&[], &[counter_name(None), counter_name(Some(entry.kind))]);
+        if entry.kind == EntryType::Usage {
+            counts.merge(&usage_counts(-entry.amount, now));
+        }
         tx.extend(Part::Ledger, counts.transact_items(&self.tables, tenant)?);
         // What webhook endpoints hear of it, in the same transaction.
         let threshold = account.threshold();
@@ -492,6 +497,62 @@ impl Ledger {
             }
         })
         .await
+    }
+}
+
+/// The family of span counters of credits used (by hour and by day): attribute
+/// [`USAGE_CREDITS`] sums the credits usage entries took, [`USAGE_CHARGES`] counts them.
+pub const USAGE_SPANS: &str = "usage";
+/// See [`USAGE_SPANS`].
+pub const USAGE_CREDITS: &str = "credits";
+/// See [`USAGE_SPANS`].
+pub const USAGE_CHARGES: &str = "charges";
+/// The levels usage is counted at: [`GET /billing/usage`](Ledger::usage) reads hours or days.
+const USAGE_LEVELS: [Level; 2] = [Level::Hour, Level::Day];
+
+/// The span counter changes of a usage entry of `credits` made at `now`.
+fn usage_counts(credits: i64, now: DateTime<Utc>) -> CounterChange {
+    let ms = u64::try_from(now.timestamp_millis()).unwrap_or(0);
+    let mut change = CounterChange::default();
+    for name in shared::spans::names_at(&USAGE_LEVELS, USAGE_SPANS, ms, &[USAGE_CREDITS]) {
+        change.add(&name, credits);
+    }
+    for name in shared::spans::names_at(&USAGE_LEVELS, USAGE_SPANS, ms, &[USAGE_CHARGES]) {
+        change.add(&name, 1);
+    }
+    change
+}
+
+/// One bucket of [`Ledger::usage`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UsageBucket {
+    /// Its index in the window (see [`Window::start`]).
+    pub index: u64,
+    /// Credits usage entries took in it.
+    pub credits: u64,
+    /// Usage entries made in it.
+    pub charges: u64,
+}
+
+impl Ledger {
+    /// Credits used in each bucket of `window`: one query of the span counters, whose
+    /// cost depends on the window only.
+    ///
+    /// # Errors
+    /// The read's [`StoreError`].
+    pub async fn usage(&self, tenant: &TenantId, window: &Window) -> Result<Vec<UsageBucket>, StoreError> {
+        let found = shared::spans::series(&self.client, &self.tables, tenant, USAGE_SPANS, window.spans()).await?;
+        let value = |index: u64, attribute: &str| {
+            found.get(&index).and_then(|v| v.get(attribute)).map_or(0, |n| u64::try_from(*n).unwrap_or(0))
+        };
+        Ok(window
+            .indexes()
+            .map(|index| UsageBucket {
+                index,
+                credits: value(index, USAGE_CREDITS),
+                charges: value(index, USAGE_CHARGES),
+            })
+            .collect())
     }
 }
 

@@ -50,6 +50,26 @@ enum Command {
     /// minutes), as the scheduled janitor function does; for the local stack, which has
     /// no scheduler.
     Janitor,
+    /// Starts executions at a past time and leaves them in a status, through the API's
+    /// own operations (charged, failures recorded): a history for the dashboard's charts
+    /// in the demo and the tests.
+    History {
+        /// The tenant's id.
+        #[arg(long)]
+        tenant: String,
+        /// Their workflow (default: a new published workflow "Backfilled history").
+        #[arg(long)]
+        workflow: Option<String>,
+        /// When they start and end (RFC 3339, in the past).
+        #[arg(long)]
+        at: String,
+        /// running, completed, failed, cancelled or paused.
+        #[arg(long)]
+        status: String,
+        /// How many (1 to 1000).
+        #[arg(long, default_value_t = 1)]
+        count: u32,
+    },
     /// Makes sure a demo tenant with a live key and credits exists and prints the key
     /// (kept in FILE with the tenant id, so the same key is printed on the next run).
     Demo {
@@ -207,6 +227,14 @@ async fn run(cli: Cli) -> Result<()> {
                 domain::runs::Runs::new(client.clone(), tables.clone(), shared::config::execution_cost_credits());
             let done = runs.finish_deletions(&shared::time::SystemClock, || true).await?;
             eprintln!("finished {} deletions in {} rounds ({} failed)", done.finished, done.rounds, done.failed);
+        }
+        Command::History { tenant, workflow, at, status, count } => {
+            use shared::body::WireEnum;
+            let at = shared::time::parse(&at).map_err(|e| anyhow::anyhow!("--at: {e}"))?;
+            let status = domain::runs::executions::model::ExecutionStatus::from_wire(&status)
+                .with_context(|| format!("--status {status}: not a status"))?;
+            let made = admin::History { at, status, count };
+            println!("{}", admin::history(&client, tables, &tenant, workflow.as_deref(), made).await?);
         }
         Command::Demo { key_file } => println!("{}", demo(&client, tables, &key_file).await?),
     }

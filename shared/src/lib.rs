@@ -23,6 +23,7 @@ pub mod query;
 pub mod rate_limit;
 pub mod request_id;
 pub mod scopes;
+pub mod series;
 pub mod spans;
 pub mod time;
 pub mod tls;

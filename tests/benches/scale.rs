@@ -1,5 +1,6 @@
 //! Capacity per request does not grow with the data: DynamoDB consumed capacity of
-//! `GET /failures/stats`, `GET /billing/balance`, `GET /executions/{id}`, page 1 of
+//! `GET /failures/stats`, `GET /executions/stats`, `GET /billing/usage`,
+//! `GET /billing/balance`, `GET /executions/{id}`, page 1 of
 //! every list, every list after a cursor (`starting_after`) and the time-filtered lists,
 //! for a tenant with about 100 and with 100,000 items in each list (written in bulk by
 //! copying items the API made, with new keys, and setting the span counters of the
@@ -88,7 +89,8 @@ async fn grow(bench: &Bench, copies: &[Copies], context: &str, from: u64, to: u6
 
 /// Sets the span counters of the copies (all made in millisecond 0, the time their ids
 /// carry) to `count`, as the API's writes would have: executions under their family and
-/// their workflow's, by status; failures under theirs.
+/// their workflow's, by status; failures under theirs; usage (its credits and charges)
+/// under its own.
 async fn count_copies(bench: &Bench, execution: &Item, count: u64) {
     let text = |item: &Item, name: &str| item.get(name).and_then(|v| v.as_s().ok()).cloned().expect(name);
     let (status, workflow) = (text(execution, "status"), text(execution, "workflow_id"));
@@ -97,6 +99,9 @@ async fn count_copies(bench: &Bench, execution: &Item, count: u64) {
         names.extend(shared::spans::names(&family, 0, &[shared::spans::ALL, &status]));
     }
     names.extend(shared::spans::names("failures", 0, &[shared::spans::ALL]));
+    let (hour_and_day, usage) = ([shared::spans::Level::Hour, shared::spans::Level::Day], domain::credits::USAGE_SPANS);
+    let counted = [domain::credits::USAGE_CREDITS, domain::credits::USAGE_CHARGES];
+    names.extend(shared::spans::names_at(&hour_and_day, usage, 0, &counted));
     let mut items: HashMap<String, Item> = HashMap::new();
     for name in names {
         let (item, attribute) = name.split_once('@').expect("item@attribute");
@@ -178,7 +183,7 @@ async fn main() {
     // Cursors point at the 50th copy (copies are older than the items the API made, so
     // 49 copies follow it with 100 items and with 100,000 alike).
     let workflow_id = copies[1].template.get("workflow_id").and_then(|v| v.as_s().ok()).cloned().expect("workflow");
-    let requests: [(&str, String); 17] = [
+    let requests: [(&str, String); 20] = [
         ("failures", "/api/v1/failures/stats".into()),
         ("billing", "/api/v1/billing/balance".into()),
         ("executions", format!("/api/v1/executions/{e}")),
@@ -199,6 +204,9 @@ async fn main() {
             format!("/api/v1/executions?workflow_id={workflow_id}&created_after=1969-12-31T23:59:59.999Z&created_before=2100-01-01T00:00:00.000Z"),
         ),
         ("executions", "/api/v1/executions?created_after=1969-12-31T12:00:00.000Z&created_before=2100-01-01T00:00:00.000Z&status=running".into()),
+        ("executions", "/api/v1/executions/stats?created_after=1970-01-01T00:00:00Z&created_before=1970-01-31T00:00:00Z".into()),
+        ("executions", "/api/v1/executions/stats?bucket=hour&created_after=1970-01-01T00:00:00Z&created_before=1970-01-02T00:00:00Z".into()),
+        ("billing", "/api/v1/billing/usage?created_after=1970-01-01T00:00:00Z&created_before=1970-01-31T00:00:00Z".into()),
     ];
     // Each request is sent twice unmeasured first, so that both measures are of warm
     // instances whose proof of the key is fresh: an instance's first two requests with

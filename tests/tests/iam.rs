@@ -45,6 +45,7 @@ async fn drive_every_route(api: &Api, key: &str, tenant: &str) {
     failing.json(&json!({})).send().await.expect_problem(422, "validation_failed");
     api.get(key, &format!("/executions?workflow_id={wf}&created_after=2020-01-01T00:00:00Z")).await.expect(200);
     api.get(key, "/executions?status=running").await.expect(200);
+    api.get(key, "/executions/stats?bucket=hour").await.expect(200);
     api.get(key, &format!("/executions/{e1}")).await.expect(200);
 
     let cp = |n: u32, state: Value| json!({"execution_id": e1, "name": format!("c{n}"), "state": state});
@@ -99,6 +100,7 @@ async fn drive_every_route(api: &Api, key: &str, tenant: &str) {
         .map(|f| f["id"].as_str().expect("id").to_owned())
         .collect();
     api.get(key, "/failures/stats").await.expect(200);
+    api.get(key, "/failures?created_after=2020-01-01T00:00:00Z").await.expect(200);
     api.get(key, &format!("/failures/{}", open[0])).await.expect(200);
     api.post(key, &format!("/failures/{}/resolve", open[0]), &json!({})).await.expect(200);
     api.post(key, &format!("/failures/{}/ignore", open[1]), &json!({})).await.expect(200);
@@ -130,6 +132,7 @@ async fn drive_every_route(api: &Api, key: &str, tenant: &str) {
     api.delete(key, &format!("/webhook-endpoints/{we}")).await.expect(204);
 
     api.get(key, "/billing/balance").await.expect(200);
+    api.get(key, "/billing/usage?bucket=day").await.expect(200);
     api.get(key, "/billing/transactions?type=usage").await.expect(200);
     api.post(key, "/billing/topup", &json!({"amount_cents": 500})).await.expect(200);
     api.get(key, "/billing/subscriptions/status").await.expect_problem(404, "not_found");

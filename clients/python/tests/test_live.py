@@ -187,3 +187,38 @@ async def test_the_async_client_manages_keys_too(key: str) -> None:
         states = {k.id: k.revoked_at is not None for k in await client.keys.list()}
     assert list(states.values()).count(False) == 1
     assert states[created.id]
+
+
+def test_stats_and_usage_chart_a_history_across_days() -> None:
+    from datetime import datetime, timedelta, timezone
+
+    from .conftest import admin
+
+    tenant = admin("tenant", "create", "--name", "stats")
+    key = admin("key", "create", "--tenant", tenant)
+    admin("credits", "grant", "--tenant", tenant, "--credits", "100")
+    today = datetime.now(timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
+    two_days_ago = today - timedelta(days=2)
+    history = [
+        (two_days_ago + timedelta(minutes=5), "completed", 3),
+        (two_days_ago, "failed", 1),
+        (today, "running", 2),
+    ]
+    for at, status, count in history:
+        stamp = at.isoformat().replace("+00:00", "Z")
+        admin("history", "--tenant", tenant, "--at", stamp, "--status", status, "--count", str(count))
+    with Cairn(key, base_url=URL) as client:
+        stats = client.executions.stats(created_after=two_days_ago, created_before=today + timedelta(days=1))
+        assert [b.start for b in stats.buckets] == [two_days_ago + timedelta(days=n) for n in range(3)]
+        assert [(b.total, b.by_status.completed, b.by_status.failed, b.failures) for b in stats.buckets] == [
+            (4, 3, 1, 1),
+            (0, 0, 0, 0),
+            (2, 0, 0, 0),
+        ]
+        assert (stats.total, stats.failures, stats.buckets[2].by_status.running) == (6, 1, 2)
+        usage = client.billing.usage(created_after=two_days_ago, created_before=today + timedelta(days=1))
+        assert [b.charges for b in usage.buckets] == [4, 0, 2]
+        assert usage.credits == sum(b.credits for b in usage.buckets) > 0
+        with pytest.raises(errors.ValidationFailed) as refused:
+            client.executions.stats(bucket="hour", created_after=today, created_before=two_days_ago)
+        assert refused.value.status == 422

@@ -91,3 +91,36 @@ def test_cairn_keys_creates_lists_and_revokes(client: Cairn, key: str) -> None:
     assert f"key {own} is the tenant's last live key; create another before revoking it" in last.stderr
     assert "Traceback" not in last.stderr
     assert client.billing.balance().credits_balance == 100
+
+
+def test_executions_stats_draws_a_chart_and_billing_usage_answers_json(client: Cairn, key: str) -> None:
+    wf = client.workflows.create(name="chart", workflow_type="custom")
+    failed = client.executions.create(workflow_id=wf.id)
+    client.executions.fail(failed.id, error_type="AGENT_ERROR", message="m")
+    client.executions.create(workflow_id=wf.id)
+
+    drawn = cli(key, "executions", "stats", "--bucket", "hour")
+    assert drawn.returncode == 0, drawn.stderr
+    # Rows with a bar (the hours that hold them): total, running, completed, failed,
+    # cancelled, paused, failures.
+    rows = [line.split()[-7:] for line in drawn.stdout.splitlines() if "█" in line]
+    assert rows, drawn.stdout
+    assert [sum(int(row[i]) for row in rows) for i in range(7)] == [2, 1, 0, 1, 0, 0, 1], drawn.stdout
+    assert "2 executions, 1 failures" in drawn.stderr
+
+    usage = cli(
+        key,
+        "--json",
+        "billing",
+        "usage",
+        "--after",
+        "2026-01-01T00:00:00Z",
+        "--before",
+        "2026-01-03T00:00:00Z",
+    )
+    assert usage.returncode == 0, usage.stderr
+    answered = json.loads(usage.stdout)
+    assert (answered["bucket"], len(answered["buckets"]), answered["credits"]) == ("day", 2, 0)
+
+    refused = cli(key, "executions", "stats", "--after", "yesterday")
+    assert (refused.returncode, "ISO 8601" in refused.stderr) == (2, True), refused.stderr

@@ -8,6 +8,7 @@ use serde_json::Value;
 use shared::body::{Fields, JsonBody, WireEnum, integer, one_of};
 use shared::pagination::{PageBody, PageRequest};
 use shared::query::Query;
+use shared::series::Window;
 use shared::{ApiError, TenantId};
 
 use crate::AppState;
@@ -29,6 +30,25 @@ pub struct Balance {
 pub async fn balance(State(state): State<AppState>, tenant: TenantId) -> Result<Json<Balance>, ApiError> {
     let account = state.ledger.account(&tenant).await?;
     Ok(Json(Balance { credits_balance: account.credits, balance_usd: account.credits as f64 / 100.0 }))
+}
+
+/// `GET /billing/usage`: credits used per hour or day, from the span counters.
+pub async fn usage(State(state): State<AppState>, tenant: TenantId, query: Query) -> Result<Json<Value>, ApiError> {
+    let window = Window::from_query(query, state.clock.now())?;
+    let found = state.ledger.usage(&tenant, &window).await?;
+    let buckets: Vec<Value> = found
+        .iter()
+        .map(|b| {
+            let mut bucket = window.bucket_fields(b.index);
+            bucket.extend([("credits".to_owned(), b.credits.into()), ("charges".to_owned(), b.charges.into())]);
+            Value::Object(bucket)
+        })
+        .collect();
+    let mut answer = window.answer();
+    answer.insert("credits".to_owned(), found.iter().map(|b| b.credits).sum::<u64>().into());
+    answer.insert("charges".to_owned(), found.iter().map(|b| b.charges).sum::<u64>().into());
+    answer.insert("buckets".to_owned(), buckets.into());
+    Ok(Json(Value::Object(answer)))
 }
 
 /// `GET /billing/transactions`

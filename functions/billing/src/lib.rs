@@ -28,6 +28,7 @@ use shared::time::Clock;
 pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/api/v1/billing/balance"),
     ("GET", "/api/v1/billing/transactions"),
+    ("GET", "/api/v1/billing/usage"),
     ("POST", "/api/v1/billing/topup"),
     ("POST", "/api/v1/billing/subscriptions/create-checkout"),
     ("GET", "/api/v1/billing/subscriptions/status"),
@@ -73,6 +74,7 @@ pub fn app(client: Client, tables: Tables, clock: Arc<dyn Clock>) -> Router {
     let routes = Router::new()
         .route(&format!("{BASE_PATH}/billing/balance"), get(api::balance))
         .route(&format!("{BASE_PATH}/billing/transactions"), get(api::transactions))
+        .route(&format!("{BASE_PATH}/billing/usage"), get(api::usage))
         .route(&format!("{BASE_PATH}/billing/topup"), post(api::topup))
         .route(&format!("{BASE_PATH}/billing/subscriptions/create-checkout"), post(api::create_checkout))
         .route(&format!("{BASE_PATH}/billing/subscriptions/status"), get(api::status))

@@ -16,6 +16,7 @@ use shared::ids::PathId;
 use shared::ids::{CheckpointId, ExecutionId, WorkflowId};
 use shared::pagination::PageRequest;
 use shared::query::Query;
+use shared::series::Window;
 use shared::{ApiError, TenantId};
 
 use domain::runs::executions::model::{Action, Execution, ExecutionError, ExecutionStatus};
@@ -170,6 +171,32 @@ pub async fn list(State(state): State<AppState>, tenant: TenantId, mut query: Qu
     };
     let (items, total) = Box::pin(state.runs.list_executions(&tenant, &list)).await?;
     ok(&page.respond(items.into_iter().map(ExecutionSummary::from).collect(), total))
+}
+
+/// `GET /executions/stats`: executions made per hour or day, by their status now, and
+/// failures recorded per bucket, from the span counters.
+pub async fn stats(State(state): State<AppState>, tenant: TenantId, query: Query) -> Result<Response, ApiError> {
+    let window = Window::from_query(query, state.clock.now())?;
+    let found = state.runs.execution_stats(&tenant, &window).await?;
+    let buckets: Vec<Value> = found
+        .iter()
+        .map(|b| {
+            let mut bucket = window.bucket_fields(b.index);
+            let by_status: serde_json::Map<String, Value> =
+                b.by_status.iter().map(|(s, n)| (s.wire().to_owned(), (*n).into())).collect();
+            bucket.extend([
+                ("total".to_owned(), b.total.into()),
+                ("by_status".to_owned(), by_status.into()),
+                ("failures".to_owned(), b.failures.into()),
+            ]);
+            Value::Object(bucket)
+        })
+        .collect();
+    let mut answer = window.answer();
+    answer.insert("total".to_owned(), found.iter().map(|b| b.total).sum::<u64>().into());
+    answer.insert("failures".to_owned(), found.iter().map(|b| b.failures).sum::<u64>().into());
+    answer.insert("buckets".to_owned(), buckets.into());
+    ok(&answer)
 }
 
 /// `GET /executions/{execution_id}`

@@ -21,6 +21,7 @@ use shared::time::Clock;
 pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/api/v1/executions"),
     ("POST", "/api/v1/executions"),
+    ("GET", "/api/v1/executions/stats"),
     ("GET", "/api/v1/executions/{execution_id}"),
     ("DELETE", "/api/v1/executions/{execution_id}"),
     ("POST", "/api/v1/executions/{execution_id}/complete"),
@@ -54,6 +55,7 @@ pub fn app(client: Client, tables: Tables, clock: Arc<dyn Clock>) -> Router {
     let one = format!("{BASE_PATH}/executions/{{execution_id}}");
     let routes = Router::new()
         .route(&format!("{BASE_PATH}/executions"), get(api::list).post(api::create))
+        .route(&format!("{BASE_PATH}/executions/stats"), get(api::stats))
         .route(&one, get(api::get).delete(api::delete))
         .route(&format!("{one}/complete"), post(api::complete))
         .route(&format!("{one}/fail"), post(api::fail))

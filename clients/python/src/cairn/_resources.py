@@ -166,6 +166,7 @@ class Executions(_Sync):
     create = _sync(specs.executions_create)
     get = _sync(specs.executions_get)
     list = _sync_list(specs.executions_list)
+    stats = _sync(specs.executions_stats)
     complete = _sync(specs.executions_complete)
     fail = _sync(specs.executions_fail)
     pause = _sync(specs.executions_pause)
@@ -197,6 +198,7 @@ class AsyncExecutions(_Async):
     create = _async(specs.executions_create)
     get = _async(specs.executions_get)
     list = _async_list(specs.executions_list)
+    stats = _async(specs.executions_stats)
     complete = _async(specs.executions_complete)
     fail = _async(specs.executions_fail)
     pause = _async(specs.executions_pause)
@@ -264,6 +266,7 @@ class Billing(_Sync):
     """``/billing``"""
 
     balance = _sync(specs.billing_balance)
+    usage = _sync(specs.billing_usage)
     transactions = _sync_list(specs.billing_transactions)
     topup = _sync(specs.billing_topup)
     create_checkout = _sync(specs.billing_create_checkout)
@@ -276,6 +279,7 @@ class AsyncBilling(_Async):
     """``/billing``"""
 
     balance = _async(specs.billing_balance)
+    usage = _async(specs.billing_usage)
     transactions = _async_list(specs.billing_transactions)
     topup = _async(specs.billing_topup)
     create_checkout = _async(specs.billing_create_checkout)

@@ -196,6 +196,26 @@ def executions_get(_: Any, execution_id: str) -> Spec[models.Execution]:
     return Spec(call("GET", f"/executions/{execution_id}"), model(models.Execution))
 
 
+def _series(
+    bucket: Literal["hour", "day"], created_after: datetime | None, created_before: datetime | None
+) -> dict[str, Any]:
+    return _clean({"bucket": bucket, "created_after": created_after, "created_before": created_before})
+
+
+def executions_stats(
+    _: Any,
+    *,
+    bucket: Literal["hour", "day"] = "day",
+    created_after: datetime | None = None,
+    created_before: datetime | None = None,
+) -> Spec[models.ExecutionStats]:
+    """Executions started (by their status now) and failures recorded per UTC hour or
+    day (``GET /executions/stats``). Without a window: the last 24 hours by hour, or the
+    last 30 days by day; every whole bucket the window touches is answered."""
+    c = call("GET", "/executions/stats", params=_series(bucket, created_after, created_before))
+    return Spec(c, model(models.ExecutionStats))
+
+
 def executions_list(
     _: Any,
     *,
@@ -451,6 +471,19 @@ def failures_ignore(
 def billing_balance(_: Any) -> Spec[models.Balance]:
     """The credit balance."""
     return Spec(call("GET", "/billing/balance"), model(models.Balance))
+
+
+def billing_usage(
+    _: Any,
+    *,
+    bucket: Literal["hour", "day"] = "day",
+    created_after: datetime | None = None,
+    created_before: datetime | None = None,
+) -> Spec[models.Usage]:
+    """Credits used per UTC hour or day (``GET /billing/usage``); the window as in
+    :func:`executions_stats`."""
+    c = call("GET", "/billing/usage", params=_series(bucket, created_after, created_before))
+    return Spec(c, model(models.Usage))
 
 
 def billing_transactions(

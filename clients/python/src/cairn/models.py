@@ -186,6 +186,59 @@ class FailureSettled(Model):
     message: str
 
 
+class StatusCounts(Model):
+    """Executions of a bucket by the status they have now."""
+
+    running: int
+    completed: int
+    failed: int
+    cancelled: int
+    paused: int
+
+
+class ExecutionBucket(Model):
+    """One hour or day of :class:`ExecutionStats`."""
+
+    start: datetime
+    end: datetime
+    total: int
+    by_status: StatusCounts
+    failures: int
+
+
+class ExecutionStats(Model):
+    """Executions started and failures recorded per hour or day
+    (``GET /executions/stats``). ``created_after`` and ``created_before`` are where the
+    first bucket starts and the last ends."""
+
+    bucket: Literal["hour", "day"]
+    created_after: datetime
+    created_before: datetime
+    total: int
+    failures: int
+    buckets: list[ExecutionBucket]
+
+
+class UsageBucket(Model):
+    """One hour or day of :class:`Usage`."""
+
+    start: datetime
+    end: datetime
+    credits: int
+    charges: int
+
+
+class Usage(Model):
+    """Credits used per hour or day (``GET /billing/usage``)."""
+
+    bucket: Literal["hour", "day"]
+    created_after: datetime
+    created_before: datetime
+    credits: int
+    charges: int
+    buckets: list[UsageBucket]
+
+
 class Balance(Model):
     """The credit balance (1 credit = US$0.01)."""
 

@@ -11,8 +11,11 @@ use shared::dynamo::{Attempt, Part, Transaction, TransactionError, retry_races};
 use shared::ids::{ExecutionId, WorkflowId};
 use shared::time::Clock;
 
-use self::model::{Action, Execution};
-use super::failures::model::{CommandStatus, Failure};
+use shared::body::WireEnum;
+use shared::series::Window;
+
+use self::model::{Action, Execution, ExecutionStatus, span_family};
+use super::failures::model::{CommandStatus, Failure, SPAN_FAMILY as FAILURE_SPANS};
 use super::rollback::{Disposal, plan_rollback};
 use super::{BeforeCommit, Change, Changed, ListExecutions, NewExecution, ReplayFrom, Runs, Started};
 use crate::Error;
@@ -20,7 +23,49 @@ use crate::credits::{EntryType, NewEntry};
 use crate::webhooks::{Event, EventType};
 use crate::workflows::model::WorkflowStatus;
 
+/// One bucket of [`Runs::execution_stats`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActivityBucket {
+    /// Its index in the window (see [`Window::start`]).
+    pub index: u64,
+    /// Executions made in it, whatever their status.
+    pub total: u64,
+    /// Executions made in it, by their status now, in [`ExecutionStatus::ALL`] order.
+    pub by_status: Vec<(ExecutionStatus, u64)>,
+    /// Failures recorded in it (an execution's failure, whatever became of it).
+    pub failures: u64,
+}
+
 impl Runs {
+    /// Executions made in each bucket of `window` by their status now, and failures
+    /// recorded in each: two queries of the span counters, side by side, whose cost
+    /// depends on the window only.
+    ///
+    /// # Errors
+    /// The reads' storage errors.
+    pub async fn execution_stats(&self, tenant: &TenantId, window: &Window) -> Result<Vec<ActivityBucket>, Error> {
+        let (client, tables, family) = (self.client(), self.failures.tables(), span_family(None));
+        let (executions, failures) = tokio::try_join!(
+            shared::spans::series(client, tables, tenant, &family, window.spans()),
+            shared::spans::series(client, tables, tenant, FAILURE_SPANS, window.spans()),
+        )?;
+        let count = |values: Option<&std::collections::BTreeMap<String, i64>>, attribute: &str| {
+            values.and_then(|v| v.get(attribute)).map_or(0, |n| u64::try_from(*n).unwrap_or(0))
+        };
+        Ok(window
+            .indexes()
+            .map(|index| {
+                let made = executions.get(&index);
+                ActivityBucket {
+                    index,
+                    total: count(made, shared::spans::ALL),
+                    by_status: ExecutionStatus::ALL.iter().map(|s| (*s, count(made, s.wire()))).collect(),
+                    failures: count(failures.get(&index), shared::spans::ALL),
+                }
+            })
+            .collect())
+    }
+
     /// The tenant's execution `id`.
     ///
     /// # Errors

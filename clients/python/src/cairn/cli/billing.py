@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Any
+
 import click
 
 from .config import state
-from .output import answer, command, show, show_list, when
+from .output import IsoTime, answer, chart, command, show, show_list, when
 
 TRANSACTION_TYPES = ["topup", "usage", "subscription", "refund", "dispute"]
 
@@ -20,6 +23,26 @@ def billing_balance() -> None:
     """The credit balance."""
     b = state().client().billing.balance()
     answer(b, f"{b.credits_balance} credits (US${b.balance_usd:.2f})")
+
+
+@command(billing, "usage")
+@click.option("--bucket", type=click.Choice(["hour", "day"]), default="day", show_default=True)
+@click.option(
+    "--after", "created_after", type=IsoTime(), help="The window's start (default: 24 hours or 30 days ago)."
+)
+@click.option("--before", "created_before", type=IsoTime(), help="The window's end (default: now).")
+def billing_usage(bucket: Any, created_after: datetime | None, created_before: datetime | None) -> None:
+    """Credits used per UTC hour or day, as a text chart."""
+    usage = (
+        state()
+        .client()
+        .billing.usage(bucket=bucket, created_after=created_after, created_before=created_before)
+    )
+    chart(
+        usage, ["credits", "charges"], [(b.start, b.credits, [b.credits, b.charges]) for b in usage.buckets]
+    )
+    if not state().as_json:
+        click.echo(f"{usage.credits} credits in {usage.charges} charges", err=True)
 
 
 @command(billing, "transactions")

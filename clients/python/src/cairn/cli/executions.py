@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, get_args
 
 import click
@@ -11,8 +12,10 @@ from .._specs import OMIT
 from .checkpoints import CHECKPOINT_COLUMNS, checkpoint_row
 from .config import state
 from .output import (
+    IsoTime,
     answer,
     api_json,
+    chart,
     command,
     emit_json,
     fields,
@@ -52,6 +55,32 @@ def executions_list(status: Any, workflow_id: str | None, follow: bool) -> None:
             e.error.error_type if e.error else None,
         ],
     )
+
+
+@command(executions, "stats")
+@click.option("--bucket", type=click.Choice(["hour", "day"]), default="day", show_default=True)
+@click.option(
+    "--after", "created_after", type=IsoTime(), help="The window's start (default: 24 hours or 30 days ago)."
+)
+@click.option("--before", "created_before", type=IsoTime(), help="The window's end (default: now).")
+def executions_stats(bucket: Any, created_after: datetime | None, created_before: datetime | None) -> None:
+    """Executions started per UTC hour or day, by their status now, and failures recorded,
+    as a text chart (the bar is the executions started)."""
+    stats = (
+        state()
+        .client()
+        .executions.stats(bucket=bucket, created_after=created_after, created_before=created_before)
+    )
+    chart(
+        stats,
+        ["total", *EXECUTION_STATUSES, "failures"],
+        [
+            (b.start, b.total, [b.total, *(getattr(b.by_status, s) for s in EXECUTION_STATUSES), b.failures])
+            for b in stats.buckets
+        ],
+    )
+    if not state().as_json:
+        click.echo(f"{stats.total} executions, {stats.failures} failures", err=True)
 
 
 EXECUTION_FIELDS = [

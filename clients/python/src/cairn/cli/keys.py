@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from .config import CommandError, state
-from .output import answer, command, show_items, when
+from .output import IsoTime, answer, command, show_items, when
 
 
 @click.group()
@@ -49,24 +49,16 @@ def keys_list() -> None:
 )
 @click.option(
     "--expires-at",
-    metavar="TIME",
+    type=IsoTime(),
     help="When it stops working: an ISO 8601 time with its offset, such as 2027-01-01T00:00:00Z.",
 )
-def keys_create(name: str, scopes: tuple[str, ...], expires_at: str | None) -> None:
+def keys_create(name: str, scopes: tuple[str, ...], expires_at: datetime | None) -> None:
     """Creates an API key and prints its secret, this once.
 
     Cairn keeps only the secret's hash: store it now. With --json, the API's answer (the
     secret in `key`)."""
-    until: datetime | None = None
-    if expires_at is not None:
-        try:
-            until = datetime.fromisoformat(expires_at.replace("Z", "+00:00"))
-        except ValueError:
-            raise click.BadParameter("must be an ISO 8601 time, such as 2027-01-01T00:00:00Z") from None
-        if until.tzinfo is None:
-            raise click.BadParameter("needs its offset (Z for UTC)")
     options: dict[str, Any] = {"scopes": list(scopes)} if scopes else {}
-    k = state().client().keys.create(name=name, expires_at=until, **options)
+    k = state().client().keys.create(name=name, expires_at=expires_at, **options)
     secret = "" if k.key is None else f"\nsecret: {k.key}"
     answer(k, f"{k.id} created ({k.name}, prefix {k.prefix}){secret}")
     if k.key is None:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 from rich.console import Console
@@ -173,3 +174,57 @@ def report(
         click.echo(f"  {e.get('field')}: {e.get('message')}", err=True)
     if request_id:
         click.echo(f"request id: {request_id}", err=True)
+
+
+if TYPE_CHECKING:
+    _TimeParam = click.ParamType[datetime]
+else:  # click before 8.2 has no generic ParamType
+    _TimeParam = click.ParamType
+
+
+class IsoTime(_TimeParam):
+    """An ISO 8601 time with its offset (``Z`` for UTC)."""
+
+    name = "TIME"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> datetime:
+        if isinstance(value, datetime):
+            return value
+        try:
+            parsed = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        except ValueError:
+            self.fail("must be an ISO 8601 time, such as 2027-01-01T00:00:00Z", param, ctx)
+        if parsed.tzinfo is None:
+            self.fail("needs its offset (Z for UTC)", param, ctx)
+        return parsed
+
+
+#: The bars of :func:`chart`: eighths of a cell.
+_EIGHTHS = " ▏▎▍▌▋▊▉"
+
+
+def bar(value: int, most: int, width: int = 30) -> str:
+    """``value`` as a bar of at most ``width`` cells, ``most`` filling them all."""
+    if most <= 0 or value <= 0:
+        return ""
+    eighths = max(1, round(value * width * 8 / most))
+    return "█" * (eighths // 8) + (_EIGHTHS[eighths % 8] if eighths % 8 else "")
+
+
+def bucket_label(start: datetime, hourly: bool) -> str:
+    """A bucket's start as a chart's row label (UTC)."""
+    return start.strftime("%Y-%m-%d %H:00" if hourly else "%Y-%m-%d")
+
+
+def chart(value: models.Model, columns: list[str], rows: list[tuple[datetime, int, list[Any]]]) -> None:
+    """A time series: with ``--json`` the API's JSON, else a table with a bar per
+    bucket (``rows``: its start, the value its bar shows, then the other columns)."""
+    if state().as_json:
+        emit_json(api_json(value))
+        return
+    hourly = getattr(value, "bucket", "day") == "hour"
+    most = max((shown for _, shown, _ in rows), default=0)
+    table(
+        ["hour (UTC)" if hourly else "day (UTC)", "", *columns],
+        ([bucket_label(start, hourly), bar(shown, most), *rest] for start, shown, rest in rows),
+    )
