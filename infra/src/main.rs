@@ -234,7 +234,7 @@ async fn run(cli: Cli) -> Result<()> {
             let status = domain::runs::executions::model::ExecutionStatus::from_wire(&status)
                 .with_context(|| format!("--status {status}: not a status"))?;
             let made = admin::History { at, status, count };
-            println!("{}", admin::history(&client, tables, &tenant, workflow.as_deref(), made).await?);
+            println!("{}", Box::pin(admin::history(&client, tables, &tenant, workflow.as_deref(), made)).await?);
         }
         Command::Demo { key_file } => println!("{}", demo(&client, tables, &key_file).await?),
     }
@@ -259,7 +259,36 @@ async fn demo(client: &aws_sdk_dynamodb::Client, tables: &Tables, key_file: &std
     std::fs::write(key_file, format!("{tenant} {key}\n")).with_context(|| format!("writing {}", key_file.display()))?;
     eprintln!("created demo tenant {tenant}");
     top_up_demo(client, tables, &tenant).await?;
+    demo_history(client, tables, &tenant).await?;
+    top_up_demo(client, tables, &tenant).await?;
     Ok(key)
+}
+
+/// Two weeks of runs for a new demo tenant, so that the dashboard's overview has a
+/// history to show: each day a few completed, some failed, now and then a cancelled one.
+async fn demo_history(
+    client: &aws_sdk_dynamodb::Client,
+    tables: &Tables,
+    tenant: &shared::ids::TenantKey,
+) -> Result<()> {
+    use domain::runs::executions::model::ExecutionStatus;
+    let today = chrono::Utc::now().date_naive().and_hms_opt(0, 0, 0).context("midnight")?.and_utc();
+    let mut workflow = None;
+    for day in 1..=14_u32 {
+        let noon = today - chrono::TimeDelta::days(i64::from(day)) + chrono::TimeDelta::hours(12);
+        let runs = [
+            (ExecutionStatus::Completed, 3 + (day * 7) % 5),
+            (ExecutionStatus::Failed, (day * 5) % 3),
+            (ExecutionStatus::Cancelled, u32::from(day % 4 == 0)),
+        ];
+        for (status, count) in runs.into_iter().filter(|(_, count)| *count > 0) {
+            let made = admin::History { at: noon, status, count };
+            workflow =
+                Some(Box::pin(admin::history(client, tables, tenant.as_str(), workflow.as_deref(), made)).await?);
+        }
+    }
+    eprintln!("gave the demo tenant two weeks of history");
+    Ok(())
 }
 
 /// Credits the demo tenant starts with (and is topped up to when it runs low).

@@ -20,6 +20,7 @@ Without the first three (or without the browser) the tests are skipped, unless
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import subprocess
 import time
@@ -32,7 +33,7 @@ from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, ConsoleMessage, Error, Page, expect, sync_playwright
+from playwright.sync_api import Browser, ConsoleMessage, Error, Locator, Page, expect, sync_playwright
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -388,3 +389,39 @@ def screenshot(screenshot_dir: Path) -> Callable[[Page, str], Path]:
         return path
 
     return take
+
+
+# ---- helpers of the test files
+
+
+def tid(page: Page | Locator, testid: str, **data: object) -> Locator:
+    """The element(s) with data-testid=testid and data-<name>=value for each keyword."""
+    selector = f'[data-testid="{testid}"]' + "".join(f'[data-{k.replace("_", "-")}="{v}"]' for k, v in data.items())
+    return page.locator(selector)
+
+
+def at(dashboard_url: str, route: str) -> str:
+    """The dashboard's URL with a hash route (works for .../dashboard and .../dashboard/)."""
+    return dashboard_url.split("#", 1)[0] + "#" + route
+
+
+def csp_violations(page: Page) -> list[str]:
+    return page.evaluate("window.__cspViolations || []")
+
+
+def no_horizontal_overflow(page: Page) -> None:
+    """At phone width the page itself never scrolls sideways (tables scroll in their box)."""
+    widths = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+    assert widths[0] <= widths[1], f"the page is {widths[0]} px wide at {widths[1]} px"
+
+
+def sign_in(page: Page, dashboard_url: str, key: str) -> None:
+    page.goto(dashboard_url)
+    expect(page).to_have_url(re.compile(r"#/signin$"))
+    tid(page, "signin-key").fill(key)
+    tid(page, "signin-submit").click()
+    expect(page).to_have_url(re.compile(r"#/overview$"))
+    expect(tid(page, "signout")).to_be_visible()
+    # Signed in means the first page has loaded too: a test that changes the key's state
+    # next must not race that page's own requests.
+    expect(page.locator("[aria-busy=true]")).to_have_count(0)

@@ -23,45 +23,26 @@ from pathlib import Path
 from urllib.parse import urljoin, urlsplit
 
 import pytest
-from conftest import DESKTOP, PHONE, REPO, Api, Console, Seeded, Tenant, emulators_own_500
+from conftest import (
+    DESKTOP,
+    PHONE,
+    REPO,
+    Api,
+    Console,
+    Seeded,
+    Tenant,
+    at,
+    csp_violations,
+    emulators_own_500,
+    no_horizontal_overflow,
+    sign_in,
+    tid,
+)
 from playwright.sync_api import Locator, Page, Response, expect
 
 pytestmark = pytest.mark.browser
 
 SECRET = re.compile(r"^cairn_[0-9A-Za-z]{43}$")
-
-
-def tid(page: Page | Locator, testid: str, **data: object) -> Locator:
-    """The element(s) with data-testid=testid and data-<name>=value for each keyword."""
-    selector = f'[data-testid="{testid}"]' + "".join(f'[data-{k.replace("_", "-")}="{v}"]' for k, v in data.items())
-    return page.locator(selector)
-
-
-def at(dashboard_url: str, route: str) -> str:
-    """The dashboard's URL with a hash route (works for .../dashboard and .../dashboard/)."""
-    return dashboard_url.split("#", 1)[0] + "#" + route
-
-
-def csp_violations(page: Page) -> list[str]:
-    return page.evaluate("window.__cspViolations || []")
-
-
-def no_horizontal_overflow(page: Page) -> None:
-    """At phone width the page itself never scrolls sideways (tables scroll in their box)."""
-    widths = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
-    assert widths[0] <= widths[1], f"the page is {widths[0]} px wide at {widths[1]} px"
-
-
-def sign_in(page: Page, dashboard_url: str, key: str) -> None:
-    page.goto(dashboard_url)
-    expect(page).to_have_url(re.compile(r"#/signin$"))
-    tid(page, "signin-key").fill(key)
-    tid(page, "signin-submit").click()
-    expect(page).to_have_url(re.compile(r"#/executions$"))
-    expect(tid(page, "signout")).to_be_visible()
-    # Signed in means the first page has loaded too: a test that changes the key's state
-    # next must not race that page's own requests.
-    expect(page.locator("[aria-busy=true]")).to_have_count(0)
 
 
 def test_signin_page_loads_clean(
@@ -196,11 +177,13 @@ def test_dashboard_walkthrough(
     console: Console,
     screenshot: Callable[[Page, str], Path],
 ) -> None:
-    # ---- sign in: the executions list, the home page
+    # ---- sign in: the overview, the home page; then the executions list
     sign_in(page, dashboard_url, tenant.key)
     assert page.evaluate("Object.keys(sessionStorage)") == ["cairn.apiKey"]
     assert page.evaluate("localStorage.length") == 0
     assert page.context.cookies() == []
+    expect(tid(page, "nav-overview")).to_have_attribute("aria-current", "page")
+    tid(page, "nav-executions").click()
     expect(tid(page, "nav-executions")).to_have_attribute("aria-current", "page")
     expect(tid(page, "executions-table")).to_be_visible()
     paused_row = tid(page, "execution-row", id=seeded.paused_id)
@@ -235,6 +218,7 @@ def test_dashboard_walkthrough(
     expect(tid(page, "state-view")).to_be_visible()
     expect(tid(page, "state-view")).to_contain_text('"step": 1')
     expect(tid(page, "state-view")).to_have_attribute("data-checkpoint-id", first)
+    expect(page).to_have_url(re.compile(rf"#/executions/{seeded.paused_id}\?checkpoint={first}$"))
     screenshot(page, "execution")
 
     # replay from the first checkpoint: Escape cancels, OK replays

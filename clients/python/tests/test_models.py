@@ -49,6 +49,8 @@ CASES: list[tuple[type[BaseModel], dict[str, Any]]] = [
     (models.Failure, schema("FailureDetail")),
     (models.FailureStats, schema("FailureStats")),
     (models.FailureSettled, schema("FailureResolved")),  # resolved_at: not when ignored
+    (models.ExecutionStats, schema("ExecutionStats")),
+    (models.Usage, schema("BillingUsage")),
     (models.Balance, schema("Balance")),
     (models.Transaction, schema("Transaction")),
     (models.Subscription, schema("Subscription")),
@@ -64,6 +66,18 @@ CASES: list[tuple[type[BaseModel], dict[str, Any]]] = [
     (models.WebhookDelivery, schema("WebhookDelivery")),
     (models.WebhookDeliveryPage, schema("WebhookDeliveryList")),
     (models.WebhookTestSent, response_schema("/webhook-endpoints/{endpoint_id}/test", "post", "202")),
+]
+
+
+def bucket_schema(name: str) -> dict[str, Any]:
+    doc = yaml.safe_load(OPENAPI.read_text())
+    return flatten(doc, schema(name)["properties"]["buckets"]["items"])
+
+
+CASES += [
+    (models.ExecutionBucket, bucket_schema("ExecutionStats")),
+    (models.StatusCounts, flatten({}, bucket_schema("ExecutionStats")["properties"]["by_status"])),
+    (models.UsageBucket, bucket_schema("BillingUsage")),
 ]
 
 

@@ -22,10 +22,15 @@
 //   format.js     numbers, sizes, money, dates, JSON
 //   constants.js  statuses, workflow types, plans, page sizes
 //   card.js       Stripe.js and the card form of a top-up
-//   page-*.js     one module per page: signin, executions, execution, failures,
-//                 workflows, billing, keys, webhooks
+//   chart.js      accessible SVG bar charts (with their numbers as a table)
+//   live.js       live pages: polling with backoff, paused while the tab is hidden
+//   diff.js       what changed between two JSON states (time-sliced)
+//   page-*.js     one module per page: signin, overview, executions, execution,
+//                 failures, workflows, billing, keys, webhooks
 //
-// Routes (location.hash): #/signin, #/executions, #/executions/<id>, #/failures,
+// Routes (location.hash): #/signin, #/overview (after sign-in; ?range=24h|7d|30d),
+// #/executions, #/executions/<id> (?checkpoint=<id> shows its state, ?from=<id>&to=<id>
+// the diff of two, ?cp_page=N the timeline's page), #/failures,
 // #/failures/<id>, #/workflows, #/workflows/<id>, #/billing, #/keys, #/webhooks,
 // #/webhooks/<id>. List filters and
 // pages live in the hash's query (#/executions?status=paused&page=2), so Back works.
@@ -34,7 +39,7 @@
 //   signin-key               the API key input on the sign-in page
 //   signin-submit            its submit button
 //   signout                  the Sign out button (in the top bar on every signed-in page)
-//   nav-executions, nav-failures, nav-workflows, nav-billing, nav-keys, nav-webhooks   the main navigation links
+//   nav-overview, nav-executions, nav-failures, nav-workflows, nav-billing, nav-keys, nav-webhooks   the main navigation links
 //   error                    the visible error banner (role=alert); the API's detail and field messages
 //   notice                   the success banner (role=status)
 //   empty                    any empty state (says what to do next)
@@ -84,6 +89,15 @@
 //   webhook-row              one endpoint (data-id; data-enabled="true" while enabled)
 //   webhook-link             its URL, a link to its deliveries (#/webhooks/<id>)
 //   webhook-status           its enabled/disabled badge; webhook-disabled-reason why Cairn disabled it
+//   range-24h, range-7d, range-30d   the overview's time ranges (aria-current on the chosen one)
+//   overview-executions, overview-failures, overview-open-failures, overview-credits   its figures
+//   overview-open-link       the link to the open failures
+//   chart-executions, chart-failures, chart-credits   the overview's charts (<figure>); each bar
+//                            data-testid="bar" with data-start, data-series, data-value; each
+//                            chart's numbers in <testid>-table (a row per bucket, data-start)
+//   live-status              a live page's status line (data-state live | paused | error)
+//   diff-from, diff-to, diff-submit   the execution page's checkpoint comparison
+//   diff-summary, diff-table, diff-row (data-path, data-kind added | removed | changed)
 //   webhook-create-url, webhook-create-type, webhook-create-submit   the add form (a checkbox per event type)
 //   webhook-secret, webhook-copy, webhook-secret-dismiss   a new endpoint's secret, shown once (data-webhook-id)
 //   webhook-test, webhook-toggle, webhook-delete   an endpoint's Send test, Disable/Enable, Delete buttons
@@ -97,6 +111,7 @@ import { pageExecution } from './page-execution.js';
 import { pageExecutions } from './page-executions.js';
 import { pageFailure, pageFailures } from './page-failures.js';
 import { pageKeys } from './page-keys.js';
+import { pageOverview } from './page-overview.js';
 import { pageWebhook, pageWebhooks } from './page-webhooks.js';
 import { pageSignin } from './page-signin.js';
 import { pageWorkflow, pageWorkflows } from './page-workflows.js';
@@ -104,6 +119,7 @@ import { endSession, signOut, startRouter } from './router.js';
 
 const PAGES = {
   signin: { title: 'Sign in', render: pageSignin, public: true },
+  overview: { title: 'Overview', render: pageOverview, nav: 'overview' },
   executions: { title: 'Executions', render: pageExecutions, detail: pageExecution, nav: 'executions' },
   failures: { title: 'Failures', render: pageFailures, detail: pageFailure, nav: 'failures' },
   workflows: { title: 'Workflows', render: pageWorkflows, detail: pageWorkflow, nav: 'workflows' },

@@ -1,20 +1,68 @@
 // One execution (#/executions/<id>): its fields, input and output, its checkpoints with
-// their states, and replay or roll back from a checkpoint.
+// their states, what changed between two of them, and replay or roll back from one. The
+// state shown (?checkpoint=<id>), the comparison (?from=<id>&to=<id>) and the timeline's
+// page (?cp_page=N) are in the address, so Back, Forward and a shared link restore them.
+// While the execution is running or paused, the page updates by itself (live.js).
 
 import { API, api } from './api.js';
 import { STATE_PREVIEW_CHARS } from './constants.js';
-import { enc, h, hashFor, link, setBusy } from './dom.js';
+import { DIFF_MAX_CHANGES, diffJson } from './diff.js';
+import { enc, h, hashFor, link, positiveInt, setBusy } from './dom.js';
 import { fmtBytes, fmtNumber, prettyJson } from './format.js';
+import { live } from './live.js';
 import { confirmDialog, report } from './messages.js';
-import { rerender, section } from './router.js';
-import { backLink, badge, code, emptyState, field, jsonBlock, pageHeader, pager, tableWrap, timeEl } from './ui.js';
+import { navigate, rerender, section } from './router.js';
+import {
+  backLink, badge, code, emptyState, field, jsonBlock, labelled, loadingState, pageHeader, pager, tableWrap, timeEl,
+} from './ui.js';
 
-export async function pageExecution(ctx) {
-  const id = ctx.route.id;
-  const ex = await api('GET', `/executions/${enc(id)}`);
-  if (ctx.stale()) return;
+/** A value as one line of compact JSON, cut at `max` characters. */
+function preview(value, max = 240) {
+  if (value === undefined) return h('span', { class: 'muted' }, '—');
+  const text = JSON.stringify(value);
+  return h('code', { class: 'diff-value' }, text.length > max ? `${text.slice(0, max)}…` : text);
+}
 
-  const fields = h('dl', { class: 'fields' },
+/** Loads two checkpoints' states and shows what changed from the first to the second. */
+async function compare(ctx, fromId, toId, view) {
+  view.setAttribute('aria-busy', 'true');
+  view.replaceChildren(loadingState('Loading both states…'));
+  try {
+    const read = (cpId) => api('GET', `/checkpoints/${enc(cpId)}`, { query: { include_state: 'true' } });
+    const [a, b] = await Promise.all([read(fromId), read(toId)]);
+    if (ctx.stale()) return;
+    view.replaceChildren(loadingState('Comparing…'));
+    const { changes, counts, more } = await diffJson(a.state ?? null, b.state ?? null, { stale: ctx.stale });
+    if (ctx.stale()) return;
+    const name = (cp) => `#${cp.sequence}${cp.name ? ` “${cp.name}”` : ''}`;
+    const summary = h('p', { testid: 'diff-summary', 'data-added': counts.added, 'data-removed': counts.removed, 'data-changed': counts.changed },
+      `From ${name(a)} to ${name(b)}: `, h('strong', {}, `${fmtNumber(counts.added)} added, ${fmtNumber(counts.removed)} removed, ${fmtNumber(counts.changed)} changed`),
+      changes.length === 0 ? ' (the states are equal).' : '.');
+    if (changes.length === 0) {
+      view.replaceChildren(summary);
+      return;
+    }
+    const table = h('table', { class: 'table table-compact', testid: 'diff-table' },
+      h('caption', { class: 'visually-hidden' }, `Changes from ${name(a)} to ${name(b)}`),
+      h('thead', {}, h('tr', {}, ['Path', 'Change', `Before (${name(a)})`, `After (${name(b)})`].map((text) => h('th', { scope: 'col' }, text)))),
+      h('tbody', {}, changes.map((c) => h('tr', { testid: 'diff-row', 'data-path': c.path, 'data-kind': c.kind, class: `diff-${c.kind}` },
+        h('td', {}, code(c.path)),
+        h('td', {}, c.kind),
+        h('td', {}, preview(c.before)),
+        h('td', {}, preview(c.after))))));
+    view.replaceChildren(summary, h('div', { class: 'table-wrap', tabindex: '0', role: 'region', 'aria-label': 'Changes' }, table));
+    if (more > 0) view.append(h('p', { class: 'hint' }, `The first ${fmtNumber(DIFF_MAX_CHANGES)} changes are shown; ${fmtNumber(more)} more are not.`));
+  } catch (error) {
+    if (ctx.stale() || error?.handled) return;
+    report(error);
+    view.replaceChildren(h('p', { class: 'state-error' }, 'These checkpoints could not be compared: ', error?.message || String(error)));
+  } finally {
+    view.removeAttribute('aria-busy');
+  }
+}
+
+function fieldsOf(ex) {
+  return h('dl', { class: 'fields' },
     field('Execution', code(ex.id)),
     field('Workflow', link(`/workflows/${enc(ex.workflow_id)}`, code(ex.workflow_id)), ' · ',
       link('/executions', 'its executions', { href: hashFor('/executions', { workflow_id: ex.workflow_id }) })),
@@ -28,6 +76,23 @@ export async function pageExecution(ctx) {
     field('Ended', timeEl(ex.ended_at)),
     ex.cancel_reason ? field('Cancel reason', ex.cancel_reason) : null,
   );
+}
+
+/** The address of this page with some of its parameters changed ('' drops one). */
+function here(ctx, changes) {
+  const params = Object.fromEntries(ctx.route.params);
+  return hashFor(`/executions/${enc(ctx.route.id)}`, { ...params, ...changes });
+}
+
+const LIVE_STATUSES = new Set(['running', 'paused']);
+
+export async function pageExecution(ctx) {
+  const id = ctx.route.id;
+  const p = ctx.route.params;
+  let ex = await api('GET', `/executions/${enc(id)}`);
+  if (ctx.stale()) return;
+  const fields = h('div', {}, fieldsOf(ex));
+  const headerBadge = h('span', {}, badge(ex.status, null, null));
 
   const errorPanel = ex.error
     ? h('section', { class: 'panel panel-error', 'aria-labelledby': 'ex-error-title' },
@@ -45,9 +110,45 @@ export async function pageExecution(ctx) {
   const stateInfo = h('p', { class: 'muted', id: 'state-info' }, 'Choose “View state” on a checkpoint to load its state here.');
   const stateMore = h('div', { class: 'actions', hidden: true });
 
+  // Compare: two of the timeline's checkpoints (filled in when it loads).
+  const fromSelect = h('select', { id: 'diff-from', name: 'from', testid: 'diff-from' });
+  const toSelect = h('select', { id: 'diff-to', name: 'to', testid: 'diff-to' });
+  const compareForm = h('form', { class: 'filters', 'aria-label': 'Compare two checkpoints' },
+    labelled('diff-from', 'From', fromSelect),
+    labelled('diff-to', 'To', toSelect),
+    h('div', { class: 'filter-actions' },
+      h('button', { type: 'submit', class: 'button button-primary', testid: 'diff-submit' }, 'Compare')));
+  compareForm.addEventListener('submit', (event) => {
+    event.preventDefault();
+    if (fromSelect.value && toSelect.value) navigate(here(ctx, { from: fromSelect.value, to: toSelect.value }));
+  });
+  const diffView = h('div', { class: 'diff' },
+    h('p', { class: 'muted' }, 'Choose two checkpoints to see what changed in the state between them.'));
+  const fillCompare = (items) => {
+    const options = items.map((cp) => [cp.id, `#${cp.sequence}${cp.name ? ` ${cp.name}` : ''}`]);
+    for (const [select, fallback] of [[fromSelect, items.at(-2)], [toSelect, items.at(-1)]]) {
+      select.replaceChildren(...options.map(([value, label]) => h('option', { value }, label)));
+      const wanted = p.get(select.name) || fallback?.id || '';
+      if (options.some(([value]) => value === wanted)) select.value = wanted;
+    }
+    compareForm.hidden = items.length < 2;
+  };
+
+  // Running or paused: the fields and the timeline follow the execution by themselves.
+  const signature = (e) => JSON.stringify([e.status, e.attempt, e.updated_at, e.checkpoint_count, e.current_checkpoint_id]);
+  const liveStatus = LIVE_STATUSES.has(ex.status) ? live(ctx, async () => {
+    const now = await api('GET', `/executions/${enc(id)}`);
+    if (ctx.stale() || signature(now) === signature(ex)) return false;
+    ex = now;
+    fields.replaceChildren(fieldsOf(ex));
+    headerBadge.replaceChildren(badge(ex.status, null, null));
+    await section(timeline, ctx, loadCheckpoints, { quiet: true });
+    return LIVE_STATUSES.has(ex.status) ? true : 'stop';
+  }, { what: 'this execution' }) : null;
+
   ctx.mount(
     backLink('/executions', 'Executions'),
-    pageHeader('Execution', badge(ex.status, null, null)),
+    pageHeader('Execution', headerBadge, liveStatus),
     h('section', { class: 'panel' }, fields),
     errorPanel,
     h('div', { class: 'two-col' },
@@ -58,18 +159,19 @@ export async function pageExecution(ctx) {
       h('h2', { id: 'cp-title' }, 'Checkpoints'),
       h('p', { class: 'hint' }, 'Replay runs the execution again from a checkpoint (failed or paused executions; 1 credit). Roll back pauses it at a checkpoint and deletes every later checkpoint with its state (running, paused or failed executions).'),
       timeline),
+    h('section', { class: 'panel', 'aria-labelledby': 'diff-title' },
+      h('h2', { id: 'diff-title' }, 'Compare two checkpoints'), compareForm, diffView),
     h('section', { class: 'panel', 'aria-labelledby': 'state-title' },
       h('h2', { id: 'state-title' }, 'State'), stateInfo, stateView, stateMore),
   );
 
   const limit = 50;
-  let offset = 0;
+  const offset = (positiveInt(p.get('cp_page'), 1) - 1) * limit;
 
-  async function showState(cp, button) {
-    const done = setBusy(button, 'Loading…');
-    stateInfo.textContent = `Loading the state of checkpoint #${cp.sequence}…`;
+  async function showState(cpId) {
+    stateInfo.textContent = 'Loading the state…';
     try {
-      const full = await api('GET', `/checkpoints/${enc(cp.id)}`, { query: { include_state: 'true' } });
+      const full = await api('GET', `/checkpoints/${enc(cpId)}`, { query: { include_state: 'true' } });
       if (ctx.stale()) return;
       const text = prettyJson(full.state ?? null);
       stateInfo.replaceChildren(`Checkpoint #${full.sequence}`, full.name ? ` “${full.name}”` : '', ` · ${fmtBytes(full.state_size_bytes)} · `, timeEl(full.created_at));
@@ -92,10 +194,9 @@ export async function pageExecution(ctx) {
       stateView.hidden = false;
       stateView.focus({ preventScroll: false });
     } catch (error) {
+      if (ctx.stale()) return;
       stateInfo.textContent = 'The state could not be loaded.';
       report(error);
-    } finally {
-      if (button.isConnected) done();
     }
   }
 
@@ -142,7 +243,7 @@ export async function pageExecution(ctx) {
       const viewButton = h('button', { type: 'button', class: 'button button-small', testid: 'view-state' }, 'View state');
       const replayButton = h('button', { type: 'button', class: 'button button-small', testid: 'replay-here' }, 'Replay from here');
       const rollbackButton = h('button', { type: 'button', class: 'button button-small button-danger-quiet', testid: 'rollback-here' }, 'Roll back to here');
-      viewButton.addEventListener('click', () => showState(cp, viewButton));
+      viewButton.addEventListener('click', () => navigate(here(ctx, { checkpoint: cp.id })));
       replayButton.addEventListener('click', () => act('replay', cp, replayButton));
       rollbackButton.addEventListener('click', () => act('rollback', cp, rollbackButton));
       for (const b of [viewButton, replayButton, rollbackButton]) b.setAttribute('aria-describedby', `cp-label-${cp.sequence}`);
@@ -160,18 +261,19 @@ export async function pageExecution(ctx) {
       h('thead', {}, h('tr', {}, ['Seq', 'Name', 'Size', 'Created', 'Attempt', 'Actions'].map((t, i) =>
         h('th', { scope: 'col', class: i === 0 || i === 2 || i === 4 ? 'num' : null }, t)))),
       h('tbody', {}, rows));
+    fillCompare(items);
     const total = data.total ?? items.length;
     const nodes = [tableWrap(table, 'Checkpoints table')];
     if (total > limit) {
       nodes.push(pager({
         page: Math.floor(offset / limit) + 1, pageSize: limit, total, noun: 'checkpoints',
-        onPage: (n) => {
-          offset = (n - 1) * limit;
-          section(timeline, ctx, loadCheckpoints);
-        },
+        onPage: (n) => navigate(here(ctx, { cp_page: n === 1 ? '' : n })),
       }));
     }
     return nodes;
   };
   await section(timeline, ctx, loadCheckpoints);
+  if (ctx.stale()) return;
+  if (p.get('checkpoint')) showState(p.get('checkpoint'));
+  if (p.get('from') && p.get('to')) compare(ctx, p.get('from'), p.get('to'), diffView);
 }

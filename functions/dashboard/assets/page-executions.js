@@ -3,7 +3,8 @@
 
 import { API, api, workflowNames } from './api.js';
 import { EXECUTION_STATUSES, PAGE_SIZES } from './constants.js';
-import { enc, h, hashFor, link, positiveInt } from './dom.js';
+import { appendChildren, enc, h, hashFor, link, positiveInt } from './dom.js';
+import { live } from './live.js';
 import { fmtNumber } from './format.js';
 import { navigate, section } from './router.js';
 import { badge, code, emptyState, labelled, pageHeader, pager, selectEl, tableWrap, timeEl } from './ui.js';
@@ -85,18 +86,29 @@ export async function pageExecutions(ctx) {
   });
 
   const results = h('div', { class: 'results' });
-  ctx.mount(pageHeader('Executions'), form, results);
+  const query = {
+    status: filters.status,
+    workflow_id: filters.workflow_id,
+    created_after: toIso(filters.after, 'Created after'),
+    created_before: toIso(filters.before, 'Created before'),
+    page,
+    page_size: pageSize,
+  };
+  const fetchPage = () => Promise.all([api('GET', '/executions', { query }), workflowNames()]);
+  const signature = ([data]) => JSON.stringify([data.total, data.items]);
+  let shown = null;
+  // New executions and status changes appear by themselves (live.js).
+  const status = live(ctx, async () => {
+    const found = await fetchPage();
+    if (ctx.stale() || signature(found) === shown) return false;
+    shown = signature(found);
+    results.replaceChildren();
+    appendChildren(results, [].concat(showPage(found)));
+    return true;
+  }, { what: 'this list' });
+  ctx.mount(pageHeader('Executions'), form, status, results);
 
-  await section(results, ctx, async () => {
-    const query = {
-      status: filters.status,
-      workflow_id: filters.workflow_id,
-      created_after: toIso(filters.after, 'Created after'),
-      created_before: toIso(filters.before, 'Created before'),
-      page,
-      page_size: pageSize,
-    };
-    const [data, names] = await Promise.all([api('GET', '/executions', { query }), workflowNames()]);
+  const showPage = ([data, names]) => {
     const items = Array.isArray(data.items) ? data.items : [];
     const goPage = (n) => navigate(hashFor('/executions', {
       ...{ status: filters.status, workflow_id: filters.workflow_id, after: filters.after, before: filters.before },
@@ -130,5 +142,11 @@ export async function pageExecutions(ctx) {
         h('th', { scope: 'col', class: i === 3 || i === 4 ? 'num' : null }, t)))),
       h('tbody', {}, rows));
     return [tableWrap(table, 'Executions table'), pager({ page, pageSize, total: data.total ?? items.length, noun: 'executions', onPage: goPage })];
+  };
+
+  await section(results, ctx, async () => {
+    const found = await fetchPage();
+    shown = signature(found);
+    return showPage(found);
   });
 }

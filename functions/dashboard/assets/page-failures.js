@@ -7,7 +7,7 @@ import { enc, h, hashFor, link, listQuery, setBusy } from './dom.js';
 import { fmtNumber, percentFormat } from './format.js';
 import { report } from './messages.js';
 import { navigate, rerender, section } from './router.js';
-import { backLink, badge, code, emptyState, field, jsonBlock, pageHeader, pager, statusFilter, tableWrap, timeEl } from './ui.js';
+import { backLink, badge, code, emptyState, field, jsonBlock, pageHeader, pager, statCard, statusFilter, tableWrap, timeEl } from './ui.js';
 
 export async function pageFailures(ctx) {
   const { status, page } = listQuery(ctx.route.params, FAILURE_STATUSES);
@@ -24,10 +24,7 @@ export async function pageFailures(ctx) {
 
   const statsLoad = section(stats, ctx, async () => {
     const s = await api('GET', '/failures/stats');
-    const card = (label, value, testid, note) => h('div', { class: 'stat' },
-      h('p', { class: 'stat-label' }, label),
-      h('p', { class: 'stat-value', testid }, value),
-      note ? h('p', { class: 'stat-note' }, note) : null);
+    const card = statCard;
     return [
       card('Open', fmtNumber(s.open_failures), 'stats-open', 'need a decision'),
       card('Resolved', fmtNumber(s.resolved_failures), 'stats-resolved'),

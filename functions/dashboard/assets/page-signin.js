@@ -29,7 +29,7 @@ export async function pageSignin(ctx) {
       await api('GET', '/billing/balance', { key });
       setKey(key);
       signin.message = null;
-      const target = signin.returnTo && !signin.returnTo.startsWith('#/signin') ? signin.returnTo : '#/executions';
+      const target = signin.returnTo && !signin.returnTo.startsWith('#/signin') ? signin.returnTo : '#/overview';
       signin.returnTo = null;
       navigate(target);
     } catch (error) {

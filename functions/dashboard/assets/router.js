@@ -68,7 +68,7 @@ async function render({ keepFocus = false } = {}) {
   const page = pages[route.name];
 
   if (!page) {
-    window.location.replace(signedIn ? '#/executions' : '#/signin');
+    window.location.replace(signedIn ? '#/overview' : '#/signin');
     return;
   }
   if (!signedIn && !page.public) {
@@ -77,7 +77,7 @@ async function render({ keepFocus = false } = {}) {
     return;
   }
   if (signedIn && route.name === 'signin') {
-    window.location.replace('#/executions');
+    window.location.replace('#/overview');
     return;
   }
 
@@ -130,8 +130,17 @@ async function render({ keepFocus = false } = {}) {
   }
 }
 
-/** Loads a part of a page into a container, with loading and error states and a retry. */
-export async function section(container, ctx, load) {
+/** Loads a part of a page into a container, with loading and error states and a retry.
+ * quiet: the old content stays until the new one is ready, and an error is the caller's
+ * (a live page's refresh). */
+export async function section(container, ctx, load, { quiet = false } = {}) {
+  if (quiet) {
+    const nodes = await load();
+    if (ctx.stale()) return;
+    container.replaceChildren();
+    appendChildren(container, [].concat(nodes));
+    return;
+  }
   container.setAttribute('aria-busy', 'true');
   container.replaceChildren(loadingState());
   try {

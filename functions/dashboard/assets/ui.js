@@ -13,6 +13,14 @@ export function timeEl(iso, { dateOnly = false } = {}) {
   return h('time', { datetime: iso, title: iso }, (dateOnly ? dateFormat : dateTimeFormat).format(d));
 }
 
+/** A figure of a statistics row: its label, value (data-testid) and an optional note. */
+export function statCard(label, value, testid, note) {
+  return h('div', { class: 'stat' },
+    h('p', { class: 'stat-label' }, label),
+    h('p', { class: 'stat-value', testid }, value),
+    note ? h('p', { class: 'stat-note' }, note) : null);
+}
+
 export function badge(status, label, testid) {
   const known = KNOWN_BADGES.has(status) ? status : 'other';
   return h('span', { class: ['badge', `badge-${known}`], testid }, label || String(status ?? '—').replaceAll('_', ' '));
