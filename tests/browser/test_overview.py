@@ -173,6 +173,34 @@ def test_a_list_shows_a_new_execution_without_a_reload(
     console.assert_clean()
 
 
+def test_a_running_executions_page_follows_it_and_stops_when_it_ends(
+    page: Page, dashboard_url: str, fresh: tuple[Tenant, Api], console: Console
+) -> None:
+    tenant, api = fresh
+    wf = api.call("POST", "/workflows", json={"name": "follow", "workflow_type": "custom"}, expect=(201,))
+    ex = api.call("POST", "/executions", json={"workflow_id": wf["id"]}, expect=(201,))
+    sign_in(page, dashboard_url, tenant.key)
+    page.goto(at(dashboard_url, f"/executions/{ex['id']}"))
+    expect(tid(page, "execution-status")).to_have_text("running")
+    status = tid(page, "live-status")
+    expect(status).to_have_attribute("data-state", "live")
+    page.evaluate("window.__sameDocument = true")
+
+    cp = api.call(
+        "POST",
+        "/checkpoints",
+        json={"execution_id": ex["id"], "name": "plan", "state": {"n": 1}},
+        expect=(201,),
+    )
+    expect(tid(page, "checkpoint-row", id=cp["id"])).to_be_visible()
+    api.call("POST", f"/executions/{ex['id']}/complete", json={"output": {"ok": True}})
+    expect(tid(page, "execution-status")).to_have_text("completed")
+    expect(tid(page, "execution-output")).to_contain_text('"ok": true')
+    expect(status).to_have_attribute("data-state", "done")
+    assert page.evaluate("window.__sameDocument") is True, "the page was reloaded"
+    console.assert_clean()
+
+
 def test_the_diff_of_two_known_states_and_a_deep_link_restored(
     page: Page,
     browser: Browser,

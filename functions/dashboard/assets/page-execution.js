@@ -86,6 +86,15 @@ function here(ctx, changes) {
 
 const LIVE_STATUSES = new Set(['running', 'paused']);
 
+function errorPanelOf(ex) {
+  return ex.error
+    ? h('section', { class: 'panel panel-error', 'aria-labelledby': 'ex-error-title' },
+      h('h2', { id: 'ex-error-title' }, 'Error'),
+      h('p', {}, h('strong', {}, ex.error.error_type ?? 'Error'), ': ', ex.error.message ?? ''),
+      h('p', {}, link('/failures', 'See the failures', { href: hashFor('/failures', { status: 'open' }) }), ' for its traceback and recovery commands.'))
+    : null;
+}
+
 export async function pageExecution(ctx) {
   const id = ctx.route.id;
   const p = ctx.route.params;
@@ -94,12 +103,8 @@ export async function pageExecution(ctx) {
   const fields = h('div', {}, fieldsOf(ex));
   const headerBadge = h('span', {}, badge(ex.status, null, null));
 
-  const errorPanel = ex.error
-    ? h('section', { class: 'panel panel-error', 'aria-labelledby': 'ex-error-title' },
-      h('h2', { id: 'ex-error-title' }, 'Error'),
-      h('p', {}, h('strong', {}, ex.error.error_type ?? 'Error'), ': ', ex.error.message ?? ''),
-      h('p', {}, link('/failures', 'See the failures', { href: hashFor('/failures', { status: 'open' }) }), ' for its traceback and recovery commands.'))
-    : null;
+  const errorBox = h('div', {}, errorPanelOf(ex));
+  const outputBox = h('div', {}, jsonBlock(ex.output, 'execution-output'));
 
   const metadata = ex.metadata && Object.keys(ex.metadata).length
     ? h('section', { class: 'panel' }, h('h2', {}, 'Metadata'), jsonBlock(ex.metadata))
@@ -141,6 +146,8 @@ export async function pageExecution(ctx) {
     if (ctx.stale() || signature(now) === signature(ex)) return false;
     ex = now;
     fields.replaceChildren(fieldsOf(ex));
+    errorBox.replaceChildren(...[errorPanelOf(ex)].filter(Boolean));
+    outputBox.replaceChildren(jsonBlock(ex.output, 'execution-output'));
     headerBadge.replaceChildren(badge(ex.status, null, null));
     await section(timeline, ctx, loadCheckpoints, { quiet: true });
     return LIVE_STATUSES.has(ex.status) ? true : 'stop';
@@ -150,10 +157,10 @@ export async function pageExecution(ctx) {
     backLink('/executions', 'Executions'),
     pageHeader('Execution', headerBadge, liveStatus),
     h('section', { class: 'panel' }, fields),
-    errorPanel,
+    errorBox,
     h('div', { class: 'two-col' },
       h('section', { class: 'panel' }, h('h2', {}, 'Input'), jsonBlock(ex.input, 'execution-input')),
-      h('section', { class: 'panel' }, h('h2', {}, 'Output'), jsonBlock(ex.output, 'execution-output'))),
+      h('section', { class: 'panel' }, h('h2', {}, 'Output'), outputBox)),
     metadata,
     h('section', { class: 'panel', 'aria-labelledby': 'cp-title' },
       h('h2', { id: 'cp-title' }, 'Checkpoints'),
