@@ -16,7 +16,7 @@ import pydantic
 
 from .. import errors
 from .._client import Cairn
-from . import billing, checkpoints, executions, failures, keys, webhooks, workflows
+from . import billing, checkpoints, executions, failures, keys, langgraph, webhooks, workflows
 from .config import CommandError, State, config_path, read_profiles, state, write_profiles
 from .output import report
 
@@ -172,6 +172,7 @@ for group in (
     billing.billing,
     keys.keys,
     webhooks.webhooks,
+    langgraph.langgraph,
 ):
     cli.add_command(group)
 

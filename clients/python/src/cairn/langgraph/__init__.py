@@ -68,6 +68,14 @@ too).
   cancelled because another failed are not stored. A run starts by reading its thread's checkpoint
   (``get_tuple`` of the root namespace): that ends "the same run".
 
+**Moving threads in.** ``migrate(source_saver, target_saver, thread_ids=None)`` copies
+threads from any LangGraph saver (SqliteSaver, PostgresSaver, InMemorySaver, ...): their
+checkpoints oldest first, with ids, metadata, parents, channel versions and pending
+writes; the threads then continue under the target. A thread from a saver that writes
+string channel versions goes on with string versions (``get_next_version``). The
+command line does it from a SQLite file: ``cairn langgraph migrate --from sqlite:PATH
+--workflow NAME``.
+
 ``delete_thread`` deletes the execution (its checkpoints and writes); ``copy_thread``
 starts the target thread's execution and copies the checkpoints oldest first, with
 their ids, metadata, parents and writes. ``prune`` deletes every checkpoint of the
@@ -81,12 +89,12 @@ Each method's API calls are written once as a *flow* (a generator of calls) that
 ``_driver`` runs on the sync or the async client through the clients' internal
 interface (:mod:`cairn._api`): ``_flows`` (lookups, the execution's status, ``put``,
 ``put_writes``, ``get_tuple``, ``complete``), ``_listing`` (``list``) and
-``_housekeeping`` (deleting, copying, pruning). ``_encoding``: values and checkpoint
-states; ``_metadata``: the Cairn metadata of a checkpoint and which filters the server
-applies; ``_threads``: thread and execution, configs, what the saver remembers;
-``_status``: the pauses and failures writes call for; ``_traffic``: writes waiting for
-their checkpoint's ``put``, and the threads' locks; ``_text``: the strings the API
-accepts.
+``_housekeeping`` (deleting, copying, pruning); ``_migrate``: :func:`migrate`.
+``_encoding``: values and checkpoint states; ``_metadata``: the Cairn metadata of a
+checkpoint and which filters the server applies; ``_threads``: thread and execution,
+configs, what the saver remembers; ``_status``: the pauses and failures writes call
+for; ``_traffic``: writes waiting for their checkpoint's ``put``, and the threads'
+locks; ``_text``: the strings the API accepts.
 """
 
 from __future__ import annotations
@@ -100,8 +108,9 @@ except ImportError as e:  # pragma: no cover
 from ._encoding import FORMAT, TYPED
 from ._metadata import NS_KEY as NS_KEY
 from ._metadata import PARTIAL_KEY as PARTIAL_KEY
+from ._migrate import Migrated, migrate
 from ._saver import CairnSaver
 from ._status import ERROR_SOURCE_NODE as ERROR_SOURCE_NODE
 from ._threads import ThreadEnded
 
-__all__ = ["FORMAT", "TYPED", "CairnSaver", "ThreadEnded"]
+__all__ = ["FORMAT", "TYPED", "CairnSaver", "Migrated", "ThreadEnded", "migrate"]

@@ -6,6 +6,7 @@ the others."""
 
 from __future__ import annotations
 
+import builtins
 import re
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -204,6 +205,14 @@ class Flows(BaseCheckpointSaver[int]):
     def _put_flow(
         self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata
     ) -> Flow[RunnableConfig]:
+        thread_id, ns, parent, send = self._checkpoint_send(config, checkpoint, metadata)
+        yield from self._write(thread_id, parent, send)
+        return checkpoint_config(thread_id, ns, str(checkpoint["id"]))
+
+    def _checkpoint_send(
+        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata
+    ) -> tuple[str, str, str | None, Callable[[Thread], Flow[models.Checkpoint]]]:
+        """The thread, namespace and parent of a ``put``, and its request (as ``send``)."""
         thread_id, ns = thread_of(config), ns_of(config)
         parent = get_checkpoint_id(config)
         key = str(checkpoint["id"])
@@ -230,8 +239,49 @@ class Flows(BaseCheckpointSaver[int]):
             self._memory.remember_checkpoint(thread.execution_id, key, stored.id)
             return stored
 
+        return thread_id, ns, parent, send
+
+    def _writes_items(self, writes: Sequence[tuple[str, Any]]) -> builtins.list[dict[str, Any]]:
+        """A task's writes as the API takes them, keyed by index as LangGraph's savers key them."""
+        return [
+            {"index": WRITES_IDX_MAP.get(channel, i), "channel": channel, "value": encode(self.serde, value)}
+            for i, (channel, value) in enumerate(writes)
+        ]
+
+    def _send_writes(
+        self, checkpoint_id: str, task_id: str, task_path: str, items: builtins.list[dict[str, Any]]
+    ) -> Flow[None]:
+        for start in range(0, len(items), WRITES_PER_REQUEST):
+            yield specs.checkpoints_put_writes(
+                None,
+                checkpoint_id,
+                task_id=task_id,
+                task_path=task_path,
+                writes=items[start : start + WRITES_PER_REQUEST],
+            )
+
+    def _import_flow(self, t: CheckpointTuple) -> Flow[None]:
+        """One checkpoint of another saver with its pending writes (:func:`migrate`),
+        stored as ``put`` and ``put_writes`` store them, without the pauses and failures
+        writes call for in a run: they are history here."""
+        parent = get_checkpoint_id(t.parent_config) if t.parent_config else None
+        config: RunnableConfig = {
+            "configurable": {"thread_id": thread_of(t.config), "checkpoint_ns": ns_of(t.config)}
+        }
+        if parent:
+            config["configurable"]["checkpoint_id"] = parent
+        thread_id, _, parent, send_checkpoint = self._checkpoint_send(config, t.checkpoint, t.metadata)
+        by_task: dict[str, builtins.list[tuple[str, Any]]] = {}
+        for task_id, channel, value in t.pending_writes or []:
+            by_task.setdefault(task_id, []).append((channel, value))
+
+        def send(thread: Thread) -> Flow[None]:
+            stored = yield from send_checkpoint(thread)
+            for task_id, writes in by_task.items():
+                yield from self._send_writes(stored.id, task_id, "", self._writes_items(writes))
+
         yield from self._write(thread_id, parent, send)
-        return checkpoint_config(thread_id, ns, key)
+        return None
 
     def _put_writes_flow(
         self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str
@@ -251,23 +301,13 @@ class Flows(BaseCheckpointSaver[int]):
             and any(c == ERROR and cancelled(v) for c, v in writes)
         ):
             return None  # a task cancelled because another failed in this run
-        items = [
-            {"index": WRITES_IDX_MAP.get(channel, i), "channel": channel, "value": encode(self.serde, value)}
-            for i, (channel, value) in enumerate(writes)
-        ]
+        items = self._writes_items(writes)
 
         def send(thread: Thread) -> Flow[None]:
             checkpoint_id = yield from self._checkpoint_id(thread.execution_id, key)
             if checkpoint_id is None:
                 raise Unstored(thread_id, key)
-            for start in range(0, len(items), WRITES_PER_REQUEST):
-                yield specs.checkpoints_put_writes(
-                    None,
-                    checkpoint_id,
-                    task_id=task_id,
-                    task_path=task_path,
-                    writes=items[start : start + WRITES_PER_REQUEST],
-                )
+            yield from self._send_writes(checkpoint_id, task_id, task_path, items)
 
         yield from self._write(thread_id, key, send, transition(ns, writes, task_id))
         return None

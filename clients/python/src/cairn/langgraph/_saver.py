@@ -5,6 +5,7 @@ saver's clients under the thread's lock."""
 from __future__ import annotations
 
 import builtins
+import random
 import threading
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any, TypeVar
@@ -175,6 +176,24 @@ class CairnSaver(Lists, Housekeeping):
                             )
                 except Unstored as again:
                     raise again.not_found() from None
+
+    def get_next_version(self, current: Any, channel: None) -> Any:
+        """The next version of a channel: integers, as this saver writes them; a thread
+        migrated from a saver that writes strings (``"<32-digit integer>.<random>"``:
+        InMemorySaver, SqliteSaver, PostgresSaver) goes on with strings of that form, its
+        integer prefix plus one, as InMemorySaver does (versions of a thread are compared,
+        so they keep one type)."""
+        if isinstance(current, str):
+            return f"{int(current.split('.')[0]) + 1:032}.{random.random():016}"
+        return super().get_next_version(current, channel)
+
+    def import_tuple(self, t: CheckpointTuple) -> None:
+        """Stores another saver's checkpoint with its pending writes (see
+        :func:`cairn.langgraph.migrate`): as ``put`` and ``put_writes`` would, without the
+        pauses and failures those writes would call for in a run."""
+        thread_id = thread_of(t.config)
+        with self._traffic.writing_thread(thread_id), self._traffic.lock(thread_id):
+            run(self._sync_client(), self._import_flow(t))
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint of ``config`` (its ``checkpoint_id``, else the newest of its

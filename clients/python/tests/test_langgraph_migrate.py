@@ -1,0 +1,178 @@
+"""Threads moved from LangGraph's SqliteSaver into Cairn (``cairn.langgraph.migrate`` and
+``cairn langgraph migrate``), judged by SqliteSaver itself: the migrated threads list the
+same checkpoints, parents, metadata, values and pending writes, and continue under
+CairnSaver exactly as they continue under SqliteSaver, whose channel versions are
+strings. Against the running stack (see test_live)."""
+
+from __future__ import annotations
+
+import json
+import operator
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+import pytest
+from langgraph.checkpoint.base import CheckpointTuple
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Command, interrupt
+
+from cairn import Cairn
+from cairn.langgraph import CairnSaver, migrate
+
+from .conftest import URL
+from .test_live_cli import SITE
+
+
+class State(TypedDict, total=False):
+    steps: Annotated[list[str], operator.add]
+    answer: str
+
+
+def builder() -> StateGraph[Any]:
+    """plan -> ask (an interrupt: a person answers) -> reply."""
+
+    def plan(state: State) -> State:
+        return {"steps": ["plan"]}
+
+    def ask(state: State) -> State:
+        answer = interrupt({"question": "go on?"})
+        return {"steps": [f"ask:{answer}"], "answer": str(answer)}
+
+    def reply(state: State) -> State:
+        return {"steps": [f"reply:{len(state.get('steps', []))}"]}
+
+    b: StateGraph[Any] = StateGraph(State)
+    b.add_node("plan", plan)
+    b.add_node("ask", ask)
+    b.add_node("reply", reply)
+    b.add_edge(START, "plan")
+    b.add_edge("plan", "ask")
+    b.add_edge("ask", "reply")
+    b.add_edge("reply", END)
+    return b
+
+
+def config(thread: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread}}
+
+
+@pytest.fixture
+def source(tmp_path: Path) -> tuple[Path, list[str]]:
+    """A SqliteSaver database with two threads: one finished (asked and answered), one
+    waiting at its interrupt."""
+    path = tmp_path / "threads.sqlite"
+    threads = [f"done-{uuid.uuid4().hex[:6]}", f"waiting-{uuid.uuid4().hex[:6]}"]
+    with SqliteSaver.from_conn_string(str(path)) as saver:
+        graph = builder().compile(checkpointer=saver)
+        for thread in threads:
+            graph.invoke({"steps": []}, config(thread))  # type: ignore[arg-type]
+        graph.invoke(Command(resume="yes"), config(threads[0]))  # type: ignore[arg-type]
+    return path, threads
+
+
+def summary(t: CheckpointTuple) -> tuple[Any, ...]:
+    """What a checkpoint tuple holds, saver aside (its values, versions and writes)."""
+    parent = (t.parent_config or {}).get("configurable", {}).get("checkpoint_id")
+    c = t.checkpoint
+    writes = sorted((task, channel, repr(value)) for task, channel, value in t.pending_writes or [])
+    meta = {k: v for k, v in t.metadata.items()}
+    return (c["id"], parent, meta, repr(c["channel_values"]), c["channel_versions"], writes)
+
+
+def test_a_channel_version_of_another_saver_goes_on_from_its_integer_prefix() -> None:
+    saver = CairnSaver(Cairn("cairn_" + "x" * 43, base_url="http://127.0.0.1:9"), workflow="w")
+    given = "00000000000000000000000000000002.0.2437805346541063"
+    following = saver.get_next_version(given, None)
+    assert isinstance(following, str)
+    assert following.startswith("00000000000000000000000000000003.")
+    assert following > given
+    assert (saver.get_next_version(None, None), saver.get_next_version(7, None)) == (1, 8)
+
+
+@pytest.mark.live
+def test_migrated_threads_read_and_continue_as_under_sqlite(key: str, source: tuple[Path, list[str]]) -> None:
+    path, threads = source
+    workflow = f"migrated-{uuid.uuid4().hex[:6]}"
+    with Cairn(key, base_url=URL) as client, SqliteSaver.from_conn_string(str(path)) as sqlite:
+        cairn = CairnSaver(client, workflow=workflow)
+        done = migrate(sqlite, cairn)
+        found = list(sqlite.list(None))
+        assert (done.threads, done.checkpoints) == (2, len(found))
+        assert done.writes == sum(len(t.pending_writes or []) for t in found) > 0
+        for thread in threads:
+            theirs = [summary(t) for t in sqlite.list(config(thread))]
+            ours = [summary(t) for t in cairn.list(config(thread))]
+            assert ours == theirs, thread
+
+        # Again: nothing twice.
+        migrate(sqlite, cairn)
+        assert [summary(t) for t in cairn.list(config(threads[1]))] == [
+            summary(t) for t in sqlite.list(config(threads[1]))
+        ]
+        workflow_id = next(w.id for w in client.workflows.list() if w.name == workflow)
+        execution = client.executions.list(workflow_id=workflow_id).first_page().items
+        assert sorted(e.key or "" for e in execution) == sorted(threads)
+        assert {e.status for e in execution} == {"running"}, "history's interrupts pause nothing"
+
+        # The waiting thread, resumed under each saver (SqliteSaver on a copy of the file).
+        copy = path.with_name("copy.sqlite")
+        shutil.copy(path, copy)
+        ours = builder().compile(checkpointer=cairn)
+        with SqliteSaver.from_conn_string(str(copy)) as judge:
+            theirs = builder().compile(checkpointer=judge)
+            expected = theirs.invoke(Command(resume="later"), config(threads[1]))  # type: ignore[arg-type]
+        resumed = ours.invoke(Command(resume="later"), config(threads[1]))  # type: ignore[arg-type]
+        assert resumed == expected == {"steps": ["plan", "ask:later", "reply:2"], "answer": "later"}
+        newest = next(iter(cairn.list(config(threads[1]))))
+        versions = newest.checkpoint["channel_versions"].values()
+        assert all(isinstance(v, str) for v in versions), "string versions went on"
+
+        # The finished thread takes a new run under Cairn as under SqliteSaver: up to the
+        # interrupt again (whose id is new in each run).
+        with SqliteSaver.from_conn_string(str(copy)) as judge:
+            theirs = builder().compile(checkpointer=judge)
+            expected = theirs.invoke({"steps": ["again"]}, config(threads[0]))  # type: ignore[arg-type]
+        again = ours.invoke({"steps": ["again"]}, config(threads[0]))  # type: ignore[arg-type]
+        asked = [i.value for i in again.pop("__interrupt__")]
+        assert asked == [i.value for i in expected.pop("__interrupt__")] == [{"question": "go on?"}]
+        assert again == expected
+
+
+@pytest.mark.live
+def test_the_command_line_migrates_a_sqlite_file_read_only(key: str, source: tuple[Path, list[str]]) -> None:
+    path, threads = source
+    workflow = f"cli-migrated-{uuid.uuid4().hex[:6]}"
+    before = path.read_bytes()
+    env = {**os.environ, "CAIRN_API_KEY": key, "CAIRN_API_URL": URL or "", "XDG_CONFIG_HOME": "/nonexistent"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [SITE, os.environ.get("PYTHONPATH")]))
+    args = [sys.executable, "-m", "cairn.cli", "--json", "langgraph", "migrate", "--from", f"sqlite:{path}"]
+    done = subprocess.run(
+        [*args, "--workflow", workflow, "--thread", threads[1]], capture_output=True, text=True, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    with sqlite3.connect(path) as conn:
+        (count,) = conn.execute(
+            "SELECT COUNT(*) FROM checkpoints WHERE thread_id = ?", (threads[1],)
+        ).fetchone()
+    assert json.loads(done.stdout) == {
+        "threads": 1,
+        "checkpoints": count,
+        "writes": json.loads(done.stdout)["writes"],
+    }
+    assert path.read_bytes() == before, "the source file is not written"
+    with Cairn(key, base_url=URL) as client:
+        cairn = CairnSaver(client, workflow=workflow)
+        assert len(list(cairn.list(config(threads[1])))) == count
+        assert list(cairn.list(config(threads[0]))) == []
+
+    refused = subprocess.run(
+        [*args[:-2], "--from", "postgres:x", "--workflow", workflow], capture_output=True, text=True, env=env
+    )
+    assert (refused.returncode, "sqlite:PATH" in refused.stderr) == (2, True), refused.stderr
