@@ -49,6 +49,11 @@ tenant=$("$admin" tenant create --name "client bench")
 CAIRN_API_KEY=$("$admin" key create --tenant "$tenant") CAIRN_API_URL="http://127.0.0.1:$api_port/api/v1" \
   "$LOCAL/client-venv/bin/python" clients/python/bench/overhead.py
 
+# LangGraph on each checkpointer, side by side (a thread per run: a credit each).
+"$admin" credits grant --tenant "$tenant" --credits 200 >/dev/null
+CAIRN_API_KEY=$("$admin" key create --tenant "$tenant") CAIRN_API_URL="http://127.0.0.1:$api_port/api/v1" \
+  "$LOCAL/client-venv/bin/python" clients/python/bench/langgraph.py
+
 # Each framework integration's cost: HTTP requests and time per framework call
 # (clients/python/bench/<module>.py, run in the integration's own venv).
 for pins in clients/python/requirements-*.txt; do
