@@ -30,6 +30,7 @@ const NO_IDS: &[(&str, &str)] = &[
     ("POST", "/api/v1/workflows"),
     ("GET", "/api/v1/failures"),
     ("GET", "/api/v1/failures/stats"),
+    ("GET", "/api/v1/executions/stats"),
     ("GET", "/api/v1/keys"),
     ("POST", "/api/v1/keys"),
     ("GET", "/api/v1/webhook-endpoints"),

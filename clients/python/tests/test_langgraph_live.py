@@ -346,3 +346,50 @@ async def test_two_tenants_never_see_each_others_threads(mode: Mode, key: str, s
             me.executions.get(their_execution.id)
     other_saver.close()
     await other_saver.aclose()
+
+
+@MODES
+async def test_in_async_durability_writes_wait_for_their_put_without_looking_it_up(
+    mode: Mode, key: str
+) -> None:
+    """LangGraph's ``async`` durability sends a step's writes before that step's
+    checkpoint is stored: they wait for its ``put`` in the saver instead of asking the
+    API for a checkpoint that is not there yet (a ``GET /checkpoints?key=`` each)."""
+    import httpx
+
+    sent: list[httpx.URL] = []
+    hooks = {"request": [lambda r: sent.append(r.url)]}
+    ahooks = {"request": [lambda r: _append(sent, r.url)]}
+    if mode == "sync":
+        saver = CairnSaver(
+            Cairn(key, base_url=URL, http_client=httpx.Client(timeout=60, event_hooks=hooks)), workflow="w"
+        )
+    else:
+        http = httpx.AsyncClient(timeout=60, event_hooks=ahooks)
+        saver = CairnSaver(async_client=AsyncCairn(key, base_url=URL, http_client=http), workflow="w")
+    compiled = three_steps().compile(checkpointer=saver)
+    cfg = thread("async")
+    run = compiled.invoke if mode == "sync" else compiled.ainvoke
+    for n in range(3):
+        sent.clear()
+        if mode == "sync":
+            out = run({"steps": []}, cfg, durability="async")  # type: ignore[arg-type]
+        else:
+            out = await run({"steps": []}, cfg, durability="async")  # type: ignore[arg-type, misc]
+        assert out["steps"] == ["plan", "act", "report"] * (n + 1)
+        lookups = [u for u in sent if u.path.endswith("/checkpoints") and "key" in u.params]
+        if n > 0:  # the thread's first run looks up what its first put may have stored
+            assert lookups == [], f"run {n + 1}: {len(lookups)} lookups of {len(sent)} requests"
+    history = (
+        list(compiled.get_state_history(cfg))
+        if mode == "sync"
+        else [s async for s in compiled.aget_state_history(cfg)]
+    )  # type: ignore[arg-type]
+    assert len(history) == 15, "every step's checkpoint is stored"
+    await saver.aclose()
+    if saver.client is not None:
+        saver.client.close()
+
+
+async def _append(sent: list[Any], url: Any) -> None:
+    sent.append(url)

@@ -11,7 +11,13 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any, TypeVar
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata, CheckpointTuple
+from langgraph.checkpoint.base import (
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    get_checkpoint_id,
+)
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from .. import models
@@ -139,6 +145,9 @@ class CairnSaver(Lists, Housekeeping):
         the execution, an error fails it (see the module's documentation)."""
         thread_id = thread_of(config)
         with self._traffic.writing_thread(thread_id):
+            key = get_checkpoint_id(config)
+            if key and self._traffic.ahead(thread_id, key):
+                self._traffic.await_put(Unstored(thread_id, key))
             try:
                 with self._traffic.sending_thread(thread_id), self._traffic.lock(thread_id):
                     run(self._sync_client(), self._put_writes_flow(config, writes, task_id, task_path))
@@ -159,6 +168,9 @@ class CairnSaver(Lists, Housekeeping):
     ) -> None:
         thread_id = thread_of(config)
         with self._traffic.writing_thread(thread_id):
+            key = get_checkpoint_id(config)
+            if key and self._traffic.ahead(thread_id, key):
+                await self._traffic.aawait_put(Unstored(thread_id, key))
             try:
                 with self._traffic.sending_thread(thread_id):
                     async with self._traffic.alock(thread_id):

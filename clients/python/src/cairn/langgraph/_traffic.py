@@ -53,6 +53,9 @@ class Traffic:
         self._put: OrderedDict[tuple[str, str], None] = OrderedDict()
         #: Checkpoints whose last put failed (their writes stop waiting at once).
         self._put_failed: OrderedDict[tuple[str, str], None] = OrderedDict()
+        #: Per thread: the newest checkpoint id this saver stored (LangGraph's ids grow
+        #: with time), so that writes for a newer one wait for its put, unlooked-up.
+        self._newest: OrderedDict[str, str] = OrderedDict()
         self._locks = [threading.Lock() for _ in range(_STRIPES)]
         self._alocks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[asyncio.Lock]] = (
             weakref.WeakKeyDictionary()
@@ -80,6 +83,11 @@ class Traffic:
                     self._put[k] = None
                     while len(self._put) > CACHE_SIZE:
                         self._put.popitem(last=False)
+                    if key > self._newest.get(thread_id, ""):
+                        self._newest[thread_id] = key
+                        self._newest.move_to_end(thread_id)
+                        while len(self._newest) > CACHE_SIZE:
+                            self._newest.popitem(last=False)
                 elif k not in self._putting:
                     self._put_failed[k] = None
                     while len(self._put_failed) > CACHE_SIZE:
@@ -113,6 +121,15 @@ class Traffic:
         concurrently, and they may reach the saver after the interrupt's)."""
         with self._mutex:
             return self._writing.get(thread_id, 0) > 1
+
+    def ahead(self, thread_id: str, key: str) -> bool:
+        """Whether checkpoint ``key`` is newer than any this saver stored for the thread
+        and not stored itself: its ``put`` is still to come (LangGraph's ``async``
+        durability sends a step's writes before the step's checkpoint is stored), so its
+        writes wait for it rather than look it up."""
+        with self._mutex:
+            newest = self._newest.get(thread_id)
+            return newest is not None and key > newest and (thread_id, key) not in self._put
 
     def _put_waits(self, unstored: Unstored, started: float, idle_since: float) -> float | None:
         """Whether to wait more for the ``put`` of the checkpoint ``put_writes`` needs:
