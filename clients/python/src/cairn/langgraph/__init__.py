@@ -61,7 +61,9 @@ too).
 - LangGraph sends a step's writes concurrently, without waiting for the ``put`` of
   their checkpoint: ``put_writes`` waits for that ``put`` while this saver sends the
   thread's checkpoints or writes (up to 5 minutes; 2 s once it sends none; not once
-  that ``put`` failed), and a pause or failure waits for the thread's other writes under
+  that ``put`` failed). Writes for a checkpoint newer than any this saver stored for
+  the thread (LangGraph's ids grow with time; ``async`` durability) wait without first
+  asking the API for it, and a pause or failure waits for the thread's other writes under
   way in this saver, then is applied once. A write of the same run that reaches the
   saver after it (a parallel task that was still running) is stored (a replay) and the
   pause or failure applied again (a failure then is recorded twice); errors of tasks
