@@ -333,6 +333,10 @@ def _new_page(browser: Browser, console: Console, dashboard_url: str, *, retry_l
     context.close()
 
 
+#: A page of its own context (a second visitor, a shared link opened signed out).
+new_page = _new_page
+
+
 @pytest.fixture
 def page(browser: Browser, console: Console, dashboard_url: str) -> Iterator[Page]:
     with _new_page(browser, console, dashboard_url, retry_lost=True) as pg:

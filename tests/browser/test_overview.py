@@ -22,6 +22,7 @@ from conftest import (
     Tenant,
     at,
     csp_violations,
+    new_page,
     no_horizontal_overflow,
     sign_in,
     tid,
@@ -66,6 +67,8 @@ def test_the_overview_charts_a_known_history(
     for when, status, count in history:
         admin("history", "--tenant", tenant.id, "--at", iso(when), "--status", status, "--count", str(count))
 
+    # The page's "now" is today at noon UTC, the test's today, whenever it runs.
+    page.clock.set_fixed_time(today + timedelta(hours=12))
     sign_in(page, dashboard_url, tenant.key)
     expect(tid(page, "range-30d")).to_have_attribute("aria-current", "page")
     tid(page, "range-7d").click()
@@ -75,7 +78,8 @@ def test_the_overview_charts_a_known_history(
 
     # The bars are the API's counts, bucket by bucket and status by status.
     first = today - timedelta(days=6)
-    stats = api.call("GET", "/executions/stats", params={"created_after": iso(first)})
+    window = {"created_after": iso(first), "created_before": iso(today + timedelta(days=1))}
+    stats = api.call("GET", "/executions/stats", params=window)
     assert len(stats["buckets"]) == 7
     drawn = {
         (b.get_attribute("data-start"), b.get_attribute("data-series")): int(
@@ -118,6 +122,7 @@ def test_the_overview_charts_a_known_history(
     rows = tid(page, "chart-executions-table").locator("tbody tr")
     expect(rows).to_have_count(7)
     expect(rows.nth(1).locator('[data-series="failed"]')).to_have_text("2")
+    expect(rows.nth(1).get_by_role("link")).to_have_attribute("href", re.compile(r"^#/executions\?after="))
     screenshot(page, "overview")
     page.set_viewport_size(PHONE)
     no_horizontal_overflow(page)
@@ -262,9 +267,8 @@ def test_the_diff_of_two_known_states_and_a_deep_link_restored(
 
     # A shared link: opened signed out, it asks for the key, then shows the same view.
     link = page.url
-    other = browser.new_context(viewport=DESKTOP, locale="en-US", timezone_id="UTC")
-    try:
-        fresh_page = other.new_page()
+    # A context of its own (signed out), its requests routed as every test page's are.
+    with new_page(browser, Console(), dashboard_url, retry_lost=True) as fresh_page:
         fresh_page.goto(link)
         expect(fresh_page).to_have_url(re.compile(r"#/signin$"))
         tid(fresh_page, "signin-key").fill(tenant.key)
@@ -272,8 +276,6 @@ def test_the_diff_of_two_known_states_and_a_deep_link_restored(
         expect(fresh_page).to_have_url(re.compile(rf"\?from={one['id']}&to={two['id']}$"))
         expect(tid(fresh_page, "diff-row")).to_have_count(len(expected))
         expect(tid(fresh_page, "diff-summary")).to_contain_text("2 added, 1 removed, 2 changed")
-    finally:
-        other.close()
 
     # A large state (about 1 MB, 60,000 values): one change, found without freezing the page.
     big = {"rows": [{"i": i, "text": f"row {i} " + "x" * 16} for i in range(20000)]}

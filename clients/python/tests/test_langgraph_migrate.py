@@ -144,6 +144,15 @@ def test_migrated_threads_read_and_continue_as_under_sqlite(key: str, source: tu
         assert asked == [i.value for i in expected.pop("__interrupt__")] == [{"question": "go on?"}]
         assert again == expected
 
+        # The finished-again thread now waits at an interrupt in Cairn: its execution is
+        # paused. Migrating again leaves it alone (no replay, no charge) and says so.
+        execution = client.executions.list(workflow_id=workflow_id, key=threads[0]).first_page().items[0]
+        assert execution.status == "paused"
+        again_done = migrate(sqlite, cairn)
+        assert again_done.skipped == (threads[0],)
+        after = client.executions.get(execution.id)
+        assert (after.status, after.attempt) == ("paused", execution.attempt)
+
 
 @pytest.mark.live
 def test_the_command_line_migrates_a_sqlite_file_read_only(key: str, source: tuple[Path, list[str]]) -> None:
@@ -161,11 +170,11 @@ def test_the_command_line_migrates_a_sqlite_file_read_only(key: str, source: tup
         (count,) = conn.execute(
             "SELECT COUNT(*) FROM checkpoints WHERE thread_id = ?", (threads[1],)
         ).fetchone()
-    assert json.loads(done.stdout) == {
-        "threads": 1,
-        "checkpoints": count,
-        "writes": json.loads(done.stdout)["writes"],
-    }
+    # Read with the file's own saver after the command (which opened it read-only).
+    with SqliteSaver.from_conn_string(str(path)) as sqlite:
+        writes = sum(len(t.pending_writes or []) for t in sqlite.list(config(threads[1])))
+    assert writes > 0
+    assert json.loads(done.stdout) == {"threads": 1, "checkpoints": count, "writes": writes, "skipped": []}
     assert path.read_bytes() == before, "the source file is not written"
     with Cairn(key, base_url=URL) as client:
         cairn = CairnSaver(client, workflow=workflow)
@@ -176,3 +185,39 @@ def test_the_command_line_migrates_a_sqlite_file_read_only(key: str, source: tup
         [*args[:-2], "--from", "postgres:x", "--workflow", workflow], capture_output=True, text=True, env=env
     )
     assert (refused.returncode, "sqlite:PATH" in refused.stderr) == (2, True), refused.stderr
+
+
+@pytest.mark.live
+def test_a_thread_with_a_subgraph_keeps_the_order_its_checkpoints_were_made_in(key: str) -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    def inner_step(state: State) -> State:
+        return {"steps": ["inner"]}
+
+    inner: StateGraph[Any] = StateGraph(State)
+    inner.add_node("inner", inner_step)
+    inner.add_edge(START, "inner")
+    inner.add_edge("inner", END)
+    outer: StateGraph[Any] = StateGraph(State)
+    outer.add_node("before", lambda s: {"steps": ["before"]})
+    outer.add_node("sub", inner.compile(checkpointer=True))
+    outer.add_node("after", lambda s: {"steps": ["after"]})
+    outer.add_edge(START, "before")
+    outer.add_edge("before", "sub")
+    outer.add_edge("sub", "after")
+    outer.add_edge("after", END)
+    source = InMemorySaver()
+    thread = f"sub-{uuid.uuid4().hex[:6]}"
+    outer.compile(checkpointer=source).invoke({"steps": []}, config(thread))  # type: ignore[arg-type]
+    made = sorted(str(t.checkpoint["id"]) for t in source.list(config(thread)))
+    namespaces = {t.config["configurable"]["checkpoint_ns"] for t in source.list(config(thread))}
+    assert len(namespaces) == 2, namespaces  # the root's and the subgraph's
+
+    workflow = f"sub-migrated-{uuid.uuid4().hex[:6]}"
+    with Cairn(key, base_url=URL) as client:
+        done = migrate(source, CairnSaver(client, workflow=workflow))
+        assert (done.threads, done.checkpoints) == (1, len(made))
+        workflow_id = next(w.id for w in client.workflows.list() if w.name == workflow)
+        (execution,) = client.executions.list(workflow_id=workflow_id).first_page().items
+        stored = [c.key for c in client.checkpoints.list(execution_id=execution.id)]
+    assert stored == made, "Cairn's sequence is the order the checkpoints were made in"

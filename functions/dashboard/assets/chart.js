@@ -43,7 +43,7 @@ export function niceCeiling(n) {
  *   id        a prefix for element ids (unique on the page)
  *   title     the chart's heading (also the SVG's <title>)
  *   buckets   [{start (ISO), label (short, on the axis), long (in titles and the table),
- *               href (optional: where a click on the bucket goes), values: {seriesKey: n}}]
+ *               href (optional: where its bar and its table row link to), values: {seriesKey: n}}]
  *   series    [{key, label}] bottom to top; each bar gets the class `bar-<key>`
  *   testid    data-testid of the <figure>; each bar is data-testid="bar" with
  *             data-start, data-series and data-value
@@ -84,7 +84,8 @@ export function barChart({ id, title, buckets, series, testid, unit = '' }) {
     const target = svg('rect', { class: 'bar-target', x: PAD.left + i * step, y: PAD.top, width: step, height: plotH },
       svg('title', {}, `${b.long}: ${fmtNumber(totals[i])}${unit} in all`));
     const group = svg('g', { class: 'chart-column' }, target, rects);
-    return b.href ? svg('a', { href: b.href, 'aria-label': `${b.long}: ${fmtNumber(totals[i])}${unit}` }, group) : group;
+    // A pointer's shortcut: keyboards and screen readers follow the same link in the table.
+    return b.href ? svg('a', { href: b.href, tabindex: '-1', 'aria-hidden': 'true' }, group) : group;
   });
 
   const peak = totals.length ? Math.max(...totals) : 0;
@@ -113,7 +114,7 @@ export function barChart({ id, title, buckets, series, testid, unit = '' }) {
       series.map((s) => h('th', { scope: 'col', class: 'num' }, s.label)),
       series.length > 1 ? h('th', { scope: 'col', class: 'num' }, 'Total') : null)),
     h('tbody', {}, buckets.map((b, i) => h('tr', { 'data-start': b.start },
-      h('th', { scope: 'row' }, b.long),
+      h('th', { scope: 'row' }, b.href ? h('a', { href: b.href }, b.long) : b.long),
       series.map((s) => h('td', { class: 'num', 'data-series': s.key }, fmtNumber(b.values[s.key] || 0))),
       series.length > 1 ? h('td', { class: 'num' }, fmtNumber(totals[i])) : null))));
 

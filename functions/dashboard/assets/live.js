@@ -4,7 +4,7 @@
 // the tab is hidden (asking again as soon as it is shown), waits while a confirmation
 // dialog is open, and stops when the page is left.
 
-import { $, h } from './dom.js';
+import { $, appendChildren, h } from './dom.js';
 
 export const LIVE_BASE_MS = 3000;
 export const LIVE_MAX_MS = 30000;
@@ -79,4 +79,21 @@ export function live(ctx, check, { what = 'this page' } = {}) {
   say('live', `Live: ${what} updates by itself (every ${seconds(delay)} while things change).`);
   schedule();
   return status;
+}
+
+/**
+ * Replaces a container's content with `nodes` (a live page's refresh), keeping the
+ * keyboard focus where it was: on the element with the same data-testid in the item
+ * with the same data-id (or, failing that, the same data-testid) in the new content.
+ */
+export function swapKeepingFocus(container, nodes) {
+  const focused = document.activeElement;
+  const inside = focused && focused !== container && container.contains(focused) ? focused : null;
+  const testid = inside?.getAttribute('data-testid');
+  const itemId = inside?.closest('[data-id]')?.getAttribute('data-id');
+  container.replaceChildren();
+  appendChildren(container, [].concat(nodes));
+  if (!inside || !testid) return;
+  const inItem = itemId ? container.querySelector(`[data-id="${CSS.escape(itemId)}"] [data-testid="${CSS.escape(testid)}"]`) : null;
+  (inItem || container.querySelector(`[data-testid="${CSS.escape(testid)}"]`))?.focus({ preventScroll: true });
 }

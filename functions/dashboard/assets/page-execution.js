@@ -132,8 +132,10 @@ export async function pageExecution(ctx) {
   const fillCompare = (items) => {
     const options = items.map((cp) => [cp.id, `#${cp.sequence}${cp.name ? ` ${cp.name}` : ''}`]);
     for (const [select, fallback] of [[fromSelect, items.at(-2)], [toSelect, items.at(-1)]]) {
+      // A live refresh keeps what the person chose; the first fill takes the address's.
+      const chosen = select.options.length ? select.value : '';
       select.replaceChildren(...options.map(([value, label]) => h('option', { value }, label)));
-      const wanted = p.get(select.name) || fallback?.id || '';
+      const wanted = chosen || p.get(select.name) || fallback?.id || '';
       if (options.some(([value]) => value === wanted)) select.value = wanted;
     }
     compareForm.hidden = items.length < 2;

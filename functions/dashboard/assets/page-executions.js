@@ -3,8 +3,8 @@
 
 import { API, api, workflowNames } from './api.js';
 import { EXECUTION_STATUSES, PAGE_SIZES } from './constants.js';
-import { appendChildren, enc, h, hashFor, link, positiveInt } from './dom.js';
-import { live } from './live.js';
+import { enc, h, hashFor, link, positiveInt } from './dom.js';
+import { live, swapKeepingFocus } from './live.js';
 import { fmtNumber } from './format.js';
 import { navigate, section } from './router.js';
 import { badge, code, emptyState, labelled, pageHeader, pager, selectEl, tableWrap, timeEl } from './ui.js';
@@ -86,15 +86,16 @@ export async function pageExecutions(ctx) {
   });
 
   const results = h('div', { class: 'results' });
-  const query = {
+  // A time in the address that is not one is this section's error (the form stays).
+  const query = () => ({
     status: filters.status,
     workflow_id: filters.workflow_id,
     created_after: toIso(filters.after, 'Created after'),
     created_before: toIso(filters.before, 'Created before'),
     page,
     page_size: pageSize,
-  };
-  const fetchPage = () => Promise.all([api('GET', '/executions', { query }), workflowNames()]);
+  });
+  const fetchPage = () => Promise.all([api('GET', '/executions', { query: query() }), workflowNames()]);
   const signature = ([data]) => JSON.stringify([data.total, data.items]);
   let shown = null;
   // New executions and status changes appear by themselves (live.js).
@@ -102,8 +103,7 @@ export async function pageExecutions(ctx) {
     const found = await fetchPage();
     if (ctx.stale() || signature(found) === shown) return false;
     shown = signature(found);
-    results.replaceChildren();
-    appendChildren(results, [].concat(showPage(found)));
+    swapKeepingFocus(results, showPage(found));
     return true;
   }, { what: 'this list' });
   ctx.mount(pageHeader('Executions'), form, status, results);

@@ -26,10 +26,16 @@ const dayLabel = new Intl.DateTimeFormat(undefined, { month: 'short', day: 'nume
 const longHour = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'short', timeZone: 'UTC' });
 const longDay = new Intl.DateTimeFormat(undefined, { weekday: 'short', month: 'short', day: 'numeric', year: 'numeric', timeZone: 'UTC' });
 
-/** The window of a range ending now: its first bucket's start, in whole UTC buckets. */
-function windowStart(range, now = Date.now()) {
+/** The window of a range ending with the current bucket, in whole UTC buckets: both
+ * series are asked for the same one (not each up to the server's own "now"). */
+function windowOf(range, now = Date.now()) {
   const unit = range.bucket === 'hour' ? HOUR : DAY;
-  return new Date((Math.floor(now / unit) - (range.count - 1)) * unit);
+  const current = Math.floor(now / unit);
+  return {
+    bucket: range.bucket,
+    created_after: new Date((current - (range.count - 1)) * unit).toISOString(),
+    created_before: new Date((current + 1) * unit).toISOString(),
+  };
 }
 
 /** A time as the executions list's filter takes it (datetime-local, this browser's zone). */
@@ -64,7 +70,7 @@ export async function pageOverview(ctx) {
   ctx.mount(pageHeader('Overview', ranges), figures, charts);
 
   await section(charts, ctx, async () => {
-    const query = { bucket: range.bucket, created_after: windowStart(range).toISOString() };
+    const query = windowOf(range);
     const [stats, usage, failures] = await Promise.all([
       api('GET', '/executions/stats', { query }),
       api('GET', '/billing/usage', { query }),

@@ -4,6 +4,7 @@
 
 import { forgetWorkflowNames } from './api.js';
 import { $, appendChildren, h } from './dom.js';
+import { swapKeepingFocus } from './live.js';
 import { clearMessages, report, showNotice } from './messages.js';
 import { clearKey, getKey, signin } from './session.js';
 import { loadingState } from './ui.js';
@@ -131,14 +132,12 @@ async function render({ keepFocus = false } = {}) {
 }
 
 /** Loads a part of a page into a container, with loading and error states and a retry.
- * quiet: the old content stays until the new one is ready, and an error is the caller's
- * (a live page's refresh). */
+ * quiet: the old content stays until the new one is ready (the focus kept), and an
+ * error is the caller's (a live page's refresh). */
 export async function section(container, ctx, load, { quiet = false } = {}) {
   if (quiet) {
     const nodes = await load();
-    if (ctx.stale()) return;
-    container.replaceChildren();
-    appendChildren(container, [].concat(nodes));
+    if (!ctx.stale()) swapKeepingFocus(container, nodes);
     return;
   }
   container.setAttribute('aria-busy', 'true');

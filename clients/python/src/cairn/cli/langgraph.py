@@ -45,7 +45,16 @@ def langgraph_migrate(source: str, workflow: str, threads: tuple[str, ...]) -> N
         target = CairnSaver(state().client(), workflow=workflow)
         done = migrate(SqliteSaver(conn), target, list(threads) or None)
     if state().as_json:
-        emit_json({"threads": done.threads, "checkpoints": done.checkpoints, "writes": done.writes})
-    else:
-        copied = f"{done.threads} threads, {done.checkpoints} checkpoints and {done.writes} writes"
-        click.echo(f"{copied} copied into {workflow}")
+        emit_json(
+            {
+                "threads": done.threads,
+                "checkpoints": done.checkpoints,
+                "writes": done.writes,
+                "skipped": list(done.skipped),
+            }
+        )
+        return
+    copied = f"{done.threads} threads, {done.checkpoints} checkpoints and {done.writes} writes"
+    click.echo(f"{copied} copied into {workflow}")
+    if done.skipped:
+        click.echo(f"left alone (their execution moved on in Cairn): {', '.join(done.skipped)}", err=True)

@@ -260,10 +260,12 @@ class Flows(BaseCheckpointSaver[int]):
                 writes=items[start : start + WRITES_PER_REQUEST],
             )
 
-    def _import_flow(self, t: CheckpointTuple) -> Flow[None]:
+    def _import_flow(self, t: CheckpointTuple) -> Flow[bool]:
         """One checkpoint of another saver with its pending writes (:func:`migrate`),
         stored as ``put`` and ``put_writes`` store them, without the pauses and failures
-        writes call for in a run: they are history here."""
+        writes call for in a run: they are history here. Not stored (False) when the
+        thread's execution exists and is not running: the thread has moved on in Cairn
+        (paused, failed, completed), and history from elsewhere must not replay it."""
         parent = get_checkpoint_id(t.parent_config) if t.parent_config else None
         config: RunnableConfig = {
             "configurable": {"thread_id": thread_of(t.config), "checkpoint_ns": ns_of(t.config)}
@@ -280,8 +282,11 @@ class Flows(BaseCheckpointSaver[int]):
             for task_id, writes in by_task.items():
                 yield from self._send_writes(stored.id, task_id, "", self._writes_items(writes))
 
+        found = yield from self._find(thread_id, fresh=self._memory.thread(thread_id) is None)
+        if found is not None and found.status != "running":
+            return False
         yield from self._write(thread_id, parent, send)
-        return None
+        return True
 
     def _put_writes_flow(
         self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str

@@ -18,11 +18,14 @@ from ._saver import CairnSaver
 
 @dataclass(frozen=True)
 class Migrated:
-    """What :func:`migrate` copied."""
+    """What :func:`migrate` copied, and the threads it left alone: their Cairn execution
+    had moved on (paused, failed or completed in Cairn), so history from the source
+    must not change it."""
 
     threads: int
     checkpoints: int
     writes: int
+    skipped: tuple[str, ...] = ()
 
 
 def _configurable(config: RunnableConfig) -> dict[str, Any]:
@@ -45,40 +48,45 @@ def migrate(
     """Copies the threads ``thread_ids`` (default: every thread ``source.list(None)``
     finds) from ``source`` into ``target``.
 
-    Each namespace of a thread is copied oldest checkpoint first, the root namespace
-    first: ``target.put`` with the checkpoint's own id, metadata, parent and every
+    A thread's checkpoints are copied oldest first, whatever their namespace:
+    ``target.put`` with the checkpoint's own id, metadata, parent and every
     channel version, then ``target.put_writes`` with its pending writes, a call per task
     in the order the source lists them. Into a :class:`CairnSaver`, a thread is one
     execution (started by its first checkpoint) and stays running: writes that hold an
     interrupt or an error are stored as history, without pausing or failing it (see
-    :meth:`CairnSaver.import_tuple`). Nothing is deleted from ``source``. Running it
-    again copies nothing twice (a :class:`CairnSaver` stores a checkpoint id once, and
-    a task's writes under the same keys)."""
-    namespaces: dict[tuple[str, str], list[CheckpointTuple]] = defaultdict(list)
+    :meth:`CairnSaver.import_tuple`); a thread whose execution is no longer running (it
+    moved on in Cairn) is left alone and named in ``skipped``. Nothing is deleted from
+    ``source``. Running it again copies nothing twice (a :class:`CairnSaver` stores a
+    checkpoint id once, and a task's writes under the same keys)."""
+    by_thread: dict[str, list[CheckpointTuple]] = defaultdict(list)
     for t in _tuples(source, thread_ids):
-        c = _configurable(t.config)
-        namespaces[(str(c["thread_id"]), str(c.get("checkpoint_ns", "")))].append(t)
+        by_thread[str(_configurable(t.config)["thread_id"])].append(t)
     checkpoints = writes = 0
-    for (thread_id, ns), found in sorted(
-        namespaces.items(), key=lambda item: (item[0][0], item[0][1] != "", item[0][1])
-    ):
-        # A saver lists newest first; ids are time-ordered (uuid6), so sorting is exact.
+    skipped: list[str] = []
+    for thread_id, found in sorted(by_thread.items()):
+        # Oldest first across the thread's namespaces, as they were made: a saver lists
+        # newest first, and LangGraph's ids (uuid6) grow with time.
         for t in sorted(found, key=lambda t: str(t.checkpoint["id"])):
-            parent = _configurable(t.parent_config) if t.parent_config else {}
-            config: RunnableConfig = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns}}
-            if parent.get("checkpoint_id"):
-                config["configurable"]["checkpoint_id"] = parent["checkpoint_id"]
+            if isinstance(target, CairnSaver):
+                if not target.import_tuple(t):
+                    skipped.append(thread_id)
+                    break
+            else:
+                parent = _configurable(t.parent_config) if t.parent_config else {}
+                c = _configurable(t.config)
+                config: RunnableConfig = {
+                    "configurable": {"thread_id": thread_id, "checkpoint_ns": c.get("checkpoint_ns", "")}
+                }
+                if parent.get("checkpoint_id"):
+                    config["configurable"]["checkpoint_id"] = parent["checkpoint_id"]
+                versions = dict(t.checkpoint.get("channel_versions", {}))
+                stored = target.put(config, t.checkpoint, t.metadata, versions)
+                by_task: dict[str, list[tuple[str, Any]]] = defaultdict(list)
+                for task_id, channel, value in t.pending_writes or []:
+                    by_task[task_id].append((channel, value))
+                for task_id, task_writes in by_task.items():
+                    target.put_writes(stored, task_writes, task_id)
             checkpoints += 1
             writes += len(t.pending_writes or [])
-            if isinstance(target, CairnSaver):
-                target.import_tuple(t)
-                continue
-            stored = target.put(
-                config, t.checkpoint, t.metadata, dict(t.checkpoint.get("channel_versions", {}))
-            )
-            by_task: dict[str, list[tuple[str, Any]]] = defaultdict(list)
-            for task_id, channel, value in t.pending_writes or []:
-                by_task[task_id].append((channel, value))
-            for task_id, task_writes in by_task.items():
-                target.put_writes(stored, task_writes, task_id)
-    return Migrated(threads=len({thread for thread, _ in namespaces}), checkpoints=checkpoints, writes=writes)
+    copied = len(by_thread) - len(skipped)
+    return Migrated(threads=copied, checkpoints=checkpoints, writes=writes, skipped=tuple(skipped))

@@ -199,13 +199,14 @@ class CairnSaver(Lists, Housekeeping):
             return f"{int(current.split('.')[0]) + 1:032}.{random.random():016}"
         return super().get_next_version(current, channel)
 
-    def import_tuple(self, t: CheckpointTuple) -> None:
+    def import_tuple(self, t: CheckpointTuple) -> bool:
         """Stores another saver's checkpoint with its pending writes (see
         :func:`cairn.langgraph.migrate`): as ``put`` and ``put_writes`` would, without the
-        pauses and failures those writes would call for in a run."""
+        pauses and failures those writes would call for in a run. False, and nothing
+        stored, when the thread's execution is no longer running (it moved on in Cairn)."""
         thread_id = thread_of(t.config)
         with self._traffic.writing_thread(thread_id), self._traffic.lock(thread_id):
-            run(self._sync_client(), self._import_flow(t))
+            return run(self._sync_client(), self._import_flow(t))
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint of ``config`` (its ``checkpoint_id``, else the newest of its
