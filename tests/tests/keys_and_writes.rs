@@ -16,6 +16,8 @@ both_paths!(
     checkpoint_lists_go_newest_first_and_filter_on_metadata,
     writes_are_stored_per_task_and_index_and_replaced_not_duplicated,
     writes_are_refused_when_invalid_too_large_or_not_running,
+    a_checkpoint_brings_the_writes_of_an_earlier_one_in_one_request,
+    pending_writes_that_cannot_be_stored_change_nothing,
     a_rollback_discards_the_writes_and_keys_of_what_it_discards,
     deleting_an_execution_takes_everything_and_frees_its_key,
     deleting_a_checkpoint_takes_its_state_key_and_writes,
@@ -336,6 +338,105 @@ async fn writes_are_refused_when_invalid_too_large_or_not_running(api: Api, env:
     post(valid).await.expect_problem(409, "invalid_state");
 }
 
+#[allow(clippy::needless_pass_by_value)] // called with json!(…) literals
+fn pending(checkpoint: &str, tasks: Value) -> Value {
+    json!({"checkpoint_id": checkpoint, "tasks": tasks})
+}
+
+async fn count(api: &Api, key: &str, e: &str) -> Value {
+    api.get(key, &format!("/executions/{e}")).await.expect(200).body["checkpoint_count"].clone()
+}
+
+async fn a_checkpoint_brings_the_writes_of_an_earlier_one_in_one_request(api: Api, env: Env) {
+    let t = env.tenant().await;
+    let e = start(&api, &t.key).await;
+    let c1 = id(&checkpoint(&api, &t.key, &e, json!({"key": "one"})).await);
+    let tasks = json!([
+        writes("task-a", json!([{"index": 0, "channel": "messages", "value": ["hi"]}])),
+        {"task_id": "task-b", "writes": [{"index": 0, "channel": "count", "value": 12345678901234567890_u64}]}
+    ]);
+    let body = json!({"execution_id": e, "state": {"n": 2}, "key": "two", "pending_writes": pending(&c1, tasks)});
+    let c2 = api.post(&t.key, "/checkpoints", &body).await;
+    let c2 = id(&c2.expect(201).body);
+    let stored = list_writes(&api, &t.key, &c1).await;
+    assert_eq!(
+        stored["items"],
+        json!([
+            {"task_id": "task-a", "task_path": "~__pregel_pull, agent", "index": 0, "channel": "messages",
+             "value": ["hi"]},
+            {"task_id": "task-b", "task_path": "", "index": 0, "channel": "count", "value": 12345678901234567890_u64}
+        ])
+    );
+    assert_eq!(list_writes(&api, &t.key, &c2).await["total"], 0, "the new checkpoint has none of its own");
+    assert_eq!(count(&api, &t.key, &e).await, 2);
+    // The same key again answers the checkpoint it has (200) and stores its pending
+    // writes as POST /checkpoints/{id}/writes does: replaced per task and index.
+    let again = json!({"execution_id": e, "state": {"n": 2}, "key": "two", "pending_writes":
+        pending(&c1, json!([writes("task-a", json!([{"index": 0, "channel": "messages", "value": ["bye"]}]))]))});
+    assert_eq!(id(&api.post(&t.key, "/checkpoints", &again).await.expect(200).body), c2);
+    let stored = list_writes(&api, &t.key, &c1).await;
+    assert_eq!((stored["total"].clone(), stored["items"][0]["value"].clone()), (json!(2), json!(["bye"])));
+    assert_eq!(count(&api, &t.key, &e).await, 2);
+    // null is no pending writes.
+    let plain = json!({"execution_id": e, "state": {}, "pending_writes": null});
+    api.post(&t.key, "/checkpoints", &plain).await.expect(201);
+}
+
+async fn pending_writes_that_cannot_be_stored_change_nothing(api: Api, env: Env) {
+    let t = env.tenant().await;
+    let e = start(&api, &t.key).await;
+    let c1 = id(&checkpoint(&api, &t.key, &e, json!({})).await);
+    let post = |pending_writes: Value| {
+        let api = api.clone();
+        let (key, e) = (t.key.clone(), e.clone());
+        async move {
+            let body = json!({"execution_id": e, "state": {}, "key": "next", "pending_writes": pending_writes});
+            api.post(&key, "/checkpoints", &body).await
+        }
+    };
+    let one = json!([{"index": 0, "channel": "c", "value": 1}]);
+    let too_many: Vec<Value> = (0..501).map(|i| json!({"index": i, "channel": "c", "value": i})).collect();
+    for (body, fields) in [
+        (pending(&c1, json!([writes("", one.clone())])), vec!["pending_writes.tasks[0].task_id"]),
+        (pending(&c1, json!([])), vec!["pending_writes.tasks"]),
+        (
+            pending(&c1, json!([writes("t", json!([{"index": 0.5, "channel": "", "value": 1}]))])),
+            vec!["pending_writes.tasks[0].writes[0].index", "pending_writes.tasks[0].writes[0].channel"],
+        ),
+        (
+            pending(&c1, json!([writes("t", json!(too_many)), writes("u", json!(too_many))])),
+            vec!["pending_writes.tasks"],
+        ),
+        (json!({"checkpoint_id": c1, "writes": one}), vec!["pending_writes"]),
+        (json!([1]), vec!["pending_writes"]),
+    ] {
+        let reply = post(body).await;
+        reply.expect_problem(422, "validation_failed");
+        assert_eq!(reply.error_fields(), fields);
+    }
+    // Unknown checkpoints, another execution's and another tenant's are unknown here.
+    let other = start(&api, &t.key).await;
+    let theirs = id(&checkpoint(&api, &t.key, &other, json!({})).await);
+    let stranger = env.tenant().await;
+    let e2 = start(&api, &stranger.key).await;
+    let foreign = id(&checkpoint(&api, &stranger.key, &e2, json!({})).await);
+    for unknown in ["cp_0193a6f21c2b7d3e8f000123456789ab", "nope", theirs.as_str(), foreign.as_str()] {
+        post(pending(unknown, json!([writes("t", one.clone())]))).await.expect_problem(404, "not_found");
+    }
+    // Writes that would take c1's document past 4 MiB: 413.
+    let big =
+        |task: &str, fill: &str| writes(task, json!([{"index": 0, "channel": "c", "value": fill.repeat(2_100_000)}]));
+    api.post(&t.key, &format!("/checkpoints/{c1}/writes"), &big("t", "x")).await.expect(200);
+    post(pending(&c1, json!([big("u", "y")]))).await.expect_problem(413, "payload_too_large");
+    // Nothing was recorded: no new checkpoint, no key taken, c1's writes as they were.
+    assert_eq!(count(&api, &t.key, &e).await, 1);
+    let keyed = api.get(&t.key, &format!("/checkpoints?execution_id={e}&key=next")).await;
+    assert_eq!(keyed.expect(200).body["total"], 0);
+    assert_eq!(list_writes(&api, &t.key, &c1).await["total"], 1);
+    assert_eq!(list_writes(&api, &t.key, &theirs).await["total"], 0);
+    assert_eq!(list_writes(&api, &stranger.key, &foreign).await["total"], 0);
+}
+
 async fn a_rollback_discards_the_writes_and_keys_of_what_it_discards(api: Api, env: Env) {
     let t = env.tenant().await;
     let e = start(&api, &t.key).await;
@@ -640,6 +741,44 @@ async fn a_3_mib_write_sent_gzipped_is_stored_and_read_back() {
     assert_eq!(sent.expect(200).body["total"], 1);
     let stored = list_writes(&api, &t.key, &c).await;
     assert_eq!(stored["items"][0]["value"].as_str().map(str::len), Some(3 * 1024 * 1024));
+}
+
+/// Text of `len` printable ASCII characters (no quote or backslash) that deflate cannot
+/// shrink below about 80%: a xorshift stream, so every run sends the same bytes.
+fn incompressible(len: usize, seed: u64) -> String {
+    let mut x = seed;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let c = b'(' + u8::try_from(x % 84).expect("below 84"); // '(' ..= '{', no '"' or '\\'
+            if c == b'\\' { '}' } else { char::from(c) }
+        })
+        .collect()
+}
+
+/// A checkpoint and pending writes that fit their own transactions but not one together
+/// (about 2.3 MB compressed each, DynamoDB's 4 MB a transaction): 413 naming the writes,
+/// nothing recorded, and the two sent apart are stored. In process only (a 5.6 MB body).
+#[tokio::test]
+async fn a_checkpoint_and_pending_writes_over_one_transaction_are_refused_and_fit_apart() {
+    let env = api_tests::env().await;
+    let api = Api::new(api_tests::Transport::in_process(&env));
+    let t = env.tenant().await;
+    let e = start(&api, &t.key).await;
+    let c1 = id(&checkpoint(&api, &t.key, &e, json!({})).await);
+    let state = json!({"blob": incompressible(2_800_000, 7)});
+    let task = writes("t", json!([{"index": 0, "channel": "blob", "value": incompressible(2_800_000, 11)}]));
+    let both = json!({"execution_id": e, "state": state, "key": "k", "pending_writes": pending(&c1, json!([task]))});
+    let refused = api.post(&t.key, "/checkpoints", &both).await;
+    refused.expect_problem(413, "payload_too_large");
+    assert!(refused.body["detail"].as_str().is_some_and(|d| d.contains("pending writes")), "{}", refused.body);
+    assert_eq!(count(&api, &t.key, &e).await, 1);
+    assert_eq!(list_writes(&api, &t.key, &c1).await["total"], 0);
+    api.post(&t.key, &format!("/checkpoints/{c1}/writes"), &task).await.expect(200);
+    checkpoint(&api, &t.key, &e, json!({"state": state, "key": "k"})).await;
+    assert_eq!(count(&api, &t.key, &e).await, 2);
 }
 
 /// A gzip body is inflated only for a key known good: with an unknown key, even a body

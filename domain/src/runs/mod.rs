@@ -199,6 +199,18 @@ pub struct NewCheckpoint {
     pub key: Option<String>,
     /// String labels.
     pub metadata: BTreeMap<String, String>,
+    /// Writes stored on an earlier checkpoint of the execution in the same transaction
+    /// (a framework's writes of the step this checkpoint ends).
+    pub pending_writes: Option<PendingWrites>,
+}
+
+/// Writes for checkpoint `checkpoint_id`, sent with a later checkpoint of its execution.
+#[derive(Debug, Clone)]
+pub struct PendingWrites {
+    /// The checkpoint they go to.
+    pub checkpoint_id: CheckpointId,
+    /// The writes, as `POST /checkpoints/{id}/writes` takes them.
+    pub writes: Vec<self::checkpoints::writes::Write>,
 }
 
 /// What recording a checkpoint did.

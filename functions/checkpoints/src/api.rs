@@ -8,7 +8,7 @@ use axum::extract::State;
 use axum::response::Response;
 use domain::runs::checkpoints::model::{Checkpoint, PackedState, STATE_MAX_BYTES};
 use domain::runs::checkpoints::writes::Write;
-use domain::runs::{ListCheckpoints, NewCheckpoint, Recorded};
+use domain::runs::{ListCheckpoints, NewCheckpoint, PendingWrites, Recorded};
 use http::StatusCode;
 use serde::Serialize;
 use shared::body::{Fields, RawJsonBody, WireEnum, client_key, split_raw, string_map, text};
@@ -76,6 +76,8 @@ pub async fn create(
     let execution =
         f.required("execution_id", |v| v.as_str().map(str::to_owned).ok_or_else(|| "must be a string".to_owned()));
     f.known("state");
+    // Read from the bytes below (its values stay the JSON text they were sent as).
+    let _ = f.nullable("pending_writes", |_| Ok(()));
     match raw_state {
         None => f.reject("state", "is required"),
         Some(raw) if !raw.get().starts_with('{') => f.reject("state", "must be a JSON object"),
@@ -84,6 +86,16 @@ pub async fn create(
     let name = f.nullable("name", text(1, NAME_MAX));
     let key = f.nullable("key", client_key);
     let metadata = f.optional("metadata", string_map(METADATA_MAX_KEYS));
+    let pending = read_pending(&bytes);
+    let pending = match pending {
+        Ok(pending) => pending,
+        Err(errors) => {
+            for e in errors {
+                f.reject(e.field, e.message);
+            }
+            None
+        }
+    };
     f.finish()?;
     let (Some(execution), Some(raw_state)) = (execution, raw_state) else {
         return Err(ApiError::internal("validated fields missing"));
@@ -91,12 +103,20 @@ pub async fn create(
     let packed = pack(raw_state)?;
     let execution_id =
         ExecutionId::parse(&execution).ok_or_else(|| ApiError::not_found("execution", execution.as_str()))?;
+    let pending_writes = match pending {
+        Some((raw, writes)) => Some(PendingWrites {
+            checkpoint_id: CheckpointId::parse(&raw).ok_or_else(|| ApiError::not_found("checkpoint", raw.as_str()))?,
+            writes,
+        }),
+        None => None,
+    };
     let now = state.clock.now();
     let new = NewCheckpoint {
         id: CheckpointId::generate_at(now),
         name: name.into_update().flatten(),
         key: key.into_update().flatten(),
         metadata: metadata.unwrap_or_default(),
+        pending_writes,
     };
     // The answer is known before the write commits: with an Idempotency-Key it is
     // stored in the write's own transaction (no round trip after it).
@@ -266,6 +286,8 @@ struct WriteRequest {
 
 /// Most writes in one request.
 pub const WRITES_MAX: usize = 1000;
+/// Most tasks in a checkpoint's `pending_writes`.
+pub const PENDING_TASKS_MAX: usize = 100;
 /// The lowest and highest write index.
 pub const WRITE_INDEX: std::ops::RangeInclusive<i64> = -1000..=1_000_000;
 /// Longest task path.
@@ -285,31 +307,99 @@ fn read_writes(bytes: &[u8]) -> Result<Vec<Write>, ApiError> {
         ApiError::field("body", format!("must be {{task_id, task_path, writes: [{{index, channel, value}}]}}: {e}"))
     })?;
     let mut errors = Vec::new();
+    let writes = checked_writes(request, "", &mut errors)?;
+    if !errors.is_empty() {
+        return Err(ApiError::Validation(errors));
+    }
+    if writes.len() > WRITES_MAX {
+        return Err(ApiError::field("writes", format!("must hold 1 to {WRITES_MAX} writes")));
+    }
+    Ok(writes)
+}
+
+/// The writes a checkpoint brings for an earlier one (`pending_writes`), read from the
+/// request's bytes so that their values stay the JSON text they were sent as: the
+/// checkpoint they go to and the writes, or the fields' errors.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PendingRequest {
+    checkpoint_id: String,
+    tasks: Vec<WritesRequest>,
+}
+
+fn read_pending(bytes: &[u8]) -> Result<Option<(String, Vec<Write>)>, Vec<shared::error::FieldError>> {
+    #[derive(serde::Deserialize)]
+    struct Body<'a> {
+        #[serde(borrow, default)]
+        pending_writes: Option<&'a serde_json::value::RawValue>,
+    }
+    let field = |message: String| vec![shared::error::FieldError::new("pending_writes", message)];
+    let Ok(body) = serde_json::from_slice::<Body<'_>>(bytes) else { return Ok(None) };
+    let Some(raw) = body.pending_writes else { return Ok(None) };
+    if raw.get() == "null" {
+        return Ok(None);
+    }
+    let request: PendingRequest = serde_json::from_str(raw.get()).map_err(|e| {
+        field(format!(
+            "must be {{checkpoint_id, tasks: [{{task_id, task_path, writes: [{{index, channel, value}}]}}]}}: {e}"
+        ))
+    })?;
+    let mut errors = Vec::new();
+    if request.tasks.is_empty() || request.tasks.len() > PENDING_TASKS_MAX {
+        errors.push(shared::error::FieldError::new(
+            "pending_writes.tasks",
+            format!("must hold 1 to {PENDING_TASKS_MAX} tasks"),
+        ));
+    }
+    let mut writes = Vec::new();
+    for (i, task) in request.tasks.into_iter().enumerate() {
+        let prefix = format!("pending_writes.tasks[{i}].");
+        match checked_writes(task, &prefix, &mut errors) {
+            Ok(more) => writes.extend(more),
+            Err(_) => return Err(field("could not be read".to_owned())),
+        }
+    }
+    if writes.len() > WRITES_MAX {
+        errors.push(shared::error::FieldError::new(
+            "pending_writes.tasks",
+            format!("must hold at most {WRITES_MAX} writes in all"),
+        ));
+    }
+    if errors.is_empty() { Ok(Some((request.checkpoint_id, writes))) } else { Err(errors) }
+}
+
+/// A task's writes, checked (errors named after `prefix`, added to `errors`).
+fn checked_writes(
+    request: WritesRequest,
+    prefix: &str,
+    errors: &mut Vec<shared::error::FieldError>,
+) -> Result<Vec<Write>, ApiError> {
+    let error = |field: String, message: String| shared::error::FieldError::new(format!("{prefix}{field}"), message);
     if let Err(message) = shared::body::check_key(&request.task_id) {
-        errors.push(shared::error::FieldError::new("task_id", message));
+        errors.push(error("task_id".to_owned(), message));
     }
     if request.task_path.chars().count() > TASK_PATH_MAX || request.task_path.chars().any(char::is_control) {
-        errors.push(shared::error::FieldError::new(
-            "task_path",
+        errors.push(error(
+            "task_path".to_owned(),
             format!("must be at most {TASK_PATH_MAX} characters without control characters"),
         ));
     }
     if request.writes.is_empty() || request.writes.len() > WRITES_MAX {
-        errors.push(shared::error::FieldError::new("writes", format!("must hold 1 to {WRITES_MAX} writes")));
+        errors.push(error("writes".to_owned(), format!("must hold 1 to {WRITES_MAX} writes")));
     }
     for (i, w) in request.writes.iter().enumerate() {
         if !whole(&w.index).is_some_and(|index| WRITE_INDEX.contains(&index)) {
-            errors.push(shared::error::FieldError::new(
+            errors.push(error(
                 format!("writes[{i}].index"),
                 format!("must be an integer from {} to {}", WRITE_INDEX.start(), WRITE_INDEX.end()),
             ));
         }
         if let Err(message) = shared::body::check_key(&w.channel) {
-            errors.push(shared::error::FieldError::new(format!("writes[{i}].channel"), message));
+            errors.push(error(format!("writes[{i}].channel"), message));
         }
     }
     if !errors.is_empty() {
-        return Err(ApiError::Validation(errors));
+        return Ok(Vec::new());
     }
     let WritesRequest { task_id, task_path, writes } = request;
     let mut out = Vec::with_capacity(writes.len());

@@ -36,17 +36,19 @@ impl Runs {
     /// Records checkpoint `new` with `state` at `now` on execution `execution_id` while it runs:
     /// its sequence is the execution's `last_sequence + 1`, its parent the execution's
     /// current checkpoint, committed with the execution's new counts only if the
-    /// execution is unchanged (so sequences are dense and never reused). With a key
-    /// already used in the execution, the checkpoint that has it is the answer
-    /// ([`Recorded::Existing`]) and nothing changes.
+    /// execution is unchanged (so sequences are dense and never reused). Its
+    /// `pending_writes` are merged into the writes of their checkpoint (one of the
+    /// execution's, visible) in the same transaction. With a key already used in the
+    /// execution, the checkpoint that has it is the answer ([`Recorded::Existing`]) and
+    /// only the pending writes are stored, as [`Self::put_writes`] stores them.
     ///
     /// `before_commit` sees the new checkpoint just before its transaction is sent (the
     /// caller may render its answer then, to be stored in the same transaction).
     ///
     /// # Errors
     /// [`Error::NotFound`], [`Error::InvalidState`] unless the execution is running,
-    /// [`Error::TooLarge`] when the compressed state cannot fit one transaction,
-    /// storage errors.
+    /// [`Error::TooLarge`] when the compressed state (with the pending writes) cannot fit
+    /// one transaction or the writes document would pass 4 MiB, storage errors.
     pub async fn record_checkpoint(
         &self,
         tenant: &TenantId,
@@ -56,8 +58,12 @@ impl Runs {
         now: DateTime<Utc>,
         before_commit: BeforeCommit<'_, Checkpoint>,
     ) -> Result<Recorded, Error> {
-        retry_races(|| async move {
+        let recorded = retry_races(|| async move {
             let current = self.load(tenant, execution_id).await?;
+            let pending = match &new.pending_writes {
+                Some(p) => Some((p, self.checkpoint_of(tenant, &current, &p.checkpoint_id).await?)),
+                None => None,
+            };
             if let Some(existing) = self.keyed_checkpoint(tenant, &current, new.key.as_deref()).await? {
                 return Ok(Attempt::Done(Recorded::Existing(existing)));
             }
@@ -85,12 +91,24 @@ impl Runs {
             let mut tx = Transaction::new();
             self.executions.stage_replace(&mut tx, tenant, &current, &next, &CounterChange::default())?;
             self.checkpoints.stage_create(&mut tx, tenant, &checkpoint, state)?;
+            let mut writes_bytes = 0;
+            if let Some((p, stored)) = pending {
+                let id = &stored.checkpoint.id;
+                let (old, new, packed) = self.merged_writes(tenant, id, &p.writes).await?;
+                writes_bytes = packed.compressed_len();
+                self.checkpoints.stage_writes(&mut tx, tenant, id, &old, &new, &packed)?;
+            }
             if let Err(TransactionError::TooLarge { bytes, .. }) = tx.check_limits() {
+                let writes = if writes_bytes > 0 {
+                    format!(" with {writes_bytes} bytes of pending writes (send them on their own)")
+                } else {
+                    String::new()
+                };
                 return Err(Error::TooLarge(format!(
-                    "the state is {} bytes of JSON and compresses to only {} bytes: a checkpoint is written in \
-                     one atomic DynamoDB transaction of at most {MAX_TRANSACTION_BYTES} bytes (this one would be \
-                     {bytes}); keep large incompressible data (media, embeddings) elsewhere and a reference to it \
-                     in the state",
+                    "the state is {} bytes of JSON and compresses to only {} bytes{writes}: a checkpoint is \
+                     written in one atomic DynamoDB transaction of at most {MAX_TRANSACTION_BYTES} bytes (this one \
+                     would be {bytes}); keep large incompressible data (media, embeddings) elsewhere and a \
+                     reference to it in the state",
                     state.size,
                     state.compressed_len()
                 )));
@@ -98,11 +116,37 @@ impl Runs {
             before_commit(&checkpoint);
             match tx.commit(self.client()).await {
                 Ok(()) => Ok(Attempt::Done(Recorded::New(checkpoint))),
-                // Another request recorded this key first: the next attempt finds it.
-                Err(e) => Ok(Attempt::raced_on(e, &[Part::Execution, Part::Key])?),
+                // Another request recorded this key first (the next attempt finds it), or
+                // the pending writes' document changed.
+                Err(e) => Ok(Attempt::raced_on(e, &[Part::Execution, Part::Key, Part::Checkpoint])?),
             }
         })
-        .await
+        .await?;
+        if let (Recorded::Existing(_), Some(p)) = (&recorded, &new.pending_writes) {
+            self.put_writes(tenant, &p.checkpoint_id, &p.writes).await?;
+        }
+        Ok(recorded)
+    }
+
+    /// Checkpoint `id`'s writes document as read, and with `writes` merged in (packed),
+    /// or [`Error::TooLarge`] past 4 MiB of JSON.
+    async fn merged_writes(
+        &self,
+        tenant: &TenantId,
+        id: &CheckpointId,
+        writes: &[Write],
+    ) -> Result<(Writes, Writes, PackedState), Error> {
+        let old = self.checkpoints.writes(tenant, id).await?;
+        let mut new = old.clone();
+        new.merge(writes.to_vec());
+        let packed = PackedState::from_json(&new.to_json());
+        if packed.size > STATE_MAX_BYTES {
+            return Err(Error::TooLarge(format!(
+                "the writes of checkpoint {id} would be {} bytes of JSON; the limit is {} bytes (4 MiB)",
+                packed.size, STATE_MAX_BYTES
+            )));
+        }
+        Ok((old, new, packed))
     }
 
     /// The checkpoint of `execution` that has `key`, if any. A key held by a checkpoint
@@ -361,16 +405,7 @@ impl Runs {
                     shared::body::WireEnum::wire(execution.status)
                 )));
             }
-            let old = self.checkpoints.writes(tenant, &stored.checkpoint.id).await?;
-            let mut new = old.clone();
-            new.merge(writes.to_vec());
-            let packed = PackedState::from_json(&new.to_json());
-            if packed.size > STATE_MAX_BYTES {
-                return Err(Error::TooLarge(format!(
-                    "the writes of checkpoint {id} would be {} bytes of JSON; the limit is {} bytes (4 MiB)",
-                    packed.size, STATE_MAX_BYTES
-                )));
-            }
+            let (old, new, packed) = self.merged_writes(tenant, &stored.checkpoint.id, writes).await?;
             let mut tx = Transaction::new();
             tx.push(Part::Execution, self.executions.check_running(tenant, &execution.id)?);
             self.checkpoints.stage_writes(&mut tx, tenant, id, &old, &new, &packed)?;
