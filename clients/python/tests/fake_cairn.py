@@ -74,6 +74,10 @@ class FakeCairn:
         self.executions: dict[str, dict[str, Any]] = {}
         self.checkpoints: dict[str, dict[str, Any]] = {}  # id -> body with "state"
         self.writes: dict[str, list[dict[str, Any]]] = {}
+        #: Checkpoints recorded with ``pending_writes``.
+        self.pending_writes_sent = 0
+        #: A checkpoint with pending writes larger than this is 413 (DynamoDB's 4 MB).
+        self.one_transaction_bytes: int | None = None
         self.failures: list[dict[str, Any]] = []
         self.purging: dict[str, int] = {}  # deleted execution -> 202s left
         self.last_sequence: dict[str, int] = {}  # execution -> highest sequence given (never reused)
@@ -311,17 +315,29 @@ class FakeCairn:
         if name is not None and (not 1 <= len(name) <= 200 or control(name, True)):
             raise invalid("name", "must be 1 to 200 characters")
         metadata = check_metadata("metadata", body.get("metadata", {}))
+        pending = body.get("pending_writes")
+        if pending is not None:  # stored first here; the API stores both in one transaction
+            self.own_checkpoint(e, pending["checkpoint_id"])
+            if self.one_transaction_bytes is not None and len(json.dumps(body)) > self.one_transaction_bytes:
+                raise Problem(
+                    413, "payload_too_large", "the state and the pending writes pass one transaction"
+                )
+            self.pending_writes_sent += 1
         key = body.get("key")
         if key is not None:
             check_key("key", key)
             for c in self.checkpoints.values():
                 if c["execution_id"] == e["id"] and c["key"] == key:
+                    for task in pending["tasks"] if pending else []:
+                        self.put_writes(None, None, task, pending["checkpoint_id"])
                     return 200, {k: v for k, v in c.items() if k != "state"}
         if e["status"] != "running":
             raise Problem(409, "invalid_state", f"execution {e['id']} is {e['status']}")
         size = len(json.dumps(body["state"], separators=(",", ":"), ensure_ascii=False).encode())
         if size > 4 * 1024 * 1024:
             raise Problem(413, "payload_too_large", "state")
+        for task in pending["tasks"] if pending else []:
+            self.put_writes(None, None, task, pending["checkpoint_id"])
         sequence = self.last_sequence.get(e["id"], 0)
         self.last_sequence[e["id"]] = sequence + 1
         c = {

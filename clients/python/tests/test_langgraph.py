@@ -38,8 +38,16 @@ def fake() -> Iterator[FakeCairn]:
 
 
 @pytest.fixture
-def saver(fake: FakeCairn) -> CairnSaver:
-    return CairnSaver(Cairn("k", base_url=BASE), workflow="agent")
+def saver(fake: FakeCairn) -> Iterator[CairnSaver]:
+    s = CairnSaver(Cairn("k", base_url=BASE), workflow="agent")
+    yield s
+    s.close()  # what it holds goes to this test's fake, not the next one's
+
+
+def at_once(saver: CairnSaver) -> None:
+    """Has the saver send plain writes at once, as it sends interrupts and errors (the
+    path these tests are about), instead of holding them for the next ``put``."""
+    saver._held.close()
 
 
 def checkpoint(**values: Any) -> Checkpoint:
@@ -162,6 +170,7 @@ def test_writes_are_encoded_the_same_way_and_come_back_in_langgraph_order(
     saver.put_writes(stored, [("b", {"plain": [1]}), ("a", b"bytes")], "task-2", task_path="~p, 2")
     saver.put_writes(stored, [("c", (1,))], "task-1", task_path="~p, 1")
     saver.put_writes(stored, [("b", "again")], "task-2", task_path="~p, 2")  # replaces (task-2, 0)
+    saver.get_tuple(stored)  # a read sends the writes held for the next put
     cp = state_of(fake, stored)
     raw = fake.writes[cp["id"]]
     assert [(w["task_id"], w["index"], w["channel"]) for w in raw] == [
@@ -424,6 +433,7 @@ def test_a_write_to_a_failed_execution_replays_it_first(fake: FakeCairn, saver: 
 
 
 def test_late_writes_of_the_same_run_keep_the_runs_status(fake: FakeCairn, saver: CairnSaver) -> None:
+    at_once(saver)
     stored = put(saver)
     saver.put_writes(stored, [(INTERRUPT, "q?")], "asking")
     saver.put_writes(stored, [("out", 1)], "sibling")  # a parallel task finishing later
@@ -433,6 +443,7 @@ def test_late_writes_of_the_same_run_keep_the_runs_status(fake: FakeCairn, saver
 
 
 def test_a_pause_waits_for_the_writes_of_the_thread_under_way(fake: FakeCairn, saver: CairnSaver) -> None:
+    at_once(saver)
 
     stored = put(saver)
     slowed = threading.Event()
@@ -493,6 +504,7 @@ def test_a_status_changed_behind_the_saver_is_read_and_the_write_sent_again(
 
 
 def test_a_409_on_writes_replays_and_sends_them_again(fake: FakeCairn, saver: CairnSaver) -> None:
+    at_once(saver)
     stored = put(saver)
     e = fake.only_execution()
     e["status"] = "paused"  # behind the saver's back
@@ -525,6 +537,7 @@ def test_reads_look_a_thread_up_again_when_its_execution_went(fake: FakeCairn, s
 
 
 def test_ended_threads_raise_a_typed_error(fake: FakeCairn, saver: CairnSaver) -> None:
+    at_once(saver)
     stored = put(saver)
     done = saver.complete(stored, output={"answer": 42})
     assert (done.status, done.output) == ("completed", {"answer": 42})
@@ -532,6 +545,7 @@ def test_ended_threads_raise_a_typed_error(fake: FakeCairn, saver: CairnSaver) -
         put(saver, parent=stored["configurable"]["checkpoint_id"])
     assert isinstance(caught.value, errors.InvalidState)
     fresh = CairnSaver(Cairn("k", base_url=BASE), workflow="agent")
+    at_once(fresh)
     with pytest.raises(ThreadEnded):
         fresh.put_writes(stored, [("x", 1)], "t")
     assert fresh.get_tuple(stored) is not None, "reads still work"
@@ -583,6 +597,7 @@ def test_writes_wait_while_the_thread_sends_what_comes_before(
     another, and sends a checkpoint's writes without waiting: with puts running behind,
     writes wait past the grace for as long as the thread has a put or a write being sent
     (a slow upload of a large state)."""
+    at_once(saver)
     monkeypatch.setattr("cairn.langgraph._traffic._PUT_GRACE", 0.05)
     first = put(saver)
     later = checkpoint()
@@ -612,6 +627,7 @@ def test_writes_wait_while_the_thread_sends_what_comes_before(
 def test_writes_stop_waiting_when_the_put_of_their_checkpoint_fails(
     fake: FakeCairn, saver: CairnSaver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    at_once(saver)
     monkeypatch.setattr("cairn.langgraph._traffic._PUT_GRACE", 60.0)
     first = put(saver)
     later = checkpoint()
@@ -633,6 +649,7 @@ def test_writes_stop_waiting_when_the_put_of_their_checkpoint_fails(
 def test_writes_to_a_checkpoint_never_stored_are_not_found(
     fake: FakeCairn, saver: CairnSaver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    at_once(saver)
     monkeypatch.setattr("cairn.langgraph._traffic._PUT_GRACE", 0.05)
     put(saver)
     with pytest.raises(errors.NotFound, match="not stored"):
@@ -764,6 +781,103 @@ def test_a_parallel_task_finishing_after_an_interrupt_leaves_the_execution_pause
     assert fake.only_execution()["status"] == "paused"
     assert sorted(graph.invoke(Command(resume="a"), cfg)["steps"]) == ["a", "slow"], "slow did not run again"
     assert fake.only_execution()["status"] == "running"
+
+
+# ---- one request per step: writes held for the next checkpoint ----
+
+
+def chain(saver: CairnSaver, nodes: int) -> Any:
+    g = StateGraph(State)
+    names = [f"n{i}" for i in range(nodes)]
+    for name in names:
+        g.add_node(name, lambda s, name=name: {"steps": [name]})
+    for a, b in zip([START, *names], [*names, END], strict=True):
+        g.add_edge(a, b)
+    return g.compile(checkpointer=saver)
+
+
+@pytest.mark.parametrize("durability", ["sync", "async"])
+def test_a_step_costs_one_request_its_writes_riding_with_the_next_checkpoint(
+    fake: FakeCairn, saver: CairnSaver, durability: str
+) -> None:
+    graph = chain(saver, 5)
+    cfg = {"configurable": {"thread_id": "steps"}}
+    assert graph.invoke({"steps": []}, cfg, durability=durability)["steps"] == [f"n{i}" for i in range(5)]
+    e = fake.only_execution()
+    # An input checkpoint and one per step; each step's writes ride with the next.
+    assert fake.calls("POST", "/checkpoints") == 7
+    assert fake.calls("POST", r"/checkpoints/[^/]+/writes") == 0
+    assert fake.pending_writes_sent == 6
+    assert fake.calls("GET", "/checkpoints") == 0, "no lookups"
+    # The writes are where LangGraph's own savers keep them: on the step's checkpoint.
+    history = list(graph.get_state_history(cfg))
+    assert [h.metadata["step"] for h in history] == [5, 4, 3, 2, 1, 0, -1]
+    by_step = {
+        h.metadata["step"]: [w["channel"] for w in fake.writes.get(cp["id"], [])]
+        for h, cp in zip(history, reversed(fake.checkpoints_of(e["id"])), strict=True)
+    }
+    assert by_step[5] == []
+    assert all(by_step[step] for step in range(5)), by_step
+    assert graph.invoke(None, cfg)["steps"] == [f"n{i}" for i in range(5)], "nothing to run again"
+
+
+def test_writes_no_put_claims_go_on_their_own_after_a_second(
+    fake: FakeCairn, saver: CairnSaver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("cairn.langgraph._held.HOLD_SECONDS", 0.05)
+    stored = put(saver)
+    saver.put_writes(stored, [("x", 1)], "early")
+    cp = state_of(fake, stored)
+    deadline = time.monotonic() + 10
+    while not fake.writes.get(cp["id"]) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert [(w["task_id"], w["value"]) for w in fake.writes[cp["id"]]] == [("early", 1)]
+    assert fake.calls("POST", r"/checkpoints/[^/]+/writes") == 1
+
+
+def test_a_read_an_interrupt_or_close_sends_the_held_writes_first(fake: FakeCairn, saver: CairnSaver) -> None:
+    stored = put(saver)
+    saver.put_writes(stored, [("x", 1)], "done-early")
+    assert fake.calls("POST", r"/checkpoints/[^/]+/writes") == 0, "held"
+    back = saver.get_tuple(stored)
+    assert back is not None
+    assert back.pending_writes == [("done-early", "x", 1)]
+    saver.put_writes(stored, [("y", 2)], "sibling")
+    saver.put_writes(stored, [(INTERRUPT, "q?")], "asking")
+    assert [w["task_id"] for w in fake.writes[state_of(fake, stored)["id"]]] == [
+        "done-early",
+        "sibling",
+        "asking",
+    ]
+    assert fake.only_execution()["status"] == "paused"
+    other = put(saver, thread="t2")
+    saver.put_writes(other, [("z", 3)], "late")
+    saver.close()
+    assert [w["task_id"] for w in fake.writes[state_of(fake, other)["id"]]] == ["late"]
+
+
+def test_deleting_a_thread_forgets_what_it_held(fake: FakeCairn, saver: CairnSaver) -> None:
+    stored = put(saver)
+    saver.put_writes(stored, [("x", 1)], "t")
+    saver.delete_thread("t1")
+    saver.close()
+    assert fake.executions == {}
+    assert fake.calls("POST", r"/checkpoints/[^/]+/writes") == 0
+
+
+def test_writes_too_large_to_ride_along_are_sent_apart(
+    fake: FakeCairn, saver: CairnSaver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = put(saver)
+    saver.put_writes(first, [("big", "x" * 2000)], "t")
+    fake.one_transaction_bytes = 1000  # the checkpoint and the writes pass one transaction: 413
+    second = put(saver, parent=first["configurable"]["checkpoint_id"])
+    assert [w["task_id"] for w in fake.writes[state_of(fake, first)["id"]]] == ["t"]
+    assert fake.calls("POST", r"/checkpoints/[^/]+/writes") == 1
+    assert state_of(fake, second)["parent_checkpoint_id"] == state_of(fake, first)["id"]
+    monkeypatch.setattr("cairn.langgraph._held.MAX_BYTES", 100)  # more than a put carries: sent at once
+    saver.put_writes(second, [("big", "y" * 200)], "u")
+    assert fake.calls("POST", r"/checkpoints/[^/]+/writes") == 2
 
 
 # ---- the conformance suite, offline ----

@@ -349,17 +349,17 @@ async def test_two_tenants_never_see_each_others_threads(mode: Mode, key: str, s
 
 
 @MODES
-async def test_in_async_durability_writes_wait_for_their_put_without_looking_it_up(
-    mode: Mode, key: str
-) -> None:
-    """LangGraph's ``async`` durability sends a step's writes before that step's
-    checkpoint is stored: they wait for its ``put`` in the saver instead of asking the
-    API for a checkpoint that is not there yet (a ``GET /checkpoints?key=`` each)."""
+@pytest.mark.parametrize("durability", ["sync", "async"])
+async def test_a_step_costs_one_request_and_no_lookups(mode: Mode, durability: str, key: str) -> None:
+    """Each super-step is one ``POST /checkpoints``: the step's writes ride with the
+    checkpoint that ends it (``pending_writes``), none is sent on its own and nothing is
+    looked up, in either durability (``async`` sends a step's writes before that step's
+    checkpoint is stored)."""
     import httpx
 
-    sent: list[httpx.URL] = []
-    hooks = {"request": [lambda r: sent.append(r.url)]}
-    ahooks = {"request": [lambda r: _append(sent, r.url)]}
+    sent: list[httpx.Request] = []
+    hooks = {"request": [sent.append]}
+    ahooks = {"request": [lambda r: _append(sent, r)]}
     if mode == "sync":
         saver = CairnSaver(
             Cairn(key, base_url=URL, http_client=httpx.Client(timeout=60, event_hooks=hooks)), workflow="w"
@@ -368,16 +368,20 @@ async def test_in_async_durability_writes_wait_for_their_put_without_looking_it_
         http = httpx.AsyncClient(timeout=60, event_hooks=ahooks)
         saver = CairnSaver(async_client=AsyncCairn(key, base_url=URL, http_client=http), workflow="w")
     compiled = three_steps().compile(checkpointer=saver)
-    cfg = thread("async")
+    cfg = thread("one-request")
     run = compiled.invoke if mode == "sync" else compiled.ainvoke
     for n in range(3):
         sent.clear()
         if mode == "sync":
-            out = run({"steps": []}, cfg, durability="async")  # type: ignore[arg-type]
+            out = run({"steps": []}, cfg, durability=durability)  # type: ignore[arg-type]
         else:
-            out = await run({"steps": []}, cfg, durability="async")  # type: ignore[arg-type, misc]
+            out = await run({"steps": []}, cfg, durability=durability)  # type: ignore[arg-type, misc]
         assert out["steps"] == ["plan", "act", "report"] * (n + 1)
-        lookups = [u for u in sent if u.path.endswith("/checkpoints") and "key" in u.params]
+        posts = [r.url.path for r in sent if r.method == "POST"]
+        lookups = [r.url for r in sent if r.url.path.endswith("/checkpoints") and "key" in r.url.params]
+        # A checkpoint for the input and after each of the 3 nodes, and the run's
+        # first: 5, and no writes on their own (the first run also starts the execution).
+        assert [p for p in posts if "/checkpoints" in p] == ["/api/v1/checkpoints"] * 5, posts
         if n > 0:  # the thread's first run looks up what its first put may have stored
             assert lookups == [], f"run {n + 1}: {len(lookups)} lookups of {len(sent)} requests"
     history = (
@@ -386,6 +390,12 @@ async def test_in_async_durability_writes_wait_for_their_put_without_looking_it_
         else [s async for s in compiled.aget_state_history(cfg)]
     )  # type: ignore[arg-type]
     assert len(history) == 15, "every step's checkpoint is stored"
+    # Each step's writes are its checkpoint's pending writes, as LangGraph reads them.
+    results = [(t.name, t.result) for h in history[1:4] for t in h.tasks]
+    assert results == [(n, {"steps": [n]}) for n in ("report", "act", "plan")]
+    await saver.aclose()
+    if saver.client is not None:
+        saver.client.close()
     await saver.aclose()
     if saver.client is not None:
         saver.client.close()

@@ -328,20 +328,25 @@ def checkpoints_create(
     name: str | None = OMIT,
     metadata: dict[str, str] | None = OMIT,
     key: str | None = None,
+    pending_writes: Mapping[str, Any] | None = None,
     idempotency_key: str | None = None,
 ) -> Spec[models.Checkpoint]:
     """Records a checkpoint of a running execution (the state is checked against the
     4 MiB limit before it is sent, and sent gzip-compressed when large).
 
-    ``key`` (1 to 256 characters, no control characters) is unique within the
-    execution: when a checkpoint of the execution already has it, that checkpoint is
-    answered and nothing changes (the states are not compared).
+    ``key`` (1 to 256 characters, no control characters) is unique within the execution:
+    a checkpoint that has it is answered, unchanged. ``pending_writes`` (``{"checkpoint_id",
+    "tasks": [{"task_id", "task_path", "writes"}]}``) go to an earlier checkpoint with it.
     """
     state = jsonable(state, "a checkpoint state")
     if not isinstance(state, dict):
         raise TypeError("a checkpoint state must be a JSON object (a dict)")
     state_size_check(state)
-    body = _body(execution_id=execution_id, state=state, name=name, metadata=metadata, key=_given(key))
+    pending = OMIT if pending_writes is None else jsonable(dict(pending_writes), "the pending writes")
+    if pending is not OMIT:
+        state_size_check(pending, "the pending writes")
+    given = {"name": name, "metadata": metadata, "key": _given(key), "pending_writes": pending}
+    body = _body(execution_id=execution_id, state=state, **given)
     return Spec(
         call("POST", "/checkpoints", body=body, idempotency_key=idempotency_key), model(models.Checkpoint)
     )

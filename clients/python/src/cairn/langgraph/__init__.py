@@ -58,8 +58,18 @@ too).
   execution, so a thread can be resumed or retried 49 times. Static breakpoints
   (``interrupt_before``/``interrupt_after``) write no interrupt: the execution stays
   running.
+- **One request per step.** A task's plain writes are held for the ``put`` that ends
+  their step (the next checkpoint, whose parent is theirs) and sent with it
+  (``pending_writes`` of ``POST /checkpoints``): the step and its checkpoint are one
+  request and one transaction. Writes no ``put`` claims within a second are sent on
+  their own, and so are those held for a thread before it is read (``get_tuple``,
+  ``list``), at ``close`` and at exit. Interrupts, errors, resumes and writes an error
+  handler waits for go at once, with what is held for their checkpoint, as do more
+  writes than a ``put`` carries (100 tasks, 1,000 writes, 1 MiB). So a process killed
+  mid-step loses at most the writes of that step's finished tasks from the last second
+  (LangGraph runs them again); ``async`` durability waits for nothing.
 - LangGraph sends a step's writes concurrently, without waiting for the ``put`` of
-  their checkpoint: ``put_writes`` waits for that ``put`` while this saver sends the
+  their checkpoint: ``put_writes`` that go at once wait for that ``put`` while this saver sends the
   thread's checkpoints or writes (up to 5 minutes; 2 s once it sends none; not once
   that ``put`` failed). Writes for a checkpoint newer than any this saver stored for
   the thread (LangGraph's ids grow with time; ``async`` durability) wait without first
@@ -95,8 +105,9 @@ interface (:mod:`cairn._api`): ``_flows`` (lookups, the execution's status, ``pu
 ``_encoding``: values and checkpoint states; ``_metadata``: the Cairn metadata of a
 checkpoint and which filters the server applies; ``_threads``: thread and execution,
 configs, what the saver remembers; ``_status``: the pauses and failures writes call
-for; ``_traffic``: writes waiting for their checkpoint's ``put``, and the threads'
-locks; ``_text``: the strings the API accepts.
+for; ``_held``: writes held for the next ``put``; ``_traffic``: writes waiting for
+their checkpoint's ``put``, and the threads' locks; ``_text``: the strings the API
+accepts.
 """
 
 from __future__ import annotations

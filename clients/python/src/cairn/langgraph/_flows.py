@@ -28,6 +28,7 @@ from .. import _specs as specs
 from .. import errors, models
 from ._driver import Flow, Page
 from ._encoding import checkpoint_state, checkpoint_tuple, encode
+from ._held import Held, HeldTask, Where
 from ._metadata import NS_KEY, cairn_metadata, checkpoint_name, ns_value
 from ._status import Stop, cancelled, transition
 from ._text import key_ok
@@ -53,6 +54,11 @@ class Flows(BaseCheckpointSaver[int]):
         self._workflow_id: str | None = workflow if _WORKFLOW_ID.fullmatch(workflow) else None
         self._memory = Memory()
         self._traffic = Traffic()
+        self._held = Held(self._flush_held)
+
+    def _flush_held(self, where: Where) -> None:
+        """Sends the writes held for ``where`` on their own (see ``_held``)."""
+        raise NotImplementedError
 
     # ---- flows: lookups ----
 
@@ -205,14 +211,28 @@ class Flows(BaseCheckpointSaver[int]):
     def _put_flow(
         self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata
     ) -> Flow[RunnableConfig]:
-        thread_id, ns, parent, send = self._checkpoint_send(config, checkpoint, metadata)
-        yield from self._write(thread_id, parent, send)
+        """Stores the checkpoint with the writes held for its parent (its step's)."""
+        thread_id, ns = thread_of(config), ns_of(config)
+        parent = get_checkpoint_id(config)
+        where = (thread_id, ns, parent or "")
+        held = self._held.take(where) if parent else []
+        try:
+            _, _, _, send = self._checkpoint_send(config, checkpoint, metadata, held)
+            yield from self._write(thread_id, parent, send)
+        except BaseException:
+            self._held.restore(where, held)
+            raise
         return checkpoint_config(thread_id, ns, str(checkpoint["id"]))
 
     def _checkpoint_send(
-        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        held: builtins.list[HeldTask] | None = None,
     ) -> tuple[str, str, str | None, Callable[[Thread], Flow[models.Checkpoint]]]:
-        """The thread, namespace and parent of a ``put``, and its request (as ``send``)."""
+        """The thread, namespace and parent of a ``put``, and its request (as ``send``),
+        which carries ``held``, the parent's writes, when it can (else sends them first)."""
         thread_id, ns = thread_of(config), ns_of(config)
         parent = get_checkpoint_id(config)
         key = str(checkpoint["id"])
@@ -223,7 +243,7 @@ class Flows(BaseCheckpointSaver[int]):
         index = cairn_metadata(ns, meta)
         name = checkpoint_name(meta, ns)
 
-        def send(thread: Thread) -> Flow[models.Checkpoint]:
+        def create(thread: Thread, pending: dict[str, Any] | None) -> Flow[models.Checkpoint]:
             stored: models.Checkpoint = yield specs.checkpoints_create(
                 None,
                 execution_id=thread.execution_id,
@@ -231,7 +251,26 @@ class Flows(BaseCheckpointSaver[int]):
                 name=name if name is not None else specs.OMIT,
                 metadata=index,
                 key=key,
+                pending_writes=pending,
             )
+            return stored
+
+        def send(thread: Thread) -> Flow[models.Checkpoint]:
+            pending: dict[str, Any] | None = None
+            if held and parent:
+                checkpoint_id = yield from self._checkpoint_id(thread.execution_id, parent)
+                if checkpoint_id is None:
+                    raise Unstored(thread_id, parent)
+                pending = {"checkpoint_id": checkpoint_id, "tasks": [t.body() for t in held]}
+            try:
+                stored = yield from create(thread, pending)
+            except errors.PayloadTooLarge:
+                if pending is None:
+                    raise
+                # The state and the writes fit their own transactions, not one together.
+                for t in held or []:
+                    yield from self._send_writes(pending["checkpoint_id"], t.task_id, t.task_path, t.writes())
+                stored = yield from create(thread, None)
             if stored.metadata.get(NS_KEY) != index[NS_KEY]:
                 raise ValueError(
                     f"checkpoint {key} of thread {thread_id!r} is stored in another namespace already"
@@ -291,6 +330,7 @@ class Flows(BaseCheckpointSaver[int]):
     def _put_writes_flow(
         self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str
     ) -> Flow[None]:
+        """Sends a task's writes now, with those held for their checkpoint."""
         if not writes:
             return None
         thread_id, ns = thread_of(config), ns_of(config)
@@ -307,15 +347,31 @@ class Flows(BaseCheckpointSaver[int]):
         ):
             return None  # a task cancelled because another failed in this run
         items = self._writes_items(writes)
+        task = HeldTask(task_id, task_path, dict(enumerate(items)))
+        yield from self._held_flow((thread_id, ns, key), [task], transition(ns, writes, task_id))
+        return None
+
+    def _held_flow(
+        self, where: Where, tasks: builtins.list[HeldTask], stop: Stop | None = None
+    ) -> Flow[None]:
+        """Sends ``tasks`` (writes for ``where``) after the writes held for it, as one
+        ``put_writes`` each, then applies ``stop``."""
+        thread_id, _, key = where
+        held = self._held.take(where)
+        tasks = held + tasks  # in order: a task's later writes replace its earlier ones
 
         def send(thread: Thread) -> Flow[None]:
             checkpoint_id = yield from self._checkpoint_id(thread.execution_id, key)
             if checkpoint_id is None:
                 raise Unstored(thread_id, key)
-            yield from self._send_writes(checkpoint_id, task_id, task_path, items)
+            for task in tasks:
+                yield from self._send_writes(checkpoint_id, task.task_id, task.task_path, task.writes())
 
-        yield from self._write(thread_id, key, send, transition(ns, writes, task_id))
-        return None
+        try:
+            yield from self._write(thread_id, key, send, stop)
+        except BaseException:
+            self._held.restore(where, held)
+            raise
 
     def _get_tuple_flow(self, config: RunnableConfig) -> Flow[CheckpointTuple | None]:
         thread_id, ns = thread_of(config), ns_of(config)

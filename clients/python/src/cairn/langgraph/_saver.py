@@ -4,14 +4,19 @@ saver's clients under the thread's lock."""
 
 from __future__ import annotations
 
+import asyncio
 import builtins
+import json
+import logging
 import random
 import threading
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from functools import partial
 from typing import Any, TypeVar
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
     ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
@@ -20,15 +25,24 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from .. import models
+from .. import errors, models
 from .._client import AsyncCairn, Cairn
-from ._driver import aiterate, arun, iterate, run
+from ._driver import Flow, aiterate, arun, iterate, run
+from ._held import Where
 from ._housekeeping import Housekeeping
 from ._listing import Lists
-from ._threads import thread_key, thread_of
+from ._status import ERROR_SOURCE_NODE
+from ._threads import ns_of, thread_key, thread_of
 from ._traffic import Unstored
 
 C = TypeVar("C", Cairn, AsyncCairn)
+_log = logging.getLogger("cairn.langgraph")
+
+
+def _thread_or_all(config: RunnableConfig | None) -> str | None:
+    """The thread a read names, or None (every thread of the workflow)."""
+    thread_id = ((config or {}).get("configurable") or {}).get("thread_id")
+    return None if thread_id is None else thread_key(thread_id)
 
 
 def _like(kind: type[C], other: Cairn | AsyncCairn) -> C:
@@ -88,13 +102,17 @@ class CairnSaver(Lists, Housekeeping):
             return self.async_client
 
     def close(self) -> None:
-        """Closes the sync client the saver made (not one it was given)."""
+        """Sends the writes it holds, then closes the sync client the saver made (not one
+        it was given)."""
+        self._held.close()
         for owned in self._owned:
             if isinstance(owned, Cairn):
                 owned.close()
 
     async def aclose(self) -> None:
-        """Closes the clients the saver made (not ones it was given)."""
+        """Sends the writes it holds, then closes the clients the saver made (not ones it
+        was given)."""
+        await asyncio.to_thread(self._held.close)
         for owned in self._owned:
             if isinstance(owned, AsyncCairn):
                 await owned.close()
@@ -134,6 +152,53 @@ class CairnSaver(Lists, Housekeeping):
             async with self._traffic.alock(thread_id):
                 return await arun(self._async_client(), self._put_flow(config, checkpoint, metadata))
 
+    def _holds(
+        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str
+    ) -> bool:
+        """Holds plain writes for the ``put`` that ends their step (see ``_held``);
+        False for writes that go now: an interrupt, an error, a resume, one that an error
+        handler waits for, or more than a ``put`` carries."""
+        key = get_checkpoint_id(config)
+        if not key or not writes or any(c in WRITES_IDX_MAP or c == ERROR_SOURCE_NODE for c, _ in writes):
+            return False
+        items = self._writes_items(writes)
+        size = len(json.dumps(items, separators=(",", ":"), default=str))
+        return self._held.hold((thread_of(config), ns_of(config), key), task_id, task_path, items, size)
+
+    def _send_now(self, thread_id: str, key: str | None, flow: Callable[[], Flow[None]]) -> None:
+        """Runs a writes flow once the ``put`` of its checkpoint is in (LangGraph sends a
+        step's writes without waiting for it)."""
+        with self._traffic.writing_thread(thread_id):
+            if key and self._traffic.ahead(thread_id, key):
+                self._traffic.await_put(Unstored(thread_id, key))
+            try:
+                with self._traffic.sending_thread(thread_id), self._traffic.lock(thread_id):
+                    run(self._sync_client(), flow())
+            except Unstored as unstored:
+                self._traffic.await_put(unstored)
+                try:
+                    with self._traffic.sending_thread(thread_id), self._traffic.lock(thread_id):
+                        run(self._sync_client(), flow())
+                except Unstored as again:
+                    raise again.not_found() from None
+
+    async def _asend_now(self, thread_id: str, key: str | None, flow: Callable[[], Flow[None]]) -> None:
+        with self._traffic.writing_thread(thread_id):
+            if key and self._traffic.ahead(thread_id, key):
+                await self._traffic.aawait_put(Unstored(thread_id, key))
+            try:
+                with self._traffic.sending_thread(thread_id):
+                    async with self._traffic.alock(thread_id):
+                        await arun(self._async_client(), flow())
+            except Unstored as unstored:
+                await self._traffic.aawait_put(unstored)
+                try:
+                    with self._traffic.sending_thread(thread_id):
+                        async with self._traffic.alock(thread_id):
+                            await arun(self._async_client(), flow())
+                except Unstored as again:
+                    raise again.not_found() from None
+
     def put_writes(
         self,
         config: RunnableConfig,
@@ -141,23 +206,13 @@ class CairnSaver(Lists, Housekeeping):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        """Stores a task's writes on the checkpoint of ``config``; an interrupt pauses
-        the execution, an error fails it (see the module's documentation)."""
-        thread_id = thread_of(config)
-        with self._traffic.writing_thread(thread_id):
-            key = get_checkpoint_id(config)
-            if key and self._traffic.ahead(thread_id, key):
-                self._traffic.await_put(Unstored(thread_id, key))
-            try:
-                with self._traffic.sending_thread(thread_id), self._traffic.lock(thread_id):
-                    run(self._sync_client(), self._put_writes_flow(config, writes, task_id, task_path))
-            except Unstored as unstored:
-                self._traffic.await_put(unstored)
-                try:
-                    with self._traffic.sending_thread(thread_id), self._traffic.lock(thread_id):
-                        run(self._sync_client(), self._put_writes_flow(config, writes, task_id, task_path))
-                except Unstored as again:
-                    raise again.not_found() from None
+        """Stores a task's writes on the checkpoint of ``config``: plain writes with the
+        next checkpoint (or within a second), an interrupt or error at once, pausing or
+        failing the execution (see the module's documentation)."""
+        if self._holds(config, writes, task_id, task_path):
+            return
+        flow = partial(self._put_writes_flow, config, writes, task_id, task_path)
+        self._send_now(thread_of(config), get_checkpoint_id(config), flow)
 
     async def aput_writes(
         self,
@@ -166,28 +221,31 @@ class CairnSaver(Lists, Housekeeping):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        thread_id = thread_of(config)
-        with self._traffic.writing_thread(thread_id):
-            key = get_checkpoint_id(config)
-            if key and self._traffic.ahead(thread_id, key):
-                await self._traffic.aawait_put(Unstored(thread_id, key))
-            try:
-                with self._traffic.sending_thread(thread_id):
-                    async with self._traffic.alock(thread_id):
-                        await arun(
-                            self._async_client(), self._put_writes_flow(config, writes, task_id, task_path)
-                        )
-            except Unstored as unstored:
-                await self._traffic.aawait_put(unstored)
-                try:
-                    with self._traffic.sending_thread(thread_id):
-                        async with self._traffic.alock(thread_id):
-                            await arun(
-                                self._async_client(),
-                                self._put_writes_flow(config, writes, task_id, task_path),
-                            )
-                except Unstored as again:
-                    raise again.not_found() from None
+        if self._holds(config, writes, task_id, task_path):
+            return
+        flow = partial(self._put_writes_flow, config, writes, task_id, task_path)
+        await self._asend_now(thread_of(config), get_checkpoint_id(config), flow)
+
+    def _flush_held(self, where: Where) -> None:
+        """Sends the writes held for ``where`` on their own (nobody claimed them)."""
+        if not self._held.held(where[0]):
+            return
+        try:
+            self._send_now(where[0], where[2], partial(self._held_flow, where, []))
+        except (errors.RateLimited, errors.InternalError, errors.Unavailable, errors.APIConnectionError):
+            raise  # restored by the flow: sent again later
+        except errors.CairnError as e:  # refused for good: the thread ended, or is gone
+            self._held.take(where)
+            _log.warning("writes of thread %r for checkpoint %s dropped: %s", where[0], where[2], e)
+
+    def _flush_thread(self, thread_id: str | None) -> None:
+        """Sends the writes held for the thread (every thread: None) before a read."""
+        for where in self._held.held(thread_id):
+            self._flush_held(where)
+
+    async def _aflush_thread(self, thread_id: str | None) -> None:
+        if self._held.held(thread_id):
+            await asyncio.to_thread(self._flush_thread, thread_id)
 
     def get_next_version(self, current: Any, channel: None) -> Any:
         """The next version of a channel: integers, as this saver writes them; a thread
@@ -211,9 +269,11 @@ class CairnSaver(Lists, Housekeeping):
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint of ``config`` (its ``checkpoint_id``, else the newest of its
         namespace), with its pending writes; None when there is none."""
+        self._flush_thread(thread_of(config))
         return run(self._sync_client(), self._get_tuple_flow(config))
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        await self._aflush_thread(thread_of(config))
         return await arun(self._async_client(), self._get_tuple_flow(config))
 
     def list(
@@ -227,9 +287,10 @@ class CairnSaver(Lists, Housekeeping):
         """Checkpoints newest first: of the thread of ``config`` (and its namespace when
         given), else of every thread of the workflow; ``filter`` on the metadata,
         ``before`` a checkpoint, at most ``limit``."""
+        self._flush_thread(_thread_or_all(config))
         return iterate(self._sync_client(), self._list_flow(config, filter, before, limit))
 
-    def alist(
+    async def alist(
         self,
         config: RunnableConfig | None,
         *,
@@ -237,16 +298,20 @@ class CairnSaver(Lists, Housekeeping):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
-        return aiterate(self._async_client(), self._list_flow(config, filter, before, limit))
+        await self._aflush_thread(_thread_or_all(config))
+        async for item in aiterate(self._async_client(), self._list_flow(config, filter, before, limit)):
+            yield item
 
     def delete_thread(self, thread_id: str) -> None:
         """Deletes the thread's execution with its checkpoints and writes (none: nothing)."""
         thread_id = thread_key(thread_id)
+        self._held.take_thread(thread_id)
         with self._traffic.lock(thread_id):
             run(self._sync_client(), self._delete_flow(thread_id))
 
     async def adelete_thread(self, thread_id: str) -> None:
         thread_id = thread_key(thread_id)
+        self._held.take_thread(thread_id)
         async with self._traffic.alock(thread_id):
             await arun(self._async_client(), self._delete_flow(thread_id))
 
@@ -254,11 +319,13 @@ class CairnSaver(Lists, Housekeeping):
         """Copies a thread's checkpoints, oldest first, with their ids, metadata,
         parents and writes, to the target thread (its execution started if need be)."""
         source, target = thread_key(source_thread_id), thread_key(target_thread_id)
+        self._flush_thread(source)
         with self._traffic.lock(target):
             run(self._sync_client(), self._copy_flow(source, target))
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         source, target = thread_key(source_thread_id), thread_key(target_thread_id)
+        await self._aflush_thread(source)
         async with self._traffic.alock(target):
             await arun(self._async_client(), self._copy_flow(source, target))
 
@@ -266,11 +333,13 @@ class CairnSaver(Lists, Housekeeping):
         """``keep_latest``: each thread keeps its newest checkpoint per namespace (with its
         writes), the others are deleted; ``delete``: the threads are deleted."""
         for thread_id in [thread_key(t) for t in thread_ids]:
+            self._flush_thread(thread_id)
             with self._traffic.lock(thread_id):
                 run(self._sync_client(), self._prune_flow(thread_id, strategy))
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         for thread_id in [thread_key(t) for t in thread_ids]:
+            await self._aflush_thread(thread_id)
             async with self._traffic.alock(thread_id):
                 await arun(self._async_client(), self._prune_flow(thread_id, strategy))
 
