@@ -5,7 +5,12 @@ source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
 ensure_tools
 run_dir=$(mktemp -d "${TMPDIR:-/tmp}/cairn-bench.XXXXXX")
-cleanup() { stop_group "${WATCH_PID:-}"; stop_group "${DYNAMODB_PID:-}"; rm -rf "$run_dir"; }
+cleanup() {
+  stop_postgres "${POSTGRES_DIR:-}"
+  stop_group "${WATCH_PID:-}"
+  stop_group "${DYNAMODB_PID:-}"
+  rm -rf "$run_dir"
+}
 trap cleanup EXIT
 port=$(free_port)
 start_dynamodb "$port" "" "$run_dir/dynamodb.log"
@@ -49,10 +54,14 @@ tenant=$("$admin" tenant create --name "client bench")
 CAIRN_API_KEY=$("$admin" key create --tenant "$tenant") CAIRN_API_URL="http://127.0.0.1:$api_port/api/v1" \
   "$LOCAL/client-venv/bin/python" clients/python/bench/overhead.py
 
-# LangGraph on each checkpointer, side by side (a thread per run: a credit each).
+# LangGraph on each checkpointer, side by side (a thread per run: a credit each), with
+# PostgresSaver on a local PostgreSQL (Debian's).
+ensure_postgres
+POSTGRES_DIR=$(mktemp -d "${TMPDIR:-/tmp}/cairn-postgres.XXXXXX")
+start_postgres "$POSTGRES_DIR" "$(free_port)"
 "$admin" credits grant --tenant "$tenant" --credits 200 >/dev/null
 CAIRN_API_KEY=$("$admin" key create --tenant "$tenant") CAIRN_API_URL="http://127.0.0.1:$api_port/api/v1" \
-  "$LOCAL/client-venv/bin/python" clients/python/bench/langgraph.py
+  CAIRN_BENCH_POSTGRES_DSN="$POSTGRES_DSN" "$LOCAL/client-venv/bin/python" clients/python/bench/langgraph.py
 
 # Each framework integration's cost: HTTP requests and time per framework call
 # (clients/python/bench/<module>.py, run in the integration's own venv).

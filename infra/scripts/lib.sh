@@ -10,6 +10,7 @@ CFN_LINT_VERSION=1.51.0         # PyPI package cfn-lint (checks template.yaml)
 SCHEMATHESIS_VERSION=4.32.5     # PyPI package schemathesis (fuzzes the API from infra/openapi.yaml)
 SAM_CLI_VERSION=1.170.0         # PyPI package aws-sam-cli (sam validate, sam build)
 CHROMIUM_VERSION=156.0.8078.79-1~deb12u1   # Debian package chromium (bookworm-security), for the dashboard's browser tests
+POSTGRES_VERSION=15.20-0+deb12u1           # Debian package postgresql-15 (bookworm), for PostgresSaver in tests and benches
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 
@@ -86,6 +87,44 @@ ensure_chromium() {
   $sudo apt-get update -qq >&2
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "chromium=$CHROMIUM_VERSION" >&2 ||
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends chromium >&2
+}
+
+# Debian's PostgreSQL, for LangGraph's PostgresSaver beside CairnSaver (the migration
+# tests, `make bench`): installed with apt when no server binary is there, at the pinned
+# version when the archive still has it.
+ensure_postgres() {
+  if compgen -G "/usr/lib/postgresql/*/bin/postgres" >/dev/null; then return 0; fi
+  log "installing Debian's postgresql ($POSTGRES_VERSION) for PostgresSaver"
+  local sudo=""
+  [ "$(id -u)" = 0 ] || sudo="sudo"
+  $sudo apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "postgresql-15=$POSTGRES_VERSION" >&2 ||
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends postgresql >&2
+}
+
+# Starts a throwaway PostgreSQL cluster in directory $1 (made here) on 127.0.0.1:$2, as
+# the postgres user when run as root (the server refuses root); exports POSTGRES_DSN.
+# stop_postgres $1 stops it.
+start_postgres() {
+  local dir=$1 port=$2 bin
+  bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
+  mkdir -p "$dir"
+  local as=()
+  if [ "$(id -u)" = 0 ]; then chown postgres "$dir"; as=(runuser -u postgres --); fi
+  "${as[@]}" "$bin/initdb" -D "$dir/data" -A trust -U cairn >"$dir/initdb.log" 2>&1
+  "${as[@]}" "$bin/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w \
+    -o "-p $port -h 127.0.0.1 -k $dir" start >/dev/null
+  export POSTGRES_DSN="postgresql://cairn@127.0.0.1:$port/postgres"
+}
+
+stop_postgres() {
+  local dir=$1 bin
+  [ -d "$dir/data" ] || return 0
+  bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
+  local as=()
+  [ "$(id -u)" = 0 ] && as=(runuser -u postgres --)
+  "${as[@]}" "$bin/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null 2>&1 || true
+  rm -rf "$dir"
 }
 
 # Playwright for Python (pinned) in a venv of its own; it drives /usr/bin/chromium.

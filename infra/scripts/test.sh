@@ -40,6 +40,7 @@ cargo test --workspace --locked --no-run
 
 run_dir=$(mktemp -d "${TMPDIR:-/tmp}/cairn-test.XXXXXX")
 cleanup() {
+  stop_postgres "${POSTGRES_DIR:-}"
   stop_group "${RELAY_PID:-}"
   stop_group "${LOCALSTRIPE_PID:-}"
   stop_group "${WATCH_PID:-}"
@@ -107,10 +108,14 @@ fi
 # client sends them plain here (API Gateway takes them; the in-process tests cover gzip).
 if [ $# -eq 0 ] || [ "${CAIRN_CLIENT:-}" = 1 ]; then
   log "the Python client and the LangGraph checkpointer against $CAIRN_API_URL"
+  # PostgresSaver, a migration source the tests judge by, on a throwaway cluster.
+  ensure_postgres
+  POSTGRES_DIR=$(mktemp -d "${TMPDIR:-/tmp}/cairn-postgres.XXXXXX")
+  start_postgres "$POSTGRES_DIR" "$(free_port)"
   report="$target_dir/langgraph-conformance.txt"
   rm -f "$report"
   if ! (cd clients/python && CAIRN_TEST_ADMIN="$target_dir/debug/cairn-admin" CAIRN_COMPRESS_REQUESTS=0 \
-      CAIRN_CONFORMANCE_REPORT="$report" \
+      CAIRN_CONFORMANCE_REPORT="$report" CAIRN_TEST_POSTGRES_DSN="$POSTGRES_DSN" \
       "$LOCAL/client-venv/bin/pytest" -q -m live -p no:cacheprovider --tb=short) >"$run_dir/python.log" 2>&1; then
     tail -n 80 "$run_dir/python.log" >&2
     KEEP_TEST_LOGS=1

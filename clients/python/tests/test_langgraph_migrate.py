@@ -1,24 +1,28 @@
-"""Threads moved from LangGraph's SqliteSaver into Cairn (``cairn.langgraph.migrate`` and
-``cairn langgraph migrate``), judged by SqliteSaver itself: the migrated threads list the
-same checkpoints, parents, metadata, values and pending writes, and continue under
-CairnSaver exactly as they continue under SqliteSaver, whose channel versions are
-strings. Against the running stack (see test_live)."""
+"""Threads moved from LangGraph's SqliteSaver and PostgresSaver into Cairn
+(``cairn.langgraph.migrate`` and ``cairn langgraph migrate``), judged by the source
+saver itself: the migrated threads list the same checkpoints, parents, metadata, values
+and pending writes, and continue under CairnSaver exactly as they continue under the
+source, whose channel versions are strings. Against the running stack (see test_live)
+and, for PostgresSaver, the PostgreSQL of ``CAIRN_TEST_POSTGRES_DSN`` (``make test``
+starts one)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import operator
 import os
 import shutil
-import sqlite3
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import pytest
-from langgraph.checkpoint.base import CheckpointTuple
+from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
@@ -63,18 +67,93 @@ def config(thread: str) -> dict[str, Any]:
     return {"configurable": {"thread_id": thread}}
 
 
-@pytest.fixture
-def source(tmp_path: Path) -> tuple[Path, list[str]]:
-    """A SqliteSaver database with two threads: one finished (asked and answered), one
-    waiting at its interrupt."""
-    path = tmp_path / "threads.sqlite"
+POSTGRES = os.environ.get("CAIRN_TEST_POSTGRES_DSN")
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where threads are before they move: a SqliteSaver file or a PostgresSaver
+    database (its connection string)."""
+
+    kind: str
+    where: str
+
+    @contextlib.contextmanager
+    def saver(self) -> Iterator[BaseCheckpointSaver[Any]]:
+        if self.kind == "sqlite":
+            with SqliteSaver.from_conn_string(self.where) as saver:
+                yield saver
+            return
+        from langgraph.checkpoint.postgres import PostgresSaver
+
+        with PostgresSaver.from_conn_string(self.where) as postgres:
+            postgres.setup()
+            yield postgres
+
+    def copy(self) -> Source:
+        """A copy to run the judge on (the source stays as migrated)."""
+        if self.kind == "sqlite":
+            path = Path(self.where).with_name(f"copy-{uuid.uuid4().hex[:6]}.sqlite")
+            shutil.copy(self.where, path)
+            return Source("sqlite", str(path))
+        import psycopg
+
+        copy = Source("postgres", _database())
+        with copy.saver():  # its tables
+            pass
+        with psycopg.connect(self.where) as source, psycopg.connect(copy.where) as target:
+            for table in TABLES:
+                with (
+                    source.cursor().copy(f"COPY {table} TO STDOUT (FORMAT BINARY)") as out,
+                    target.cursor().copy(f"COPY {table} FROM STDIN (FORMAT BINARY)") as into,
+                ):
+                    for block in out:
+                        into.write(block)
+        return copy
+
+    def rows(self) -> Any:
+        """Everything the source holds, to see that a migration wrote nothing."""
+        if self.kind == "sqlite":
+            return Path(self.where).read_bytes()
+        import psycopg
+
+        with psycopg.connect(self.where) as conn:
+            return [conn.execute(f"SELECT * FROM {t} ORDER BY 1, 2, 3, 4").fetchall() for t in TABLES]
+
+
+#: PostgresSaver's tables.
+TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
+
+
+def _database() -> str:
+    """A new PostgreSQL database: its DSN."""
+    import psycopg
+    from psycopg import conninfo
+
+    assert POSTGRES is not None
+    name = f"migrate_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(POSTGRES, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    return conninfo.make_conninfo(POSTGRES, dbname=name)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def source(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Source, list[str]]:
+    """A source saver with two threads: one finished (asked and answered), one waiting
+    at its interrupt."""
+    if request.param == "postgres":
+        if not POSTGRES:
+            pytest.skip("no PostgreSQL (CAIRN_TEST_POSTGRES_DSN; make test starts one)")
+        src = Source("postgres", _database())
+    else:
+        src = Source("sqlite", str(tmp_path / "threads.sqlite"))
     threads = [f"done-{uuid.uuid4().hex[:6]}", f"waiting-{uuid.uuid4().hex[:6]}"]
-    with SqliteSaver.from_conn_string(str(path)) as saver:
+    with src.saver() as saver:
         graph = builder().compile(checkpointer=saver)
         for thread in threads:
             graph.invoke({"steps": []}, config(thread))  # type: ignore[arg-type]
         graph.invoke(Command(resume="yes"), config(threads[0]))  # type: ignore[arg-type]
-    return path, threads
+    return src, threads
 
 
 def summary(t: CheckpointTuple) -> tuple[Any, ...]:
@@ -97,10 +176,12 @@ def test_a_channel_version_of_another_saver_goes_on_from_its_integer_prefix() ->
 
 
 @pytest.mark.live
-def test_migrated_threads_read_and_continue_as_under_sqlite(key: str, source: tuple[Path, list[str]]) -> None:
-    path, threads = source
+def test_migrated_threads_read_and_continue_as_under_their_saver(
+    key: str, source: tuple[Source, list[str]]
+) -> None:
+    src, threads = source
     workflow = f"migrated-{uuid.uuid4().hex[:6]}"
-    with Cairn(key, base_url=URL) as client, SqliteSaver.from_conn_string(str(path)) as sqlite:
+    with Cairn(key, base_url=URL) as client, src.saver() as sqlite:
         cairn = CairnSaver(client, workflow=workflow)
         done = migrate(sqlite, cairn)
         found = list(sqlite.list(None))
@@ -121,11 +202,10 @@ def test_migrated_threads_read_and_continue_as_under_sqlite(key: str, source: tu
         assert sorted(e.key or "" for e in execution) == sorted(threads)
         assert {e.status for e in execution} == {"running"}, "history's interrupts pause nothing"
 
-        # The waiting thread, resumed under each saver (SqliteSaver on a copy of the file).
-        copy = path.with_name("copy.sqlite")
-        shutil.copy(path, copy)
+        # The waiting thread, resumed under each saver (the source's on a copy).
+        copy = src.copy()
         ours = builder().compile(checkpointer=cairn)
-        with SqliteSaver.from_conn_string(str(copy)) as judge:
+        with copy.saver() as judge:
             theirs = builder().compile(checkpointer=judge)
             expected = theirs.invoke(Command(resume="later"), config(threads[1]))  # type: ignore[arg-type]
         resumed = ours.invoke(Command(resume="later"), config(threads[1]))  # type: ignore[arg-type]
@@ -134,9 +214,9 @@ def test_migrated_threads_read_and_continue_as_under_sqlite(key: str, source: tu
         versions = newest.checkpoint["channel_versions"].values()
         assert all(isinstance(v, str) for v in versions), "string versions went on"
 
-        # The finished thread takes a new run under Cairn as under SqliteSaver: up to the
+        # The finished thread takes a new run under Cairn as under its saver: up to the
         # interrupt again (whose id is new in each run).
-        with SqliteSaver.from_conn_string(str(copy)) as judge:
+        with copy.saver() as judge:
             theirs = builder().compile(checkpointer=judge)
             expected = theirs.invoke({"steps": ["again"]}, config(threads[0]))  # type: ignore[arg-type]
         again = ours.invoke({"steps": ["again"]}, config(threads[0]))  # type: ignore[arg-type]
@@ -155,36 +235,42 @@ def test_migrated_threads_read_and_continue_as_under_sqlite(key: str, source: tu
 
 
 @pytest.mark.live
-def test_the_command_line_migrates_a_sqlite_file_read_only(key: str, source: tuple[Path, list[str]]) -> None:
-    path, threads = source
+def test_the_command_line_migrates_read_only(key: str, source: tuple[Source, list[str]]) -> None:
+    src, threads = source
     workflow = f"cli-migrated-{uuid.uuid4().hex[:6]}"
-    before = path.read_bytes()
+    before = src.rows()
     env = {**os.environ, "CAIRN_API_KEY": key, "CAIRN_API_URL": URL or "", "XDG_CONFIG_HOME": "/nonexistent"}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [SITE, os.environ.get("PYTHONPATH")]))
-    args = [sys.executable, "-m", "cairn.cli", "--json", "langgraph", "migrate", "--from", f"sqlite:{path}"]
+    args = [
+        sys.executable,
+        "-m",
+        "cairn.cli",
+        "--json",
+        "langgraph",
+        "migrate",
+        "--from",
+        f"{src.kind}:{src.where}",
+    ]
     done = subprocess.run(
         [*args, "--workflow", workflow, "--thread", threads[1]], capture_output=True, text=True, env=env
     )
     assert done.returncode == 0, done.stderr
-    with sqlite3.connect(path) as conn:
-        (count,) = conn.execute(
-            "SELECT COUNT(*) FROM checkpoints WHERE thread_id = ?", (threads[1],)
-        ).fetchone()
-    # Read with the file's own saver after the command (which opened it read-only).
-    with SqliteSaver.from_conn_string(str(path)) as sqlite:
-        writes = sum(len(t.pending_writes or []) for t in sqlite.list(config(threads[1])))
+    assert src.rows() == before, "the source is not written"
+    # Read with the source's own saver after the command (which opened it read-only).
+    with src.saver() as saver:
+        count = len(list(saver.list(config(threads[1]))))
+        writes = sum(len(t.pending_writes or []) for t in saver.list(config(threads[1])))
     assert writes > 0
     assert json.loads(done.stdout) == {"threads": 1, "checkpoints": count, "writes": writes, "skipped": []}
-    assert path.read_bytes() == before, "the source file is not written"
     with Cairn(key, base_url=URL) as client:
         cairn = CairnSaver(client, workflow=workflow)
         assert len(list(cairn.list(config(threads[1])))) == count
         assert list(cairn.list(config(threads[0]))) == []
 
     refused = subprocess.run(
-        [*args[:-2], "--from", "postgres:x", "--workflow", workflow], capture_output=True, text=True, env=env
+        [*args[:-2], "--from", "mysql:x", "--workflow", workflow], capture_output=True, text=True, env=env
     )
-    assert (refused.returncode, "sqlite:PATH" in refused.stderr) == (2, True), refused.stderr
+    assert (refused.returncode, "postgres:DSN" in refused.stderr) == (2, True), refused.stderr
 
 
 @pytest.mark.live

@@ -85,8 +85,8 @@ threads from any LangGraph saver (SqliteSaver, PostgresSaver, InMemorySaver, ...
 checkpoints oldest first, with ids, metadata, parents, channel versions and pending
 writes; the threads then continue under the target. A thread from a saver that writes
 string channel versions goes on with string versions (``get_next_version``). The
-command line does it from a SQLite file: ``cairn langgraph migrate --from sqlite:PATH
---workflow NAME``.
+command line does it from a SQLite file or a PostgreSQL database: ``cairn langgraph
+migrate --from sqlite:PATH|postgres:DSN --workflow NAME``.
 
 ``delete_thread`` deletes the execution (its checkpoints and writes); ``copy_thread``
 starts the target thread's execution and copies the checkpoints oldest first, with
