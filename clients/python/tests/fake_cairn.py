@@ -24,14 +24,23 @@ NOW = "2026-11-24T10:00:00.000Z"
 
 
 class Problem(Exception):
-    def __init__(self, status: int, code: str, detail: str = "", errors: list[dict[str, str]] | None = None):
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        detail: str = "",
+        errors: list[dict[str, str]] | None = None,
+        headers: dict[str, str] | None = None,
+    ):
         super().__init__(detail)
         self.status, self.code, self.detail, self.errors = status, code, detail or code, errors or []
+        self.headers = headers or {}
 
     def response(self) -> httpx.Response:
         body = {"type": "about:blank", "title": self.code, "status": self.status, "detail": self.detail}
         body |= {"code": self.code, "request_id": "req-fake", "errors": self.errors}
-        return httpx.Response(self.status, json=body, headers={"Content-Type": "application/problem+json"})
+        headers = {"Content-Type": "application/problem+json", **self.headers}
+        return httpx.Response(self.status, json=body, headers=headers)
 
 
 def invalid(field: str, message: str) -> Problem:
@@ -105,9 +114,9 @@ class FakeCairn:
                 raw = gzip.decompress(raw)
             body = json.loads(raw)
         self.requests.append((request.method, path))
-        if self.before is not None:
-            self.before(request.method, path)
         try:
+            if self.before is not None:
+                self.before(request.method, path)
             status, answer = self.route(request.method, path, query, body)
         except Problem as p:
             return p.response()

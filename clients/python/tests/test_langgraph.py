@@ -26,7 +26,7 @@ from pydantic import BaseModel
 from cairn import AsyncCairn, Cairn, errors
 from cairn.langgraph import FORMAT, TYPED, CairnSaver, ThreadEnded
 
-from .fake_cairn import BASE, FakeCairn
+from .fake_cairn import BASE, FakeCairn, Problem
 
 
 @pytest.fixture
@@ -878,6 +878,43 @@ def test_writes_too_large_to_ride_along_are_sent_apart(
     monkeypatch.setattr("cairn.langgraph._held.MAX_BYTES", 100)  # more than a put carries: sent at once
     saver.put_writes(second, [("big", "y" * 200)], "u")
     assert fake.calls("POST", r"/checkpoints/[^/]+/writes") == 2
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_a_throttled_saver_waits_out_the_rate_limit_and_the_graph_goes_on(
+    fake: FakeCairn, mode: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """429s past the client's own retries: the saver waits as ``Retry-After`` says and
+    sends again; the graph finishes, every step stored once."""
+    throttled = iter(range(6))
+
+    def rate_limit(method: str, path: str) -> None:
+        if method == "POST" and path == "/checkpoints" and next(throttled, None) is not None:
+            raise Problem(429, "rate_limited", "over the limit", headers={"Retry-After": "0.01"})
+
+    fake.before = rate_limit
+    if mode == "sync":
+        saver = CairnSaver(Cairn("k", base_url=BASE, max_retries=0), workflow="agent")
+        out = chain(saver, 3).invoke({"steps": []}, {"configurable": {"thread_id": "busy"}})
+    else:
+        saver = CairnSaver(async_client=AsyncCairn("k", base_url=BASE, max_retries=0), workflow="agent")
+        out = await chain(saver, 3).ainvoke({"steps": []}, {"configurable": {"thread_id": "busy"}})
+    assert out["steps"] == ["n0", "n1", "n2"]
+    assert len(fake.checkpoints_of(fake.only_execution()["id"])) == 5
+    assert fake.calls("POST", "/checkpoints") == 5 + 6, "each throttled call sent again"
+    assert "throttling" in caplog.text
+    saver.close()
+
+
+def test_a_saver_throttled_past_its_patience_raises(fake: FakeCairn, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("cairn.langgraph._driver.THROTTLE_PATIENCE", 0.05)
+    fake.before = lambda method, path: (_ for _ in ()).throw(
+        Problem(429, "rate_limited", "over the limit", headers={"Retry-After": "0.02"})
+    )
+    saver = CairnSaver(Cairn("k", base_url=BASE, max_retries=0), workflow="agent")
+    with pytest.raises(errors.RateLimited):
+        saver.get_tuple(config())
+    assert 2 <= len(fake.requests) <= 5
 
 
 # ---- the conformance suite, offline ----

@@ -68,6 +68,10 @@ too).
   writes than a ``put`` carries (100 tasks, 1,000 writes, 1 MiB). So a process killed
   mid-step loses at most the writes of that step's finished tasks from the last second
   (LangGraph runs them again); ``async`` durability waits for nothing.
+- **Throttled, not failed.** A request the API refuses with 429 (over the tenant's rate
+  limit, past the client's own retries) is sent again after its ``Retry-After``, for up
+  to 10 minutes (``THROTTLE_PATIENCE``): a graph slows down under the limit instead of
+  failing. A 429 is refused before any work, so nothing is stored twice.
 - LangGraph sends a step's writes concurrently, without waiting for the ``put`` of
   their checkpoint: ``put_writes`` that go at once wait for that ``put`` while this saver sends the
   thread's checkpoints or writes (up to 5 minutes; 2 s once it sends none; not once

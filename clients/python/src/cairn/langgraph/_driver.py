@@ -5,6 +5,9 @@ runs a flow on a sync or an async client, through the client's internal interfac
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import time
 from collections.abc import AsyncIterator, Generator, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -16,6 +19,10 @@ from .. import errors
 from .._resources import AsyncResources, Resources
 
 T = TypeVar("T")
+#: How long the saver waits out the API's rate limit (429, after the client's own
+#: retries) before it raises: a graph is not failed for being throttled for a while.
+THROTTLE_PATIENCE = 600.0
+_log = logging.getLogger("cairn.langgraph")
 
 
 @dataclass(frozen=True)
@@ -45,7 +52,7 @@ Flow = Generator[Op, Any, T]
 Listing = Generator[Op | Out, Any, None]
 
 
-def perform(client: Resources, op: Op) -> Any:
+def _perform(client: Resources, op: Op) -> Any:
     if isinstance(op, Page):
         return client.api.page(op.spec, op.after)
     if isinstance(op, Delete):
@@ -54,13 +61,51 @@ def perform(client: Resources, op: Op) -> Any:
     return client.api.answer(op)
 
 
-async def aperform(client: AsyncResources, op: Op) -> Any:
+async def _aperform(client: AsyncResources, op: Op) -> Any:
     if isinstance(op, Page):
         return await client.api.page(op.spec, op.after)
     if isinstance(op, Delete):
         await client.executions.delete(op.execution_id)
         return None
     return await client.api.answer(op)
+
+
+def _pause(throttled: errors.RateLimited, waited: float) -> float | None:
+    """How long to wait before sending a throttled call again (its ``Retry-After``, else
+    a second), or None once :data:`THROTTLE_PATIENCE` is spent. A 429 is refused before
+    any work, so sending the call again is safe."""
+    if waited >= THROTTLE_PATIENCE:
+        return None
+    pause = min(max(throttled.retry_after or 1.0, 0.05), THROTTLE_PATIENCE - waited)
+    if not waited:
+        _log.warning("the Cairn API is throttling this tenant: waiting %.1f s, then sending again", pause)
+    return pause
+
+
+def perform(client: Resources, op: Op) -> Any:
+    waited = 0.0
+    while True:
+        try:
+            return _perform(client, op)
+        except errors.RateLimited as throttled:
+            pause = _pause(throttled, waited)
+            if pause is None:
+                raise
+            time.sleep(pause)
+            waited += pause
+
+
+async def aperform(client: AsyncResources, op: Op) -> Any:
+    waited = 0.0
+    while True:
+        try:
+            return await _aperform(client, op)
+        except errors.RateLimited as throttled:
+            pause = _pause(throttled, waited)
+            if pause is None:
+                raise
+            await asyncio.sleep(pause)
+            waited += pause
 
 
 def run(client: Resources, flow: Flow[T]) -> T:
