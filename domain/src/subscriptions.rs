@@ -52,6 +52,17 @@ impl Plan {
         }
     }
 
+    /// Requests a minute a tenant on this plan may make (a decision; without a
+    /// subscription, `RATE_LIMIT_PER_MINUTE`, 1,200 by default).
+    #[must_use]
+    pub fn rate_limit(self) -> u32 {
+        match self {
+            Self::Developer => 3_000,
+            Self::Pro => 12_000,
+            Self::Enterprise => 60_000,
+        }
+    }
+
     fn default_credits(self) -> i64 {
         match self {
             Self::Developer => 1_000,
@@ -377,7 +388,9 @@ impl Subscriptions {
     /// [`Billing::subscription_version`] said before the snapshot was read from Stripe):
     /// of two snapshots read at the same time, the one read after the other's store
     /// wins, never an older one. A subscription that is not live never replaces a
-    /// different one.
+    /// different one. The tenant's rate limit follows in the same transaction: its
+    /// plan's while the subscription is live, else the default
+    /// ([`shared::rate_limit::plan_limit`]).
     ///
     /// # Errors
     /// Storage errors.
@@ -420,12 +433,14 @@ impl Subscriptions {
                 .expression_attribute_values(":cancelled", s(Status::Cancelled.wire()));
         }
         let update = &update;
+        let limit = Plan::parse(&subscription.plan_id).filter(|_| subscription.is_live()).map(Plan::rate_limit);
         retry_races(|| async move {
             let mut tx = Transaction::new();
             if let Some(event) = event {
                 record_once(&mut tx, &self.tables, tenant, event.id, event.kind, Part::Event, now)?;
             }
             tx.push(Part::Subscription, TransactWriteItem::builder().update(built(update.clone().build())?).build());
+            tx.push(Part::Standing, shared::rate_limit::plan_limit(&self.tables, tenant.as_str(), limit)?);
             match tx.commit(&self.client).await {
                 Ok(()) => Ok(Attempt::Done(Stored::Written)),
                 Err(TransactionError::Condition(Part::Event)) => Ok(Attempt::Done(Stored::Duplicate)),

@@ -4,7 +4,9 @@
 //! requests counted in it (`requests`), the token of the count that started that minute
 //! (`started_by`) and the tenant's keys epoch (`keys_epoch`).
 //!
-//! `RATE_LIMIT_PER_MINUTE` (default 1200; 0 turns it off). Every authenticated response
+//! `RATE_LIMIT_PER_MINUTE` (default 1200; 0 turns it off), or the tenant's plan's limit
+//! when higher: the standing's `per_minute`, written with its subscription
+//! ([`plan_limit`]), so that it costs no read. Every authenticated response
 //! carries `X-RateLimit-Limit`, `X-RateLimit-Remaining` and `X-RateLimit-Reset` (seconds
 //! until the window resets); beyond the limit the answer is 429 `rate_limited` with
 //! `Retry-After`. Requests refused with 401 or 429 are not counted.
@@ -155,7 +157,33 @@ pub fn standing_of(item: &std::collections::HashMap<String, AttributeValue>, lim
         Some(stored) if stored >= current => (stored, number::<u64>(item, "requests").unwrap_or(0)),
         _ => (current, 0),
     };
-    Standing::with(limit, window, now, used.saturating_add(1), number(item, "keys_epoch").unwrap_or(0))
+    Standing::with(limit_of(item, limit), window, now, used.saturating_add(1), number(item, "keys_epoch").unwrap_or(0))
+}
+
+/// The limit of the tenant whose standing is `item`: its plan's (`per_minute`) when
+/// higher than `default`. A plan never lowers the limit.
+#[must_use]
+pub fn limit_of(item: &std::collections::HashMap<String, AttributeValue>, default: u32) -> u32 {
+    number::<u32>(item, "per_minute").map_or(default, |plan| plan.max(default))
+}
+
+/// The operation that, in the transaction storing `tenant`'s subscription, sets its
+/// plan's limit on its standing (`Some`), or removes it when no subscription is live.
+///
+/// # Errors
+/// [`StoreError::Other`] if the operation cannot be built (a bug).
+pub fn plan_limit(tables: &Tables, tenant: &str, per_minute: Option<u32>) -> Result<TransactWriteItem, StoreError> {
+    let update = Update::builder()
+        .table_name(tables.name(Table::RateLimits))
+        .key("tenant_id", s(tenant))
+        .key("window", n(STANDING));
+    let update = match per_minute {
+        Some(limit) => {
+            update.update_expression("SET per_minute = :limit").expression_attribute_values(":limit", n(limit))
+        }
+        None => update.update_expression("REMOVE per_minute"),
+    };
+    Ok(TransactWriteItem::builder().update(built(update.build())?).build())
 }
 
 /// Counts this request in the tenant's current window (`now` in Unix seconds). A clock
@@ -208,7 +236,8 @@ pub async fn count(
         match counted {
             Counted::In(item) => {
                 let used = number::<u64>(&item, "requests").unwrap_or(1);
-                return Ok(Standing::with(limit, window, now, used, number(&item, "keys_epoch").unwrap_or(0)));
+                let epoch = number(&item, "keys_epoch").unwrap_or(0);
+                return Ok(Standing::with(limit_of(&item, limit), window, now, used, epoch));
             }
             // Stored: this window or a later one (a clock ahead of ours) counts this request.
             Counted::Elsewhere(Some(stored)) if stored >= window => (window, next) = (stored, Next::Add),

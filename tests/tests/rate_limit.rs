@@ -89,6 +89,42 @@ async fn a_tenant_over_its_limit_gets_429_with_retry_after_and_others_do_not() {
 /// A window filled by other instances: an instance that finds it full when it looks
 /// answers 429, counts nothing, and answers the tenant's further requests in that window
 /// 429 without reading the standing again.
+/// A plan's limit on the standing (what a live subscription writes) is the tenant's
+/// limit, read with the look it makes anyway; other tenants keep the default.
+#[tokio::test]
+async fn a_plans_limit_on_the_standing_is_the_tenants_limit() {
+    let env = api_tests::env().await;
+    let auth = AuthState {
+        client: env.client.clone(),
+        tables: env.tables.clone(),
+        rate_limit: 3,
+        origin_secret: None,
+        known: shared::auth::KnownKeys::default(),
+    };
+    let app = api(Router::new().route("/api/v1/ping", get(|| async { "pong" })), auth);
+    let (a, b) = (env.tenant().await, env.tenant().await);
+    let mut tx = shared::dynamo::Transaction::new();
+    let limit = shared::rate_limit::plan_limit(&env.tables, &a.id, Some(3_000)).expect("update");
+    tx.push(shared::dynamo::Part::Standing, limit);
+    tx.commit(&env.client).await.expect("plan limit");
+    api_tests::one_rate_limit_window().await;
+    for _ in 0..5 {
+        let response = call(&app, Some(&a.key)).await;
+        assert_eq!(response.status(), 200);
+        assert_eq!(header(&response, "x-ratelimit-limit"), Some(3_000));
+    }
+    let statuses: Vec<u16> = futures_statuses(&app, &b.key, 4).await;
+    assert_eq!(statuses, [200, 200, 200, 429], "the default for a tenant without a plan");
+}
+
+async fn futures_statuses(app: &Router, key: &str, n: usize) -> Vec<u16> {
+    let mut statuses = Vec::with_capacity(n);
+    for _ in 0..n {
+        statuses.push(call(app, Some(key)).await.status().as_u16());
+    }
+    statuses
+}
+
 #[tokio::test]
 async fn an_instance_that_finds_the_window_full_refuses_without_reading_again() {
     let env = api_tests::env().await;

@@ -390,3 +390,50 @@ async fn an_older_snapshot_never_overwrites_a_newer_one() {
     // Read again after that store, it is current and goes in.
     assert_eq!(store.store(&tenant, &snapshot(false), None, now, 1).await.expect("store"), Stored::Written);
 }
+
+/// A live subscription gives the tenant its plan's rate limit, in the transaction that
+/// stores it; a cancelled one takes it back (in process, at a default limit of 3).
+#[tokio::test]
+async fn a_live_subscription_sets_the_plans_rate_limit_and_its_end_takes_it_back() {
+    use domain::subscriptions::{Plan, Stored, Subscription, Subscriptions};
+    let env = api_tests::env().await;
+    let t = env.tenant_with_credits(0).await;
+    let tenant = shared::auth::trusted::tenant(&shared::ids::TenantKey::parse(&t.id).expect("tenant id"));
+    let store = Subscriptions::new(env.client.clone(), env.tables.clone());
+    let snapshot = |plan: &str, status: &str| Subscription {
+        subscription_id: "sub_limits".to_owned(),
+        plan_id: plan.to_owned(),
+        status: status.to_owned(),
+        current_period_start: None,
+        current_period_end: None,
+        cancel_at_period_end: false,
+    };
+    let item = || async {
+        let read = env
+            .client
+            .get_item()
+            .table_name(env.tables.name(shared::dynamo::Table::RateLimits))
+            .set_key(Some(shared::rate_limit::standing_key(&tenant)))
+            .consistent_read(true)
+            .send();
+        read.await.expect("read").item.unwrap_or_default()
+    };
+    let standing = || async { shared::rate_limit::limit_of(&item().await, 3) };
+    let now = chrono::Utc::now();
+    assert_eq!(standing().await, 3, "no subscription: the default");
+    for (version, plan, status, limit) in [
+        (0, "developer", "trialing", 3_000),
+        (1, "pro", "active", 12_000),
+        (2, "enterprise", "past_due", 60_000),
+        (3, "enterprise", "cancelled", 3),
+    ] {
+        let stored = store.store(&tenant, &snapshot(plan, status), None, now, version).await.expect("store");
+        assert_eq!(stored, Stored::Written);
+        assert_eq!(standing().await, limit, "{plan} {status}");
+    }
+    assert_eq!(Plan::Pro.rate_limit(), 12_000);
+    // A plan never lowers a higher default.
+    let store_pro = store.store(&tenant, &snapshot("developer", "active"), None, now, 4).await.expect("store");
+    assert_eq!(store_pro, Stored::Written);
+    assert_eq!(shared::rate_limit::limit_of(&item().await, 100_000), 100_000);
+}
