@@ -20,6 +20,17 @@ async fn call(app: &Router, key: Option<&str>) -> http::Response<axum::body::Bod
     api_tests::finished(response).await
 }
 
+/// The edge's state at a limit of `per_minute` requests a minute.
+fn limited(env: &Env, per_minute: u32) -> AuthState {
+    AuthState {
+        client: env.client.clone(),
+        tables: env.tables.clone(),
+        rate_limit: per_minute,
+        origin_secret: None,
+        known: shared::auth::KnownKeys::default(),
+    }
+}
+
 fn header(response: &http::Response<axum::body::Body>, name: &str) -> Option<u64> {
     response.headers().get(name).and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok())
 }
@@ -27,13 +38,7 @@ fn header(response: &http::Response<axum::body::Body>, name: &str) -> Option<u64
 #[tokio::test]
 async fn a_tenant_over_its_limit_gets_429_with_retry_after_and_others_do_not() {
     let env = api_tests::env().await;
-    let auth = AuthState {
-        client: env.client.clone(),
-        tables: env.tables.clone(),
-        rate_limit: 3,
-        origin_secret: None,
-        known: shared::auth::KnownKeys::default(),
-    };
+    let auth = limited(&env, 3);
     // A route that does work of its own: a read of the tenants table.
     let (client, tenants) = (env.client.clone(), env.tables.name(shared::dynamo::Table::Tenants).to_owned());
     let work = move || {
@@ -94,13 +99,7 @@ async fn a_tenant_over_its_limit_gets_429_with_retry_after_and_others_do_not() {
 #[tokio::test]
 async fn a_plans_limit_on_the_standing_is_the_tenants_limit() {
     let env = api_tests::env().await;
-    let auth = AuthState {
-        client: env.client.clone(),
-        tables: env.tables.clone(),
-        rate_limit: 3,
-        origin_secret: None,
-        known: shared::auth::KnownKeys::default(),
-    };
+    let auth = limited(&env, 3);
     let app = api(Router::new().route("/api/v1/ping", get(|| async { "pong" })), auth);
     let (a, b) = (env.tenant().await, env.tenant().await);
     let mut tx = shared::dynamo::Transaction::new();
@@ -129,13 +128,7 @@ async fn futures_statuses(app: &Router, key: &str, n: usize) -> Vec<u16> {
 async fn an_instance_that_finds_the_window_full_refuses_without_reading_again() {
     let env = api_tests::env().await;
     let instance = || {
-        let auth = AuthState {
-            client: env.client.clone(),
-            tables: env.tables.clone(),
-            rate_limit: 2,
-            origin_secret: None,
-            known: shared::auth::KnownKeys::default(),
-        };
+        let auth = limited(&env, 2);
         api(Router::new().route("/api/v1/ping", get(|| async { "pong" })), auth)
     };
     let (filling, other) = (instance(), instance());
