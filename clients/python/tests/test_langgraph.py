@@ -804,10 +804,13 @@ def test_a_step_costs_one_request_its_writes_riding_with_the_next_checkpoint(
     cfg = {"configurable": {"thread_id": "steps"}}
     assert graph.invoke({"steps": []}, cfg, durability=durability)["steps"] == [f"n{i}" for i in range(5)]
     e = fake.only_execution()
-    # An input checkpoint and one per step; each step's writes ride with the next.
+    # An input checkpoint and one per step; each step's writes ride with the next, but
+    # for a step whose writes LangGraph hands over after it started the next put (its
+    # background threads race): those go on their own at once.
     assert fake.calls("POST", "/checkpoints") == 7
-    assert fake.calls("POST", r"/checkpoints/[^/]+/writes") == 0
-    assert fake.pending_writes_sent == 6
+    alone = fake.calls("POST", r"/checkpoints/[^/]+/writes")
+    assert fake.pending_writes_sent + alone == 6
+    assert fake.pending_writes_sent >= 4, "most steps are one request"
     assert fake.calls("GET", "/checkpoints") == 0, "no lookups"
     # The writes are where LangGraph's own savers keep them: on the step's checkpoint.
     history = list(graph.get_state_history(cfg))
@@ -833,6 +836,30 @@ def test_writes_no_put_claims_go_on_their_own_after_a_second(
         time.sleep(0.01)
     assert [(w["task_id"], w["value"]) for w in fake.writes[cp["id"]]] == [("early", 1)]
     assert fake.calls("POST", r"/checkpoints/[^/]+/writes") == 1
+
+
+def test_writes_before_their_checkpoint_are_kept_until_it_is_stored(
+    fake: FakeCairn, saver: CairnSaver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As LangGraph's own savers take them: writes for a checkpoint not stored yet wait
+    for it, however late it comes (up to ``ORPHAN_SECONDS``)."""
+    monkeypatch.setattr("cairn.langgraph._held.HOLD_SECONDS", 0.02)
+    monkeypatch.setattr("cairn.langgraph._traffic._PUT_GRACE", 0.02)
+    first = put(saver)
+    later = checkpoint()
+    early = config(checkpoint_id=later["id"])
+    saver.put_writes(early, [("x", 1)], "early-task")
+    deadline = time.monotonic() + 10
+    while not fake.calls("GET", "/checkpoints") and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.2)  # the timer looked for the checkpoint, found none, and kept them
+    assert fake.calls("GET", "/checkpoints") >= 1
+    assert fake.writes == {}
+    meta: Any = {"source": "loop", "step": 1, "parents": {}}
+    saver.put(config(checkpoint_id=first["configurable"]["checkpoint_id"]), later, meta, {})  # type: ignore[arg-type]
+    back = saver.get_tuple(early)  # type: ignore[arg-type]
+    assert back is not None
+    assert back.pending_writes == [("early-task", "x", 1)]
 
 
 def test_a_read_an_interrupt_or_close_sends_the_held_writes_first(fake: FakeCairn, saver: CairnSaver) -> None:

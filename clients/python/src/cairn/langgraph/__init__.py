@@ -65,7 +65,10 @@ too).
   their own, and so are those held for a thread before it is read (``get_tuple``,
   ``list``), at ``close`` and at exit. Interrupts, errors, resumes and writes an error
   handler waits for go at once, with what is held for their checkpoint, as do more
-  writes than a ``put`` carries (100 tasks, 1,000 writes, 1 MiB). So a process killed
+  writes than a ``put`` carries (100 tasks, 1,000 writes, 1 MiB), and writes LangGraph
+  hands over after the next checkpoint is stored (its background threads may race).
+  Writes for a checkpoint not stored yet are kept for it (for up to 10 minutes), as
+  LangGraph's own savers take them. So a process killed
   mid-step loses at most the writes of that step's finished tasks from the last second
   (LangGraph runs them again); ``async`` durability waits for nothing.
 - **Throttled, not failed.** A request the API refuses with 429 (over the tenant's rate

@@ -222,6 +222,7 @@ class Flows(BaseCheckpointSaver[int]):
         except BaseException:
             self._held.restore(where, held)
             raise
+        self._held.stored((thread_id, ns, str(checkpoint["id"])))
         return checkpoint_config(thread_id, ns, str(checkpoint["id"]))
 
     def _checkpoint_send(

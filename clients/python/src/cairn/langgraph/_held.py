@@ -18,6 +18,9 @@ from typing import Any
 
 #: How long writes wait for the ``put`` that ends their step before they are sent alone.
 HOLD_SECONDS = 1.0
+#: How long writes for a checkpoint not stored yet are kept for it (LangGraph's savers
+#: take writes before their checkpoint): sent again, less and less often, until then.
+ORPHAN_SECONDS = 600.0
 #: The most a ``put`` carries: the API takes 100 tasks and 1,000 writes, and about
 #: 1 MiB of writes keeps a checkpoint and its writes well inside one request.
 MAX_TASKS, MAX_WRITES, MAX_BYTES = 100, 1000, 1 << 20
@@ -33,6 +36,8 @@ class HeldTask:
     task_path: str
     items: dict[int, dict[str, Any]] = field(default_factory=dict)
     size: int = 0
+    #: When it was first held.
+    born: float = field(default_factory=time.monotonic)
 
     def writes(self) -> list[dict[str, Any]]:
         return list(self.items.values())
@@ -57,6 +62,9 @@ class Held:
     def __init__(self, flush: Callable[[Where], None]) -> None:
         self._mutex = threading.Condition()
         self._batches: dict[Where, _Batch] = {}
+        #: Per thread and namespace, the newest checkpoint stored (LangGraph's ids grow
+        #: with time): writes for an older one have missed their ``put`` and go now.
+        self._newest: dict[tuple[str, str], str] = {}
         self._flush = flush
         self._thread: threading.Thread | None = None
         self._closed = False
@@ -68,7 +76,7 @@ class Held:
         """Holds a task's writes for ``where``; False (nothing held) when the batch would
         pass what one ``put`` carries: then they go now, with what is held."""
         with self._mutex:
-            if self._closed:
+            if self._closed or where[2] < self._newest.get(where[:2], ""):
                 return False
             batch = self._batches.get(where)
             tasks, writes, total = batch.counts() if batch is not None else (0, 0, 0)
@@ -95,19 +103,28 @@ class Held:
             self._thread.start()
         self._mutex.notify()
 
+    def stored(self, where: Where) -> None:
+        """Notes checkpoint ``where`` stored (by a ``put``)."""
+        with self._mutex:
+            if where[2] > self._newest.get(where[:2], ""):
+                if len(self._newest) >= 10_000:
+                    self._newest.clear()
+                self._newest[where[:2]] = where[2]
+
     def take(self, where: Where) -> list[HeldTask]:
         """The writes held for ``where``, no longer held."""
         with self._mutex:
             batch = self._batches.pop(where, None)
         return list(batch.tasks.values()) if batch is not None else []
 
-    def restore(self, where: Where, tasks: list[HeldTask]) -> None:
-        """Holds ``tasks`` again (their request failed): the next ``put`` or the timer
-        sends them. Writes held meanwhile for the same task win."""
+    def restore(self, where: Where, tasks: list[HeldTask], wait: float = 0.0) -> None:
+        """Holds ``tasks`` again (their request failed): the next ``put`` sends them, or
+        the timer, ``wait`` seconds later than it would. Writes held meanwhile for the
+        same task win."""
         if not tasks:
             return
         with self._mutex:
-            batch = self._batches.setdefault(where, _Batch(time.monotonic()))
+            batch = self._batches.setdefault(where, _Batch(time.monotonic() + wait))
             for task in tasks:
                 batch.tasks.setdefault(task.task_id, task)
             self._wake()

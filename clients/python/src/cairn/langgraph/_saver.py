@@ -10,6 +10,7 @@ import json
 import logging
 import random
 import threading
+import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from functools import partial
 from typing import Any, TypeVar
@@ -27,6 +28,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from .. import errors, models
 from .._client import AsyncCairn, Cairn
+from . import _held
 from ._driver import Flow, aiterate, arun, iterate, run
 from ._held import Where
 from ._housekeeping import Housekeeping
@@ -79,6 +81,7 @@ class CairnSaver(Lists, Housekeeping):
         self.client = client
         self.async_client = async_client
         self._mutex = threading.Lock()
+        self._flushing = threading.Lock()
 
     def __repr__(self) -> str:
         return f"CairnSaver(workflow={self.workflow!r})"
@@ -227,21 +230,36 @@ class CairnSaver(Lists, Housekeeping):
         await self._asend_now(thread_of(config), get_checkpoint_id(config), flow)
 
     def _flush_held(self, where: Where) -> None:
-        """Sends the writes held for ``where`` on their own (nobody claimed them)."""
+        """Sends the writes held for ``where`` on their own (the timer: nobody claimed them)."""
+        with self._flushing:
+            self._flush_one(where)
+
+    def _flush_one(self, where: Where) -> None:
         if not self._held.held(where[0]):
             return
         try:
             self._send_now(where[0], where[2], partial(self._held_flow, where, []))
         except (errors.RateLimited, errors.InternalError, errors.Unavailable, errors.APIConnectionError):
             raise  # restored by the flow: sent again later
+        except errors.NotFound as e:  # their checkpoint is not stored (yet): kept for it
+            held = self._held.take(where)
+            age = time.monotonic() - min((t.born for t in held), default=time.monotonic())
+            if age < _held.ORPHAN_SECONDS:
+                self._held.restore(where, held, wait=min(60.0, age))
+            else:
+                _log.warning("writes of thread %r for checkpoint %s dropped: %s", where[0], where[2], e)
         except errors.CairnError as e:  # refused for good: the thread ended, or is gone
             self._held.take(where)
             _log.warning("writes of thread %r for checkpoint %s dropped: %s", where[0], where[2], e)
 
     def _flush_thread(self, thread_id: str | None) -> None:
-        """Sends the writes held for the thread (every thread: None) before a read."""
-        for where in self._held.held(thread_id):
-            self._flush_held(where)
+        """Sends the writes held for the thread (every thread: None) before a read, once
+        a flush of the timer under way is done (one flush at a time)."""
+        if not self._held.held(thread_id):
+            return
+        with self._flushing:
+            for where in self._held.held(thread_id):
+                self._flush_one(where)
 
     async def _aflush_thread(self, thread_id: str | None) -> None:
         if self._held.held(thread_id):
