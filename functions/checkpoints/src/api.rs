@@ -72,6 +72,8 @@ pub async fn create(
     // The state stays the text it was sent as: up to 6 MiB of `[0,0,…]` would be
     // hundreds of MB as a tree of values.
     let (body, raw_state) = split_raw(&bytes, "state")?;
+    // Pending writes are read again from the bytes below, only when sent.
+    let has_pending = body.get("pending_writes").is_some_and(|v| !v.is_null());
     let mut f = Fields::new(body)?;
     let execution =
         f.required("execution_id", |v| v.as_str().map(str::to_owned).ok_or_else(|| "must be a string".to_owned()));
@@ -86,7 +88,7 @@ pub async fn create(
     let name = f.nullable("name", text(1, NAME_MAX));
     let key = f.nullable("key", client_key);
     let metadata = f.optional("metadata", string_map(METADATA_MAX_KEYS));
-    let pending = read_pending(&bytes);
+    let pending = if has_pending { read_pending(&bytes) } else { Ok(None) };
     let pending = match pending {
         Ok(pending) => pending,
         Err(errors) => {

@@ -215,7 +215,7 @@ class Flows(BaseCheckpointSaver[int]):
         thread_id, ns = thread_of(config), ns_of(config)
         parent = get_checkpoint_id(config)
         where = (thread_id, ns, parent or "")
-        held = self._held.take(where) if parent else []
+        held = self._held.take(where, claim=True) if parent else []
         try:
             _, _, _, send = self._checkpoint_send(config, checkpoint, metadata, held)
             yield from self._write(thread_id, parent, send)

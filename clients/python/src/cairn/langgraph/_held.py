@@ -12,6 +12,7 @@ import contextlib
 import threading
 import time
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -65,6 +66,8 @@ class Held:
         #: Per thread and namespace, the newest checkpoint stored (LangGraph's ids grow
         #: with time): writes for an older one have missed their ``put`` and go now.
         self._newest: dict[tuple[str, str], str] = {}
+        #: Checkpoints whose writes a ``put`` took: later ones go at once.
+        self._claimed: OrderedDict[Where, None] = OrderedDict()
         self._flush = flush
         self._thread: threading.Thread | None = None
         self._closed = False
@@ -76,7 +79,7 @@ class Held:
         """Holds a task's writes for ``where``; False (nothing held) when the batch would
         pass what one ``put`` carries: then they go now, with what is held."""
         with self._mutex:
-            if self._closed or where[2] < self._newest.get(where[:2], ""):
+            if self._closed or where in self._claimed or where[2] < self._newest.get(where[:2], ""):
                 return False
             batch = self._batches.get(where)
             tasks, writes, total = batch.counts() if batch is not None else (0, 0, 0)
@@ -111,10 +114,15 @@ class Held:
                     self._newest.clear()
                 self._newest[where[:2]] = where[2]
 
-    def take(self, where: Where) -> list[HeldTask]:
-        """The writes held for ``where``, no longer held."""
+    def take(self, where: Where, *, claim: bool = False) -> list[HeldTask]:
+        """The writes held for ``where``, no longer held; with ``claim`` (a ``put`` of the
+        checkpoint after it takes them), writes for ``where`` that come later go at once."""
         with self._mutex:
             batch = self._batches.pop(where, None)
+            if claim:
+                self._claimed[where] = None
+                while len(self._claimed) > 10_000:
+                    self._claimed.popitem(last=False)
         return list(batch.tasks.values()) if batch is not None else []
 
     def restore(self, where: Where, tasks: list[HeldTask], wait: float = 0.0) -> None:
@@ -124,6 +132,7 @@ class Held:
         if not tasks:
             return
         with self._mutex:
+            self._claimed.pop(where, None)
             batch = self._batches.setdefault(where, _Batch(time.monotonic() + wait))
             for task in tasks:
                 batch.tasks.setdefault(task.task_id, task)

@@ -160,10 +160,14 @@ class CairnSaver(Lists, Housekeeping):
     ) -> bool:
         """Holds plain writes for the ``put`` that ends their step (see ``_held``);
         False for writes that go now: an interrupt, an error, a resume, one that an error
-        handler waits for, or more than a ``put`` carries."""
+        handler waits for, more than a ``put`` carries, writes whose step's ``put`` has
+        gone, and a late write of a run the saver paused or failed."""
         key = get_checkpoint_id(config)
         if not key or not writes or any(c in WRITES_IDX_MAP or c == ERROR_SOURCE_NODE for c, _ in writes):
             return False
+        thread = self._memory.thread(thread_of(config))
+        if thread is not None and thread.status != "running":
+            return False  # a late write of a run this saver paused or failed: as before, at once
         items = self._writes_items(writes)
         size = len(json.dumps(items, separators=(",", ":"), default=str))
         return self._held.hold((thread_of(config), ns_of(config), key), task_id, task_path, items, size)
