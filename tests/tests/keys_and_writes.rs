@@ -414,6 +414,15 @@ async fn pending_writes_that_cannot_be_stored_change_nothing(api: Api, env: Env)
         reply.expect_problem(422, "validation_failed");
         assert_eq!(reply.error_fields(), fields);
     }
+    // The field twice is refused, not half read.
+    let twice = format!(
+        r#"{{"execution_id":"{e}","state":{{}},"pending_writes":null,"pending_writes":{}}}"#,
+        pending(&c1, json!([writes("t", one.clone())]))
+    );
+    let sent = api.request(Method::POST, "/checkpoints").key(&t.key).raw_body("application/json", twice.into_bytes());
+    let reply = sent.send().await;
+    reply.expect_problem(422, "validation_failed");
+    assert_eq!(reply.error_fields(), ["pending_writes"]);
     // Unknown checkpoints, another execution's and another tenant's are unknown here.
     let other = start(&api, &t.key).await;
     let theirs = id(&checkpoint(&api, &t.key, &other, json!({})).await);

@@ -883,6 +883,31 @@ def test_a_read_an_interrupt_or_close_sends_the_held_writes_first(fake: FakeCair
     assert [w["task_id"] for w in fake.writes[state_of(fake, other)["id"]]] == ["late"]
 
 
+def test_more_held_than_a_put_carries_is_sent_apart_before_it(
+    fake: FakeCairn, saver: CairnSaver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = put(saver)
+    saver.put_writes(first, [("a", 1)], "t1")
+    saver.put_writes(first, [("b", 2)], "t2")
+    monkeypatch.setattr("cairn.langgraph._held.MAX_TASKS", 1)  # as after writes held again
+    put(saver, parent=first["configurable"]["checkpoint_id"])
+    assert fake.pending_writes_sent == 0
+    assert fake.calls("POST", r"/checkpoints/[^/]+/writes") == 2
+    assert [w["task_id"] for w in fake.writes[state_of(fake, first)["id"]]] == ["t1", "t2"]
+
+
+def test_a_write_after_an_interrupt_was_sent_goes_at_once_and_pauses_once(
+    fake: FakeCairn, saver: CairnSaver
+) -> None:
+    stored = put(saver)
+    saver.put_writes(stored, [(INTERRUPT, "q?")], "asking")
+    saver.put_writes(stored, [("late", 1)], "sibling")  # not held: its checkpoint's writes went
+    e = fake.only_execution()
+    assert (e["status"], e["attempt"]) == ("paused", 2), "the late write replayed once and paused again"
+    assert [w["task_id"] for w in fake.writes[state_of(fake, stored)["id"]]] == ["asking", "sibling"]
+    assert saver._held.held() == []
+
+
 def test_deleting_a_thread_forgets_what_it_held(fake: FakeCairn, saver: CairnSaver) -> None:
     stored = put(saver)
     saver.put_writes(stored, [("x", 1)], "t")

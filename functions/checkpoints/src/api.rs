@@ -336,7 +336,9 @@ fn read_pending(bytes: &[u8]) -> Result<Option<(String, Vec<Write>)>, Vec<shared
         pending_writes: Option<&'a serde_json::value::RawValue>,
     }
     let field = |message: String| vec![shared::error::FieldError::new("pending_writes", message)];
-    let Ok(body) = serde_json::from_slice::<Body<'_>>(bytes) else { return Ok(None) };
+    // Called only when the body has a `pending_writes`: a body this cannot read (the
+    // field twice) is refused, never stored without them.
+    let body = serde_json::from_slice::<Body<'_>>(bytes).map_err(|e| field(format!("could not be read: {e}")))?;
     let Some(raw) = body.pending_writes else { return Ok(None) };
     if raw.get() == "null" {
         return Ok(None);

@@ -68,9 +68,10 @@ too).
   writes than a ``put`` carries (100 tasks, 1,000 writes, 1 MiB), and writes LangGraph
   hands over after the next checkpoint is stored (its background threads may race).
   Writes for a checkpoint not stored yet are kept for it (for up to 10 minutes), as
-  LangGraph's own savers take them. So a process killed
-  mid-step loses at most the writes of that step's finished tasks from the last second
-  (LangGraph runs them again); ``async`` durability waits for nothing.
+  LangGraph's own savers take them. So a process killed mid-step loses the writes of
+  that step's finished tasks not sent yet (held for about a second, longer while the API
+  refuses them); LangGraph runs those tasks again. ``async`` durability waits for
+  nothing.
 - **Throttled, not failed.** A request the API refuses with 429 (over the tenant's rate
   limit, past the client's own retries) is sent again after its ``Retry-After``, for up
   to 10 minutes (``THROTTLE_PATIENCE``): a graph slows down under the limit instead of

@@ -7,6 +7,7 @@ the others."""
 from __future__ import annotations
 
 import builtins
+import logging
 import re
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -28,7 +29,7 @@ from .. import _specs as specs
 from .. import errors, models
 from ._driver import Flow, Page
 from ._encoding import checkpoint_state, checkpoint_tuple, encode
-from ._held import Held, HeldTask, Where
+from ._held import Held, HeldTask, Where, fits
 from ._metadata import NS_KEY, cairn_metadata, checkpoint_name, ns_value
 from ._status import Stop, cancelled, transition
 from ._text import key_ok
@@ -36,6 +37,7 @@ from ._threads import Memory, Thread, ThreadEnded, checkpoint_config, ns_of, thr
 from ._traffic import Traffic, Unstored
 
 T = TypeVar("T")
+_log = logging.getLogger("cairn.langgraph")
 
 #: The most writes one request stores.
 WRITES_PER_REQUEST = 1000
@@ -260,17 +262,21 @@ class Flows(BaseCheckpointSaver[int]):
             pending: dict[str, Any] | None = None
             if held and parent:
                 checkpoint_id = yield from self._checkpoint_id(thread.execution_id, parent)
-                if checkpoint_id is None:
-                    raise Unstored(thread_id, parent)
-                pending = {"checkpoint_id": checkpoint_id, "tasks": [t.body() for t in held]}
+                if checkpoint_id is None:  # the parent went (a rollback, a deletion): so do they
+                    _log.warning(
+                        "writes of thread %r for checkpoint %s dropped: it is gone", thread_id, parent
+                    )
+                elif fits(held):
+                    pending = {"checkpoint_id": checkpoint_id, "tasks": [t.body() for t in held]}
+                else:
+                    yield from self._apart(checkpoint_id, held)
             try:
                 stored = yield from create(thread, pending)
             except errors.PayloadTooLarge:
                 if pending is None:
                     raise
                 # The state and the writes fit their own transactions, not one together.
-                for t in held or []:
-                    yield from self._send_writes(pending["checkpoint_id"], t.task_id, t.task_path, t.writes())
+                yield from self._apart(pending["checkpoint_id"], held or [])
                 stored = yield from create(thread, None)
             if stored.metadata.get(NS_KEY) != index[NS_KEY]:
                 raise ValueError(
@@ -280,6 +286,11 @@ class Flows(BaseCheckpointSaver[int]):
             return stored
 
         return thread_id, ns, parent, send
+
+    def _apart(self, checkpoint_id: str, tasks: builtins.list[HeldTask]) -> Flow[None]:
+        """Sends held writes on their own (more than one ``put`` carries)."""
+        for t in tasks:
+            yield from self._send_writes(checkpoint_id, t.task_id, t.task_path, t.writes())
 
     def _writes_items(self, writes: Sequence[tuple[str, Any]]) -> builtins.list[dict[str, Any]]:
         """A task's writes as the API takes them, keyed by index as LangGraph's savers key them."""
@@ -355,11 +366,22 @@ class Flows(BaseCheckpointSaver[int]):
     def _held_flow(
         self, where: Where, tasks: builtins.list[HeldTask], stop: Stop | None = None
     ) -> Flow[None]:
-        """Sends ``tasks`` (writes for ``where``) after the writes held for it, as one
-        ``put_writes`` each, then applies ``stop``."""
+        """Sends ``tasks`` (a task's writes for ``where``, going at once) after the writes
+        held for it, then applies ``stop``. Writes for ``where`` handed over later go at
+        once too (counted as under way, so a pause waits for them)."""
+        held = self._held.take(where, claim=True)
+        try:
+            yield from self._tasks_flow(where, held + tasks, stop)  # a task's later writes win
+        except BaseException:
+            self._held.restore(where, held)
+            raise
+
+    def _tasks_flow(
+        self, where: Where, tasks: builtins.list[HeldTask], stop: Stop | None = None
+    ) -> Flow[None]:
+        """Sends ``tasks`` (writes for ``where``) as one ``put_writes`` each, then applies
+        ``stop``."""
         thread_id, _, key = where
-        held = self._held.take(where)
-        tasks = held + tasks  # in order: a task's later writes replace its earlier ones
 
         def send(thread: Thread) -> Flow[None]:
             checkpoint_id = yield from self._checkpoint_id(thread.execution_id, key)
@@ -368,11 +390,8 @@ class Flows(BaseCheckpointSaver[int]):
             for task in tasks:
                 yield from self._send_writes(checkpoint_id, task.task_id, task.task_path, task.writes())
 
-        try:
+        if tasks:
             yield from self._write(thread_id, key, send, stop)
-        except BaseException:
-            self._held.restore(where, held)
-            raise
 
     def _get_tuple_flow(self, config: RunnableConfig) -> Flow[CheckpointTuple | None]:
         thread_id, ns = thread_of(config), ns_of(config)

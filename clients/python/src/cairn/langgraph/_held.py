@@ -13,7 +13,7 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,6 +57,12 @@ class _Batch:
         return len(self.tasks), sum(len(t.items) for t in tasks), sum(t.size for t in tasks)
 
 
+def fits(tasks: list[HeldTask]) -> bool:
+    """Whether one ``put`` carries these writes."""
+    writes, size = sum(len(t.items) for t in tasks), sum(t.size for t in tasks)
+    return len(tasks) <= MAX_TASKS and writes <= MAX_WRITES and size <= MAX_BYTES
+
+
 class Held:
     """The writes held per checkpoint, and the thread that sends those nobody claims."""
 
@@ -68,6 +74,8 @@ class Held:
         self._newest: dict[tuple[str, str], str] = {}
         #: Checkpoints whose writes a ``put`` took: later ones go at once.
         self._claimed: OrderedDict[Where, None] = OrderedDict()
+        #: Checkpoints whose writes are being flushed (a ``put`` after them waits).
+        self._flushing: set[Where] = set()
         self._flush = flush
         self._thread: threading.Thread | None = None
         self._closed = False
@@ -137,6 +145,29 @@ class Held:
             for task in tasks:
                 batch.tasks.setdefault(task.task_id, task)
             self._wake()
+
+    @contextlib.contextmanager
+    def flushing(self, where: Where) -> Iterator[None]:
+        """Marks a flush of ``where`` under way (taking, sending, restoring)."""
+        with self._mutex:
+            self._flushing.add(where)
+        try:
+            yield
+        finally:
+            with self._mutex:
+                self._flushing.discard(where)
+                self._mutex.notify_all()
+
+    def wait_flush(self, where: Where) -> None:
+        """Waits for a flush of ``where`` under way: a ``put`` after ``where`` then takes
+        what it did not send, and is never stored before them."""
+        with self._mutex:
+            while where in self._flushing:
+                self._mutex.wait()
+
+    def is_flushing(self, where: Where) -> bool:
+        with self._mutex:
+            return where in self._flushing
 
     def held(self, thread_id: str | None = None) -> list[Where]:
         """Where writes are held (of one thread, or all)."""

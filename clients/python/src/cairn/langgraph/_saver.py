@@ -133,6 +133,7 @@ class CairnSaver(Lists, Housekeeping):
     ) -> RunnableConfig:
         """Stores a checkpoint (a Cairn checkpoint keyed by its id) on the thread's execution."""
         thread_id = thread_of(config)
+        self._after_flush(config)
         with (
             self._traffic.writing_thread(thread_id),
             self._traffic.putting_checkpoint(thread_id, str(checkpoint["id"])),
@@ -148,6 +149,7 @@ class CairnSaver(Lists, Housekeeping):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         thread_id = thread_of(config)
+        await self._aafter_flush(config)
         with (
             self._traffic.writing_thread(thread_id),
             self._traffic.putting_checkpoint(thread_id, str(checkpoint["id"])),
@@ -239,22 +241,35 @@ class CairnSaver(Lists, Housekeeping):
             self._flush_one(where)
 
     def _flush_one(self, where: Where) -> None:
-        if not self._held.held(where[0]):
-            return
-        try:
-            self._send_now(where[0], where[2], partial(self._held_flow, where, []))
-        except (errors.RateLimited, errors.InternalError, errors.Unavailable, errors.APIConnectionError):
-            raise  # restored by the flow: sent again later
-        except errors.NotFound as e:  # their checkpoint is not stored (yet): kept for it
-            held = self._held.take(where)
-            age = time.monotonic() - min((t.born for t in held), default=time.monotonic())
-            if age < _held.ORPHAN_SECONDS:
-                self._held.restore(where, held, wait=min(60.0, age))
-            else:
+        """Sends what is held for ``where`` (``_flushing`` held). Refused for now (the
+        checkpoint not stored yet, the API throttling or down, no credits for the replay
+        a paused run needs, a key refused), it is held again, tried less and less often,
+        for up to ``ORPHAN_SECONDS``; refused for good (the thread ended), dropped."""
+        with self._held.flushing(where):
+            tasks = self._held.take(where)
+            if not tasks:
+                return
+            try:
+                self._send_now(where[0], where[2], partial(self._tasks_flow, where, tasks))
+            except (
+                errors.NotFound,
+                errors.RateLimited,
+                errors.InternalError,
+                errors.Unavailable,
+                errors.APIConnectionError,
+                errors.InsufficientCredits,
+                errors.Unauthorized,
+            ) as e:
+                age = time.monotonic() - min(t.born for t in tasks)
+                if age < _held.ORPHAN_SECONDS:
+                    self._held.restore(where, tasks, wait=min(60.0, age))
+                else:
+                    _log.warning("writes of thread %r for checkpoint %s dropped: %s", where[0], where[2], e)
+            except errors.CairnError as e:  # refused for good: the thread ended, or the writes
                 _log.warning("writes of thread %r for checkpoint %s dropped: %s", where[0], where[2], e)
-        except errors.CairnError as e:  # refused for good: the thread ended, or is gone
-            self._held.take(where)
-            _log.warning("writes of thread %r for checkpoint %s dropped: %s", where[0], where[2], e)
+            except BaseException:
+                self._held.restore(where, tasks)
+                raise
 
     def _flush_thread(self, thread_id: str | None) -> None:
         """Sends the writes held for the thread (every thread: None) before a read, once
@@ -264,6 +279,22 @@ class CairnSaver(Lists, Housekeeping):
         with self._flushing:
             for where in self._held.held(thread_id):
                 self._flush_one(where)
+
+    def _after_flush(self, config: RunnableConfig) -> None:
+        """Waits for a flush under way of the writes of this ``put``'s parent."""
+        parent = get_checkpoint_id(config)
+        if parent:
+            self._held.wait_flush((thread_of(config), ns_of(config), parent))
+
+    async def _aafter_flush(self, config: RunnableConfig) -> None:
+        parent = get_checkpoint_id(config)
+        where = (thread_of(config), ns_of(config), parent or "")
+        if parent and self._held.is_flushing(where):
+            await asyncio.to_thread(self._held.wait_flush, where)
+
+    def _forget_held(self, thread_id: str) -> None:
+        with self._flushing:  # no flush under way sends them after
+            self._held.take_thread(thread_id)
 
     async def _aflush_thread(self, thread_id: str | None) -> None:
         if self._held.held(thread_id):
@@ -327,13 +358,13 @@ class CairnSaver(Lists, Housekeeping):
     def delete_thread(self, thread_id: str) -> None:
         """Deletes the thread's execution with its checkpoints and writes (none: nothing)."""
         thread_id = thread_key(thread_id)
-        self._held.take_thread(thread_id)
+        self._forget_held(thread_id)
         with self._traffic.lock(thread_id):
             run(self._sync_client(), self._delete_flow(thread_id))
 
     async def adelete_thread(self, thread_id: str) -> None:
         thread_id = thread_key(thread_id)
-        self._held.take_thread(thread_id)
+        await asyncio.to_thread(self._forget_held, thread_id)
         async with self._traffic.alock(thread_id):
             await arun(self._async_client(), self._delete_flow(thread_id))
 
