@@ -152,6 +152,14 @@ enum MigrateCommand {
         #[arg(long)]
         tenant: Option<String>,
     },
+    /// Folds the counters of the earlier model (one item per tenant and counter, behind
+    /// every list total and chart) into the sharded model's first shard. Run once right
+    /// after deploying the sharded counters; safe while the service runs, and again.
+    CounterShards {
+        /// Only this tenant's (default: every tenant's, one scan of the table).
+        #[arg(long)]
+        tenant: Option<String>,
+    },
 }
 
 #[tokio::main]
@@ -221,6 +229,13 @@ async fn run(cli: Cli) -> Result<()> {
                 domain::runs::Runs::new(client.clone(), tables.clone(), shared::config::execution_cost_credits());
             let found = runs.mirror_hidden(tenant.as_ref(), chrono::Utc::now()).await?;
             eprintln!("mirrored the hidden checkpoints of {found} executions");
+        }
+        Command::Migrate { command: MigrateCommand::CounterShards { tenant } } => {
+            if let Some(id) = &tenant {
+                shared::ids::TenantKey::parse(id).with_context(|| format!("unknown tenant {id}"))?;
+            }
+            let folded = shared::counters::fold_legacy(&client, tables, tenant.as_deref()).await?;
+            eprintln!("folded {folded} counter items into their tenant's first shard");
         }
         Command::Janitor => {
             let runs =

@@ -1,17 +1,50 @@
-//! Counters behind every list's `total`: one small item per (tenant, counter name),
-//! changed in the same DynamoDB transaction as the write it counts, so a total never
-//! costs a scan and never disagrees with the data.
+//! Counters behind every list's `total` and every statistic: small items changed in
+//! the same DynamoDB transaction as the write they count, so a total never costs a scan
+//! and never disagrees with the data.
 //!
 //! A counter name describes a filter combination of a list, for example
 //! `workflows`, `workflows|status=draft`, `workflows|status=draft|type=crewai`.
+//!
+//! **Shards.** No counter is one item: each is spread over [`SHARDS`] items, one in each
+//! of the tenant's counter partitions (`tenant_id` = `ten_…#07`, [`partition`]). A write
+//! adds its whole change to one shard, chosen at random, so no item and no partition
+//! takes more than 1/[`SHARDS`] of a tenant's counting, and a read adds the shards up
+//! (one batch read of strongly consistent items, or one query per shard for a run of
+//! span counters, [`crate::spans`]). A shard alone means nothing (it may be negative: an
+//! execution counted running in one shard and completed in another); only the sum is a
+//! count. A condition on a count ([`zero_now`]) reads every shard and conditions the
+//! write on each still holding what was read.
+//!
+//! Items of the earlier model (`tenant_id` = the bare tenant id) are folded into shard 0
+//! by [`fold_legacy`] (`cairn-admin migrate counter-shards`).
 
 use std::collections::{BTreeMap, HashMap};
 
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::types::{TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::{ConditionCheck, Delete, TransactWriteItem, Update};
 
 use crate::TenantId;
-use crate::dynamo::{StoreError, Table, Tables, get_item, n, s};
+use crate::dynamo::{Item, StoreError, Table, Tables, built, n, s};
+
+/// How many items (and partitions) each of a tenant's counters is spread over.
+pub const SHARDS: u8 = 16;
+
+/// The partition key (`tenant_id`) of `tenant`'s counter shard `shard`.
+#[must_use]
+pub fn partition(tenant: &str, shard: u8) -> String {
+    format!("{tenant}#{shard:02}")
+}
+
+/// The key of counter item `item` in `tenant`'s shard `shard`.
+#[must_use]
+pub fn key(tenant: &str, shard: u8, item: &str) -> Item {
+    HashMap::from([("tenant_id".to_owned(), s(partition(tenant, shard))), ("name".to_owned(), s(item))])
+}
+
+/// A shard for one write, at random (shard 0 should randomness fail: still exact).
+fn any_shard() -> u8 {
+    getrandom::u32().map_or(0, |x| u8::try_from(x % u32::from(SHARDS)).unwrap_or(0))
+}
 
 /// The counter of a workflow's executions in one status. Shared because the workflows
 /// function refuses to delete a workflow while it has running or paused executions.
@@ -85,11 +118,23 @@ impl CounterChange {
         self.0.is_empty()
     }
 
-    /// One `ADD` update per changed counter, to join the write's transaction.
+    /// One `ADD` update per changed counter item, all in one shard chosen at random, to
+    /// join the write's transaction.
     ///
     /// # Errors
     /// [`StoreError::Other`] if an update cannot be built (a bug).
     pub fn transact_items(&self, tables: &Tables, tenant: &TenantId) -> Result<Vec<TransactWriteItem>, StoreError> {
+        self.transact_items_in(tables, tenant.as_str(), any_shard())
+    }
+
+    /// [`CounterChange::transact_items`] in shard `shard` of the tenant whose id is
+    /// `tenant`.
+    fn transact_items_in(
+        &self,
+        tables: &Tables,
+        tenant: &str,
+        shard: u8,
+    ) -> Result<Vec<TransactWriteItem>, StoreError> {
         let mut by_item: BTreeMap<&str, Vec<(&str, i64)>> = BTreeMap::new();
         for (name, delta) in &self.0 {
             let (item, attribute) = item_and_attribute(name);
@@ -100,7 +145,7 @@ impl CounterChange {
             .map(|(item, changes)| {
                 let mut update = Update::builder()
                     .table_name(tables.name(Table::Counters))
-                    .key("tenant_id", s(tenant.as_str()))
+                    .key("tenant_id", s(partition(tenant, shard)))
                     .key("name", s(item));
                 let mut adds = Vec::new();
                 for (i, (attribute, delta)) in changes.into_iter().enumerate() {
@@ -119,28 +164,80 @@ impl CounterChange {
     }
 }
 
-/// A condition that the counter `name` is zero (or was never written), to join a
-/// transaction (for example: no running executions).
+/// When counter `name` of `tenant` is zero now: the conditions that keep it so, to join
+/// a transaction (each shard still holds what was read, so a write that counts in any
+/// shard meanwhile fails the transaction, to be read again); `None` while it is not zero.
 ///
 /// # Errors
-/// [`StoreError::Other`] if the check cannot be built (a bug).
-pub fn check_zero(tables: &Tables, tenant: &TenantId, name: &str) -> Result<TransactWriteItem, StoreError> {
-    let check = aws_sdk_dynamodb::types::ConditionCheck::builder()
-        .table_name(tables.name(Table::Counters))
-        .key("tenant_id", s(tenant.as_str()))
-        .key("name", s(name))
-        .condition_expression("attribute_not_exists(#value) OR #value = :zero")
-        .expression_attribute_names("#value", VALUE)
-        .expression_attribute_values(":zero", n(0))
-        .build()
-        .map_err(|e| StoreError::Other(Box::new(e)))?;
-    Ok(TransactWriteItem::builder().condition_check(check).build())
+/// The read's [`StoreError`].
+pub async fn zero_now(
+    client: &Client,
+    tables: &Tables,
+    tenant: &TenantId,
+    name: &str,
+) -> Result<Option<Vec<TransactWriteItem>>, StoreError> {
+    let (item, attribute) = item_and_attribute(name);
+    let shards = read_shards(client, tables, tenant, &[item]).await?;
+    let values: Vec<Option<i64>> =
+        (0..SHARDS).map(|shard| value_in(&shards, shard, item, attribute)).collect::<Result<_, _>>()?;
+    if values.iter().flatten().sum::<i64>() != 0 {
+        return Ok(None);
+    }
+    let checks = values.into_iter().zip(0..SHARDS).map(|(value, shard)| {
+        let check = ConditionCheck::builder()
+            .table_name(tables.name(Table::Counters))
+            .set_key(Some(key(tenant.as_str(), shard, item)))
+            .expression_attribute_names("#value", attribute);
+        let check = match value {
+            None => check.condition_expression("attribute_not_exists(#value)"),
+            Some(v) => check.condition_expression("#value = :read").expression_attribute_values(":read", n(v)),
+        };
+        Ok(TransactWriteItem::builder().condition_check(built(check.build())?).build())
+    });
+    Ok(Some(checks.collect::<Result<_, StoreError>>()?))
 }
 
-/// The values of several counters of a tenant, in the order asked (0 for missing).
+/// Every shard of the counter items `items` of `tenant`, by (shard, item): batch reads of
+/// strongly consistent items, side by side.
+async fn read_shards(
+    client: &Client,
+    tables: &Tables,
+    tenant: &TenantId,
+    items: &[&str],
+) -> Result<HashMap<(u8, String), Item>, StoreError> {
+    let keys: Vec<Item> =
+        items.iter().flat_map(|item| (0..SHARDS).map(move |shard| key(tenant.as_str(), shard, item))).collect();
+    let table = tables.name(Table::Counters);
+    let batches = keys.chunks(100).map(|chunk| crate::dynamo::batch_get(client, table, chunk.to_vec()));
+    let mut found = HashMap::new();
+    for item in futures_util::future::try_join_all(batches).await?.into_iter().flatten() {
+        let text = |name: &str| item.get(name).and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
+        let (tenant_part, name) = (text("tenant_id"), text("name"));
+        let Some(shard) = tenant_part.rsplit_once('#').and_then(|(_, shard)| shard.parse::<u8>().ok()) else {
+            continue;
+        };
+        found.insert((shard, name), item);
+    }
+    Ok(found)
+}
+
+/// The value of `attribute` of counter item `item` in shard `shard` (`None`: not written).
+fn value_in(
+    found: &HashMap<(u8, String), Item>,
+    shard: u8,
+    item: &str,
+    attribute: &str,
+) -> Result<Option<i64>, StoreError> {
+    let Some(value) = found.get(&(shard, item.to_owned())).and_then(|i| i.get(attribute)) else { return Ok(None) };
+    let number = value.as_n().map_err(|_| StoreError::Corrupt(format!("counter {item} is not a number")))?;
+    number.parse().map(Some).map_err(|_| StoreError::Corrupt(format!("counter {item} = {number}")))
+}
+
+/// The values of several counters of a tenant, in the order asked (0 for missing): each
+/// the sum of its shards.
 ///
 /// # Errors
-/// The reads' [`StoreError`]s.
+/// The reads' [`StoreError`]s; [`StoreError::Corrupt`] for a non-numeric value.
 pub async fn read_many(
     client: &Client,
     tables: &Tables,
@@ -150,39 +247,89 @@ pub async fn read_many(
     let mut items: Vec<&str> = names.iter().map(|name| item_and_attribute(name).0).collect();
     items.sort_unstable();
     items.dedup();
-    let keys = items
+    let found = read_shards(client, tables, tenant, &items).await?;
+    names
         .iter()
-        .map(|name| HashMap::from([("tenant_id".to_owned(), s(tenant.as_str())), ("name".to_owned(), s(*name))]))
-        .collect();
-    let found: HashMap<String, crate::dynamo::Item> =
-        crate::dynamo::batch_get(client, tables.name(Table::Counters), keys)
-            .await?
-            .into_iter()
-            .map(|item| (item.get("name").and_then(|v| v.as_s().ok()).cloned().unwrap_or_default(), item))
-            .collect();
-    let value = |name: &String| {
-        let (item, attribute) = item_and_attribute(name);
-        found
-            .get(item)
-            .and_then(|i| i.get(attribute))
-            .and_then(|v| v.as_n().ok())
-            .and_then(|v| v.parse::<i64>().ok())
-            .map_or(0, |v| u64::try_from(v).unwrap_or(0))
-    };
-    Ok(names.iter().map(value).collect())
+        .map(|name| {
+            let (item, attribute) = item_and_attribute(name);
+            let mut sum = 0_i64;
+            for shard in 0..SHARDS {
+                sum += value_in(&found, shard, item, attribute)?.unwrap_or(0);
+            }
+            Ok(u64::try_from(sum).unwrap_or(0))
+        })
+        .collect()
 }
 
 /// The current value of one counter (0 when it was never written).
 ///
 /// # Errors
-/// The read's [`StoreError`]; [`StoreError::Corrupt`] for a non-numeric value.
+/// The reads' [`StoreError`]s; [`StoreError::Corrupt`] for a non-numeric value.
 pub async fn read(client: &Client, tables: &Tables, tenant: &TenantId, name: &str) -> Result<u64, StoreError> {
-    let item =
-        get_item(client, tables.name(Table::Counters), &[("tenant_id", tenant.as_str()), ("name", name)]).await?;
-    let Some(value) = item.as_ref().and_then(|item| item.get(VALUE)) else { return Ok(0) };
-    let number = value.as_n().map_err(|_| StoreError::Corrupt(format!("counter {name} is not a number")))?;
-    let count: i64 = number.parse().map_err(|_| StoreError::Corrupt(format!("counter {name} = {number}")))?;
-    Ok(u64::try_from(count).unwrap_or(0))
+    Ok(read_many(client, tables, tenant, &[name.to_owned()]).await?.pop().unwrap_or(0))
+}
+
+/// Whether counter item `item` of `tenant` was ever written (in any shard).
+///
+/// # Errors
+/// The reads' [`StoreError`]s.
+pub async fn exists(client: &Client, tables: &Tables, tenant: &TenantId, item: &str) -> Result<bool, StoreError> {
+    Ok(!read_shards(client, tables, tenant, &[item]).await?.is_empty())
+}
+
+/// Folds counter items of the earlier model (one per tenant and name, `tenant_id` the bare
+/// tenant id) into shard 0 of the same tenant (of `tenant` alone, when given): each
+/// item's values are added to the shard's and the old item deleted, in one transaction
+/// conditioned on the old item still being there, so a second run, or two at once,
+/// count nothing twice. Returns how many items were folded.
+///
+/// # Errors
+/// The scans' and writes' [`StoreError`]s.
+pub async fn fold_legacy(client: &Client, tables: &Tables, tenant: Option<&str>) -> Result<u64, StoreError> {
+    let table = tables.name(Table::Counters);
+    let mut folded = 0;
+    let mut start = None;
+    loop {
+        let (items, next) = crate::dynamo::page_of(client, table, tenant, None, start).await?;
+        for item in items {
+            if fold_one(client, tables, &item).await? {
+                folded += 1;
+            }
+        }
+        match next {
+            Some(key) => start = Some(key),
+            None => return Ok(folded),
+        }
+    }
+}
+
+/// Folds one item of the earlier model into shard 0; `false` for an item of the sharded
+/// model, or one another run folded first.
+async fn fold_one(client: &Client, tables: &Tables, item: &Item) -> Result<bool, StoreError> {
+    let text = |name: &str| item.get(name).and_then(|v| v.as_s().ok()).cloned();
+    let (Some(tenant), Some(name)) = (text("tenant_id"), text("name")) else { return Ok(false) };
+    if tenant.contains('#') {
+        return Ok(false);
+    }
+    let mut change = CounterChange::default();
+    for (attribute, value) in item {
+        let Ok(number) = value.as_n() else { continue };
+        let delta: i64 = number.parse().map_err(|_| StoreError::Corrupt(format!("counter {name} = {number}")))?;
+        change.0.insert(format!("{name}{ATTRIBUTE_MARK}{attribute}"), delta);
+    }
+    change.0.retain(|_, delta| *delta != 0);
+    let mut operations = change.transact_items_in(tables, &tenant, 0)?;
+    let delete = Delete::builder()
+        .table_name(tables.name(Table::Counters))
+        .key("tenant_id", s(&tenant))
+        .key("name", s(&name))
+        .condition_expression("attribute_exists(tenant_id)");
+    operations.push(TransactWriteItem::builder().delete(built(delete.build())?).build());
+    match crate::dynamo::transact(client, operations).await {
+        Ok(()) => Ok(true),
+        Err(StoreError::ConditionFailed { .. }) => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 #[cfg(test)]

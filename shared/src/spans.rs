@@ -9,7 +9,8 @@
 //! counter. A window is then read as:
 //!
 //! - its whole days, hours and minutes: at most two runs of minutes and two of hours at
-//!   its ends and one run of days, each one query of small counter items;
+//!   its ends and one run of days, each one query of small counter items per shard of
+//!   the tenant's counters ([`crate::counters`]), side by side;
 //! - its partial minutes at each end (at most two minutes' worth of items; the rate
 //!   limit bounds how many a tenant can make in a minute): counted from the items.
 
@@ -141,89 +142,99 @@ fn split(plan: &mut Plan, a: u64, b: u64, level: usize) {
     split(plan, inner_from, inner_to, level + 1);
 }
 
+/// Every counter item of `family` in the run of spans, in every shard of the tenant's
+/// counters ([`crate::counters::SHARDS`]): one query per shard, side by side, each over
+/// consecutive keys, so it costs the same whatever the counts hold. `projection`: the
+/// attributes to read besides the name (all when empty).
+async fn query_run(
+    client: &Client,
+    tables: &Tables,
+    tenant: &TenantId,
+    family: &str,
+    (level, from, to): (Level, u64, u64),
+    projection: &[&str],
+) -> Result<Vec<crate::dynamo::Item>, StoreError> {
+    let table = tables.name(Table::Counters);
+    let (from, to) = (item(family, level, from), item(family, level, to));
+    let shards = (0..crate::counters::SHARDS).map(|shard| {
+        let partition = crate::counters::partition(tenant.as_str(), shard);
+        let (from, to) = (&from, &to);
+        async move {
+            let mut found = Vec::new();
+            let mut start = None;
+            loop {
+                let mut query = client
+                    .query()
+                    .table_name(table)
+                    .key_condition_expression("tenant_id = :t AND #name BETWEEN :from AND :to")
+                    .expression_attribute_names("#name", "name")
+                    .expression_attribute_values(":t", s(&partition))
+                    .expression_attribute_values(":from", s(from))
+                    .expression_attribute_values(":to", s(to))
+                    .set_exclusive_start_key(start);
+                if !projection.is_empty() {
+                    let mut names = vec!["#name".to_owned()];
+                    for (i, attribute) in projection.iter().enumerate() {
+                        query = query.expression_attribute_names(format!("#p{i}"), *attribute);
+                        names.push(format!("#p{i}"));
+                    }
+                    query = query.projection_expression(names.join(", "));
+                }
+                let out = query.send().await.map_err(classify)?;
+                found.extend(out.items.unwrap_or_default());
+                match out.last_evaluated_key {
+                    Some(key) if !key.is_empty() => start = Some(key),
+                    _ => return Ok::<_, StoreError>(found),
+                }
+            }
+        }
+    });
+    Ok(futures_util::future::try_join_all(shards).await?.into_iter().flatten().collect())
+}
+
 /// The sum of `attribute` over the counter items of `family` in the run of spans.
 async fn sum_run(
-    client: Client,
-    table: String,
-    tenant: String,
-    family: String,
-    attribute: String,
-    (level, from, to): (Level, u64, u64),
+    client: &Client,
+    tables: &Tables,
+    tenant: &TenantId,
+    (family, attribute): (&str, &str),
+    run: (Level, u64, u64),
 ) -> Result<u64, StoreError> {
     let mut total = 0_i64;
-    let mut start = None;
-    loop {
-        let out = client
-            .query()
-            .table_name(&table)
-            .key_condition_expression("tenant_id = :t AND #name BETWEEN :from AND :to")
-            .expression_attribute_names("#name", "name")
-            .expression_attribute_names("#value", &attribute)
-            .expression_attribute_values(":t", s(&tenant))
-            .expression_attribute_values(":from", s(item(&family, level, from)))
-            .expression_attribute_values(":to", s(item(&family, level, to)))
-            .projection_expression("#value")
-            .set_exclusive_start_key(start)
-            .send()
-            .await
-            .map_err(classify)?;
-        for found in out.items.unwrap_or_default() {
-            let number = found.get(&attribute).and_then(|v| v.as_n().ok()).map_or("0", String::as_str);
-            total += number.parse::<i64>().map_err(|_| StoreError::Corrupt(format!("span counter {number}")))?;
-        }
-        match out.last_evaluated_key {
-            Some(key) if !key.is_empty() => start = Some(key),
-            _ => break,
-        }
+    for found in query_run(client, tables, tenant, family, run, &[attribute]).await? {
+        let number = found.get(attribute).and_then(|v| v.as_n().ok()).map_or("0", String::as_str);
+        total += number.parse::<i64>().map_err(|_| StoreError::Corrupt(format!("span counter {number}")))?;
     }
     Ok(u64::try_from(total).unwrap_or(0))
 }
 
-/// The counter items of `family` for the spans `first..=last` of `level`, by index
-/// (spans nothing was counted in have no item): one query over consecutive keys, so it
-/// costs the same whatever the counts hold.
+/// The counter items of `family` for the spans `first..=last` of `level`, by index, each
+/// with its attributes summed over the shards (spans nothing was counted in have no
+/// item): one query per shard, side by side, so it costs the same whatever the counts
+/// hold.
 ///
 /// # Errors
-/// The query's [`StoreError`]; [`StoreError::Corrupt`] for a counter that is not a
+/// The queries' [`StoreError`]; [`StoreError::Corrupt`] for a counter that is not a
 /// number.
 pub async fn series(
     client: &Client,
     tables: &Tables,
     tenant: &TenantId,
     family: &str,
-    (level, first, last): (Level, u64, u64),
+    run: (Level, u64, u64),
 ) -> Result<std::collections::BTreeMap<u64, std::collections::BTreeMap<String, i64>>, StoreError> {
-    let mut found = std::collections::BTreeMap::new();
-    let mut start = None;
-    let prefix = item(family, level, 0);
+    let mut found: std::collections::BTreeMap<u64, std::collections::BTreeMap<String, i64>> =
+        std::collections::BTreeMap::new();
+    let prefix = item(family, run.0, 0);
     let prefix = &prefix[..prefix.len() - 12];
-    loop {
-        let out = client
-            .query()
-            .table_name(tables.name(Table::Counters))
-            .key_condition_expression("tenant_id = :t AND #name BETWEEN :from AND :to")
-            .expression_attribute_names("#name", "name")
-            .expression_attribute_values(":t", s(tenant.as_str()))
-            .expression_attribute_values(":from", s(item(family, level, first)))
-            .expression_attribute_values(":to", s(item(family, level, last)))
-            .set_exclusive_start_key(start)
-            .send()
-            .await
-            .map_err(classify)?;
-        for counter in out.items.unwrap_or_default() {
-            let name = counter.get("name").and_then(|v| v.as_s().ok()).map_or("", String::as_str);
-            let Some(index) = name.strip_prefix(prefix).and_then(|i| i.parse::<u64>().ok()) else { continue };
-            let mut values = std::collections::BTreeMap::new();
-            for (attribute, value) in &counter {
-                let Ok(number) = value.as_n() else { continue };
-                let number = number.parse::<i64>().map_err(|_| StoreError::Corrupt(format!("counter {name}")))?;
-                values.insert(attribute.clone(), number);
-            }
-            found.insert(index, values);
-        }
-        match out.last_evaluated_key {
-            Some(key) if !key.is_empty() => start = Some(key),
-            _ => break,
+    for counter in query_run(client, tables, tenant, family, run, &[]).await? {
+        let name = counter.get("name").and_then(|v| v.as_s().ok()).map_or("", String::as_str);
+        let Some(index) = name.strip_prefix(prefix).and_then(|i| i.parse::<u64>().ok()) else { continue };
+        let values = found.entry(index).or_default();
+        for (attribute, value) in &counter {
+            let Ok(number) = value.as_n() else { continue };
+            let number = number.parse::<i64>().map_err(|_| StoreError::Corrupt(format!("counter {name}")))?;
+            *values.entry(attribute.clone()).or_default() += number;
         }
     }
     Ok(found)
@@ -249,16 +260,7 @@ where
 {
     let plan = plan(lo, hi);
     // Side by side in this task (not spawned), so the request's metering sees them.
-    let runs = plan.spans.into_iter().map(|run| {
-        sum_run(
-            client.clone(),
-            tables.name(Table::Counters).to_owned(),
-            tenant.as_str().to_owned(),
-            family.to_owned(),
-            attribute.to_owned(),
-            run,
-        )
-    });
+    let runs = plan.spans.into_iter().map(|run| sum_run(client, tables, tenant, (family, attribute), run));
     let edges = async {
         let mut sum = 0;
         for (from, to) in plan.edges {

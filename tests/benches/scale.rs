@@ -105,9 +105,8 @@ async fn count_copies(bench: &Bench, execution: &Item, count: u64) {
     let mut items: HashMap<String, Item> = HashMap::new();
     for name in names {
         let (item, attribute) = name.split_once('@').expect("item@attribute");
-        let entry = items.entry(item.to_owned()).or_insert_with(|| {
-            [("tenant_id".to_owned(), s(bench.tenant.as_str())), ("name".to_owned(), s(item))].into_iter().collect()
-        });
+        let entry =
+            items.entry(item.to_owned()).or_insert_with(|| shared::counters::key(bench.tenant.as_str(), 0, item));
         entry.insert(attribute.to_owned(), AttributeValue::N(count.to_string()));
     }
     for item in items.into_values() {

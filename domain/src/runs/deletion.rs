@@ -318,29 +318,9 @@ impl HiddenStore {
         let mut found = 0;
         let mut start = None;
         loop {
-            // The same page request of a query (one tenant) or a scan (every tenant).
-            macro_rules! page {
-                ($request:expr) => {{
-                    let page = $request
-                        .table_name(table)
-                        .projection_expression("tenant_id, id, discarded, purge_since")
-                        .set_exclusive_start_key(start)
-                        .consistent_read(true)
-                        .send()
-                        .await
-                        .map_err(classify)?;
-                    (page.items.unwrap_or_default(), page.last_evaluated_key)
-                }};
-            }
-            let (items, next) = match tenant {
-                Some(tenant) => page!(
-                    self.client
-                        .query()
-                        .key_condition_expression("tenant_id = :t")
-                        .expression_attribute_values(":t", s(tenant.as_str()))
-                ),
-                None => page!(self.client.scan()),
-            };
+            let projection = Some("tenant_id, id, discarded, purge_since");
+            let (items, next) =
+                shared::dynamo::page_of(&self.client, table, tenant.map(TenantId::as_str), projection, start).await?;
             for item in &items {
                 let text = |name: &str| item.get(name).and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
                 let (tenant, id) = (text("tenant_id"), text("id"));

@@ -241,12 +241,15 @@ impl WorkflowStore {
         tx.push(Part::Workflow, TransactWriteItem::builder().delete(delete).build());
         for status in ["running", "paused"] {
             let name = counters::executions_of_workflow(w.id.as_str(), status);
-            tx.push(Part::Active, counters::check_zero(&self.tables, tenant, &name)?);
+            match counters::zero_now(&self.client, &self.tables, tenant, &name).await? {
+                Some(checks) => tx.extend(Part::Active, checks),
+                None => return Err(DeleteError::Active),
+            }
         }
         tx.extend(Part::Counters, CounterChange::between(&w.counters(), &[]).transact_items(&self.tables, tenant)?);
         match tx.commit(&self.client).await {
             Ok(()) => Ok(()),
-            Err(TransactionError::Condition(Part::Active)) => Err(DeleteError::Active),
+            // A count read as zero moved since (an execution started): read it again.
             Err(TransactionError::Condition(_)) => Err(DeleteError::Changed),
             Err(TransactionError::Store(e)) => Err(DeleteError::Store(e)),
             Err(too_large @ TransactionError::TooLarge { .. }) => {

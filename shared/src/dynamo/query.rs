@@ -182,3 +182,47 @@ pub async fn count(query: QueryFluentBuilder, cap: u64) -> Result<u64, StoreErro
     }
     Ok(total.min(cap))
 }
+/// One strongly consistent page of `table` from `start`: of the partition `tenant` (a
+/// query), or of the whole table (a scan) when `None`; only the attributes of
+/// `projection` when given. For the operator's migrations, which run over one tenant or
+/// all. Returns the items and where the next page starts (`None`: the last page).
+///
+/// # Errors
+/// The call's [`StoreError`].
+pub async fn page_of(
+    client: &Client,
+    table: &str,
+    tenant: Option<&str>,
+    projection: Option<&str>,
+    start: Option<Item>,
+) -> Result<(Vec<Item>, Option<Item>), StoreError> {
+    let (items, next) = match tenant {
+        Some(tenant) => {
+            let out = client
+                .query()
+                .table_name(table)
+                .key_condition_expression("tenant_id = :t")
+                .expression_attribute_values(":t", s(tenant))
+                .set_projection_expression(projection.map(str::to_owned))
+                .consistent_read(true)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(classify)?;
+            (out.items, out.last_evaluated_key)
+        }
+        None => {
+            let out = client
+                .scan()
+                .table_name(table)
+                .set_projection_expression(projection.map(str::to_owned))
+                .consistent_read(true)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(classify)?;
+            (out.items, out.last_evaluated_key)
+        }
+    };
+    Ok((items.unwrap_or_default(), next.filter(|key| !key.is_empty())))
+}

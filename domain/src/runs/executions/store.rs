@@ -472,9 +472,7 @@ impl ExecutionStore {
     /// # Errors
     /// The read's [`StoreError`].
     pub async fn workflow_seen(&self, tenant: &TenantId, workflow: &WorkflowId) -> Result<bool, StoreError> {
-        let name = counter_name(None, Some(workflow));
-        let key = [("tenant_id", tenant.as_str()), ("name", name.as_str())];
-        Ok(get_item(&self.client, self.tables.name(Table::Counters), &key).await?.is_some())
+        counters::exists(&self.client, &self.tables, tenant, &counter_name(None, Some(workflow))).await
     }
 
     /// A condition that execution `id` exists and is running, for a transaction that
