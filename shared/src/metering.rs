@@ -26,6 +26,7 @@ tokio::task_local! {
     static USAGE: Cell<Usage>;
     static ACCESSES: std::cell::RefCell<Vec<Access>>;
     static TIMELINE: std::cell::RefCell<Vec<(Instant, Instant)>>;
+    static WRITES: std::cell::RefCell<Vec<WriteCall>>;
 }
 
 /// The DynamoDB round trips of a piece of work.
@@ -92,6 +93,128 @@ pub async fn recorded<T>(work: impl Future<Output = T>) -> (T, Vec<Access>) {
             (output, ACCESSES.with(|a| a.borrow().clone()))
         })
         .await
+}
+
+/// One item a write call writes (or, for a `ConditionCheck`, reads in a transaction).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Written {
+    /// `Put`, `Update`, `Delete` or `ConditionCheck`.
+    pub kind: String,
+    /// The table's full name.
+    pub table: String,
+    /// The item's key as sent, attribute by attribute (name, value as text).
+    pub key: Vec<(String, String)>,
+    /// Every attribute a `Put` sends (name, value as text); none for the other kinds.
+    pub attributes: Vec<(String, String)>,
+    /// The size of what the call sends of the item (a `Put`'s whole item; for the
+    /// other kinds its key and values), as DynamoDB counts item sizes.
+    pub bytes: usize,
+}
+
+/// One DynamoDB write call and what it wrote.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WriteCall {
+    /// `TransactWriteItems`, `PutItem`, `UpdateItem`, `DeleteItem` or `BatchWriteItem`.
+    pub operation: String,
+    /// Its items.
+    pub items: Vec<Written>,
+    /// The capacity units DynamoDB reported for it, indexes included.
+    pub capacity: f64,
+}
+
+/// Runs `work` (in this task) and lists every DynamoDB write call it made, with the
+/// items each wrote and the capacity each consumed. For the capacity benchmark: which
+/// items and partitions each operation writes.
+pub async fn writes_of<T>(work: impl Future<Output = T>) -> (T, Vec<WriteCall>) {
+    WRITES
+        .scope(std::cell::RefCell::new(Vec::new()), async {
+            let output = work.await;
+            (output, WRITES.with(|w| w.borrow().clone()))
+        })
+        .await
+}
+
+/// The write call of `operation` with `body`, without its capacity (`None`: not a write).
+fn write_call(operation: &str, body: &[u8]) -> Option<WriteCall> {
+    const WRITES: &[&str] = &["TransactWriteItems", "PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem"];
+    if !WRITES.contains(&operation) {
+        return None;
+    }
+    let body = serde_json::from_slice::<Value>(body).ok()?;
+    let text = |value: &Value| match value.as_object().and_then(|v| v.iter().next()) {
+        Some((_, Value::String(s))) => s.clone(),
+        Some((_, other)) => other.to_string(),
+        None => String::new(),
+    };
+    let pairs = |map: &Value| -> Vec<(String, String)> {
+        map.as_object().into_iter().flatten().map(|(name, value)| (name.clone(), text(value))).collect()
+    };
+    let size = |values: &[&Value]| -> usize {
+        values
+            .iter()
+            .filter_map(|v| v.as_object())
+            .flatten()
+            .map(|(name, value)| name.len() + attribute_size(value))
+            .sum()
+    };
+    let one = |kind: &str, op: &Value| -> Written {
+        let put = kind == "Put";
+        let key = if put { Vec::new() } else { pairs(&op["Key"]) };
+        Written {
+            kind: kind.to_owned(),
+            table: op["TableName"].as_str().unwrap_or_default().to_owned(),
+            key,
+            attributes: if put { pairs(&op["Item"]) } else { Vec::new() },
+            bytes: if put { size(&[&op["Item"]]) } else { size(&[&op["Key"], &op["ExpressionAttributeValues"]]) },
+        }
+    };
+    let items = match operation {
+        "TransactWriteItems" => body["TransactItems"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|item| item.as_object()?.iter().next().map(|(kind, op)| one(kind, op)))
+            .collect(),
+        "BatchWriteItem" => body["RequestItems"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .flat_map(|(table, requests)| {
+                requests.as_array().into_iter().flatten().filter_map(move |request| {
+                    let (kind, op) = request.as_object()?.iter().next()?;
+                    let mut op = op.clone();
+                    op["TableName"] = Value::String(table.clone());
+                    Some(one(if kind == "PutRequest" { "Put" } else { "Delete" }, &op))
+                })
+            })
+            .collect(),
+        other => vec![one(other.trim_end_matches("Item"), &body)],
+    };
+    Some(WriteCall { operation: operation.to_owned(), items, capacity: 0.0 })
+}
+
+/// The size DynamoDB counts for one attribute value in its JSON form (strings and
+/// binaries by their bytes, numbers about their digits, maps and lists with their
+/// members and 3 bytes each of overhead).
+fn attribute_size(value: &Value) -> usize {
+    let Some((kind, inner)) = value.as_object().and_then(|v| v.iter().next()) else { return 0 };
+    match (kind.as_str(), inner) {
+        ("S" | "N", Value::String(s)) => s.len(),
+        // Base64 in JSON: the bytes it stands for.
+        ("B", Value::String(s)) => s.len() / 4 * 3,
+        ("M", Value::Object(map)) => 3 + map.iter().map(|(name, v)| 1 + name.len() + attribute_size(v)).sum::<usize>(),
+        ("L", Value::Array(list)) => 3 + list.iter().map(|v| 1 + attribute_size(v)).sum::<usize>(),
+        ("SS" | "NS", Value::Array(list)) => list.iter().filter_map(Value::as_str).map(str::len).sum(),
+        _ => 1,
+    }
+}
+
+/// Which entry of the work's [`WriteCall`]s a call is (kept in the SDK's per-call state).
+#[derive(Debug, Clone, Copy)]
+struct WriteIndex(usize);
+
+impl aws_smithy_types::config_bag::Storable for WriteIndex {
+    type Storer = aws_smithy_types::config_bag::StoreReplace<Self>;
 }
 
 /// The permissions one call of `operation` with `body` needs.
@@ -207,6 +330,14 @@ impl Intercept for CapacityMeter {
             let found = request.body().bytes().map(|body| accesses(&operation, body)).unwrap_or_default();
             list.borrow_mut().extend(found);
         });
+        // Only under `writes_of` (benchmarks).
+        let _ = WRITES.try_with(|list| {
+            if let Some(call) = request.body().bytes().and_then(|body| write_call(&operation, body)) {
+                let mut list = list.borrow_mut();
+                cfg.interceptor_state().store_put(WriteIndex(list.len()));
+                list.push(call);
+            }
+        });
         if !METERED.contains(&operation.as_str()) {
             return Ok(());
         }
@@ -238,6 +369,13 @@ impl Intercept for CapacityMeter {
         }
         let capacity = context.response().body().bytes().map_or(0.0, consumed);
         add(Usage { calls: 1, capacity });
+        if let Some(WriteIndex(index)) = cfg.load::<WriteIndex>() {
+            let _ = WRITES.try_with(|list| {
+                if let Some(call) = list.borrow_mut().get_mut(*index) {
+                    call.capacity = capacity;
+                }
+            });
+        }
         Ok(())
     }
 }
@@ -333,6 +471,26 @@ mod tests {
         })
         .await;
         assert_eq!(outer, Usage { calls: 3, capacity: 1.5 });
+    }
+
+    #[test]
+    fn a_transaction_is_read_as_the_items_it_writes_with_their_sizes() {
+        let body = br#"{"TransactItems":[
+            {"Put":{"TableName":"t-executions","Item":{"tenant_id":{"S":"ten_a"},"id":{"S":"exec_1"},"n":{"N":"12"}}}},
+            {"Update":{"TableName":"t-counters","Key":{"tenant_id":{"S":"ten_a#03"},"name":{"S":"executions"}},
+              "UpdateExpression":"ADD #a0 :d0","ExpressionAttributeValues":{":d0":{"N":"1"}}}},
+            {"ConditionCheck":{"TableName":"t-api-keys","Key":{"key_hash":{"S":"ab"}}}}]}"#;
+        let call = write_call("TransactWriteItems", body).expect("a write");
+        let kinds: Vec<&str> = call.items.iter().map(|i| i.kind.as_str()).collect();
+        assert_eq!(kinds, ["Put", "Update", "ConditionCheck"]);
+        let put = &call.items[0];
+        assert_eq!(put.bytes, "tenant_id".len() + 5 + "id".len() + 6 + 1 + 2);
+        assert!(put.attributes.contains(&("id".to_owned(), "exec_1".to_owned())));
+        assert_eq!(call.items[1].key[0], ("tenant_id".to_owned(), "ten_a#03".to_owned()));
+        assert_eq!(call.items[2].table, "t-api-keys");
+        assert!(write_call("GetItem", br#"{"TableName":"t"}"#).is_none(), "a read is not a write");
+        let single = write_call("UpdateItem", br#"{"TableName":"t","Key":{"k":{"S":"v"}}}"#).expect("a write");
+        assert_eq!(single.items[0].kind, "Update");
     }
 
     #[test]
