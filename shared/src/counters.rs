@@ -304,32 +304,47 @@ pub async fn fold_legacy(client: &Client, tables: &Tables, tenant: Option<&str>)
 }
 
 /// Folds one item of the earlier model into shard 0; `false` for an item of the sharded
-/// model, or one another run folded first.
+/// model, or one another run folded first. The old item is deleted only while it holds
+/// what was read (an instance of the earlier version may still add to it during a
+/// deploy): else it is read again and folded as it is then.
 async fn fold_one(client: &Client, tables: &Tables, item: &Item) -> Result<bool, StoreError> {
     let text = |name: &str| item.get(name).and_then(|v| v.as_s().ok()).cloned();
     let (Some(tenant), Some(name)) = (text("tenant_id"), text("name")) else { return Ok(false) };
     if tenant.contains('#') {
         return Ok(false);
     }
-    let mut change = CounterChange::default();
-    for (attribute, value) in item {
-        let Ok(number) = value.as_n() else { continue };
-        let delta: i64 = number.parse().map_err(|_| StoreError::Corrupt(format!("counter {name} = {number}")))?;
-        change.0.insert(format!("{name}{ATTRIBUTE_MARK}{attribute}"), delta);
+    let table = tables.name(Table::Counters);
+    let mut item = item.clone();
+    for _ in 0..crate::dynamo::RACE_ATTEMPTS {
+        let mut change = CounterChange::default();
+        let mut delete = Delete::builder().table_name(table).key("tenant_id", s(&tenant)).key("name", s(&name));
+        let mut held = vec!["attribute_exists(tenant_id)".to_owned()];
+        for (i, (attribute, value)) in item.iter().enumerate() {
+            let Ok(number) = value.as_n() else { continue };
+            let delta: i64 = number.parse().map_err(|_| StoreError::Corrupt(format!("counter {name} = {number}")))?;
+            // Zero too: the item's existence says the counter was written (`exists`).
+            change.0.insert(format!("{name}{ATTRIBUTE_MARK}{attribute}"), delta);
+            held.push(format!("#a{i} = :v{i}"));
+            delete = delete
+                .expression_attribute_names(format!("#a{i}"), attribute)
+                .expression_attribute_values(format!(":v{i}"), n(delta));
+        }
+        let mut operations = change.transact_items_in(tables, &tenant, 0)?;
+        let delete = delete.condition_expression(held.join(" AND "));
+        operations.push(TransactWriteItem::builder().delete(built(delete.build())?).build());
+        match crate::dynamo::transact(client, operations).await {
+            Ok(()) => return Ok(true),
+            Err(StoreError::ConditionFailed { .. }) => {
+                let key = [("tenant_id", tenant.as_str()), ("name", name.as_str())];
+                match crate::dynamo::get_item(client, table, &key).await? {
+                    Some(now) => item = now,
+                    None => return Ok(false),
+                }
+            }
+            Err(e) => return Err(e),
+        }
     }
-    change.0.retain(|_, delta| *delta != 0);
-    let mut operations = change.transact_items_in(tables, &tenant, 0)?;
-    let delete = Delete::builder()
-        .table_name(tables.name(Table::Counters))
-        .key("tenant_id", s(&tenant))
-        .key("name", s(&name))
-        .condition_expression("attribute_exists(tenant_id)");
-    operations.push(TransactWriteItem::builder().delete(built(delete.build())?).build());
-    match crate::dynamo::transact(client, operations).await {
-        Ok(()) => Ok(true),
-        Err(StoreError::ConditionFailed { .. }) => Ok(false),
-        Err(e) => Err(e),
-    }
+    Err(StoreError::Conflict)
 }
 
 #[cfg(test)]

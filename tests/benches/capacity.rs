@@ -126,11 +126,12 @@ fn summarize(ops: &[Op], schemas: &Schemas, prefix: &str, tenant: &str) -> Summa
             for item in &call.items {
                 let cost = f64::from(u32::try_from(item.bytes.div_ceil(1024).max(1)).unwrap_or(u32::MAX)) * per_kb;
                 units += cost;
-                if item.kind == "ConditionCheck" {
+                let check = item.kind == "ConditionCheck";
+                if check {
                     checks += 1;
-                    continue;
+                } else {
+                    written += 1;
                 }
-                written += 1;
                 let table = item.table.strip_prefix(prefix).unwrap_or(&item.table);
                 let (key_names, indexes) = schemas.get(&item.table).cloned().unwrap_or_default();
                 let pairs = if item.kind == "Put" { &item.attributes } else { &item.key };
@@ -146,7 +147,7 @@ fn summarize(ops: &[Op], schemas: &Schemas, prefix: &str, tenant: &str) -> Summa
                     }
                 }
                 let label = format!("{table} {}", key.join(" "));
-                if !label.contains("exec_") {
+                if !check && !label.contains("exec_") {
                     seen_items.insert(label);
                 }
             }

@@ -79,6 +79,7 @@ async fn drive_every_route(api: &Api, key: &str, tenant: &str) {
     let c4 = id(api.post(key, "/checkpoints", &keyed_cp).await.expect(201));
     api.post(key, "/checkpoints", &keyed_cp).await.expect(200);
     api.get(key, &format!("/checkpoints?execution_id={e4}&key=cp-1")).await.expect(200);
+    api.get(key, &format!("/checkpoints?workflow_id={wf}&key=cp-1")).await.expect(200);
     api.post(key, &format!("/checkpoints/{c4}/writes"), &writes(json!(noise))).await.expect(200);
     api.post(key, "/checkpoints", &json!({"execution_id": e4, "key": "cp-2", "state": {}})).await.expect(201);
     api.delete(key, &format!("/checkpoints/{c4}")).await.expect(204);
