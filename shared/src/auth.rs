@@ -397,6 +397,9 @@ struct Known {
     room: std::collections::HashMap<TenantId, (i64, u32)>,
     /// Tenant -> the highest keys epoch a finished count or look at the standing returned.
     epochs: std::collections::HashMap<TenantId, u64>,
+    /// Tenant -> its limit a minute as its standing last told it (its plan's, or the
+    /// instance's own), which says how many shards its count is spread over.
+    limits: std::collections::HashMap<TenantId, u32>,
 }
 
 #[derive(Debug)]
@@ -482,6 +485,22 @@ impl KnownKeys {
             known.room.insert(tenant.clone(), (window, left));
         }
         self.note_epoch(tenant, keys_epoch);
+    }
+
+    /// The limit a minute `tenant`'s standing last told this instance.
+    #[must_use]
+    pub fn limit(&self, tenant: &TenantId) -> Option<u32> {
+        self.0.lock().ok()?.limits.get(tenant).copied()
+    }
+
+    /// Notes the limit a minute a count or a read of `tenant`'s standing returned.
+    pub fn note_limit(&self, tenant: &TenantId, limit: u32) {
+        if let Ok(mut known) = self.0.lock() {
+            if known.limits.len() >= Self::MAX {
+                known.limits.clear();
+            }
+            known.limits.insert(tenant.clone(), limit);
+        }
     }
 
     /// Notes a keys epoch of `tenant` that a count or a read of its standing returned.

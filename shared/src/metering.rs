@@ -440,6 +440,32 @@ pub fn emf(function: &str, metrics: &RequestMetrics<'_>, timestamp_ms: i64) -> V
     })
 }
 
+/// Reports a request that was answered but not counted against its tenant's rate limit
+/// (its count's update failed or ran out of time): a warning, and under Lambda an EMF
+/// line of the metric `RateLimitUncounted`, so that an operator sees how many went
+/// uncounted (docs/rate-limits.md).
+pub fn uncounted(why: &str) {
+    tracing::warn!(error = why, "rate limit not counted");
+    if let Some(function) = function_name() {
+        println!("{}", uncounted_emf(function, chrono::Utc::now().timestamp_millis()));
+    }
+}
+
+fn uncounted_emf(function: &str, timestamp_ms: i64) -> Value {
+    json!({
+        "_aws": {
+            "Timestamp": timestamp_ms,
+            "CloudWatchMetrics": [{
+                "Namespace": "Cairn",
+                "Dimensions": [["Function"]],
+                "Metrics": [{"Name": "RateLimitUncounted", "Unit": "Count"}]
+            }]
+        },
+        "Function": function,
+        "RateLimitUncounted": 1,
+    })
+}
+
 /// Prints the request's EMF line to stdout, where Lambda sends it to CloudWatch Logs
 /// (which turns it into metrics). Nothing outside Lambda.
 pub fn publish(metrics: &RequestMetrics<'_>) {
@@ -502,6 +528,13 @@ mod tests {
         assert_eq!(critical_path(&[(0, 2), (2, 4), (4, 6), (3, 7)]), 3);
         // A long call beside a chain of two: the chain is the path.
         assert_eq!(critical_path(&[(0, 10), (0, 4), (5, 9)]), 2);
+    }
+
+    #[test]
+    fn an_uncounted_request_is_a_metric_of_its_function() {
+        let doc = uncounted_emf("executions", 5);
+        assert_eq!(doc["_aws"]["CloudWatchMetrics"][0]["Metrics"][0]["Name"], "RateLimitUncounted");
+        assert_eq!((doc["RateLimitUncounted"].clone(), doc["Function"].clone()), (json!(1), json!("executions")));
     }
 
     #[test]

@@ -25,6 +25,19 @@
 //! tells it whether any key of its tenant was revoked since its instance last saw its
 //! key live ([`crate::http`]), with no read of the key.
 //!
+//! **Shards.** A limit above [`PER_SHARD`] a minute is spread over up to [`SHARDS`]
+//! standing items in as many partitions (shard 0 is the item above; shard *k* has
+//! `tenant_id` = `ten_…#kk`), so that no item takes more than [`PER_SHARD`] counts a
+//! minute: shard *k* of *n* takes its share of the limit ([`Slot::quota`]). A request
+//! looks at two shards chosen at random and is counted in the one with more room (the
+//! power of two choices keeps the shards within a few counts of each other), so the
+//! tenant is refused when about its whole limit is used, never much before. With a limit
+//! of [`PER_SHARD`] or less there is one shard, counted exactly as before. The keys
+//! epoch and the plan's limit are written to all [`SHARDS`] items in the transaction
+//! that changes them, so any shard tells them; the epoch also to an epoch item beside
+//! each shard ([`EPOCH`]), which no count writes: a write proves its key live by a
+//! condition on one of those ([`crate::gate`]).
+//!
 //! Items of the earlier model (one per tenant and minute, `window` = the minute) are no
 //! longer written; their `expires_at` lets DynamoDB's TTL remove them.
 
@@ -47,6 +60,57 @@ pub fn per_minute_from_env() -> u32 {
     std::env::var("RATE_LIMIT_PER_MINUTE").ok().and_then(|v| v.parse().ok()).unwrap_or(DEFAULT_PER_MINUTE)
 }
 
+/// Requests a minute one shard of a tenant's standing takes at most.
+pub const PER_SHARD: u32 = 3_750;
+
+/// The most shards a tenant's standing is spread over; the keys epoch and the plan's
+/// limit are on every one.
+pub const SHARDS: u8 = 16;
+
+/// How many shards a tenant's standing is counted in at `limit` a minute.
+#[must_use]
+pub fn shards_for(limit: u32) -> u8 {
+    u8::try_from(limit.div_ceil(PER_SHARD).clamp(1, u32::from(SHARDS))).unwrap_or(SHARDS)
+}
+
+/// Where a request is counted: shard `shard` of the `shards` the tenant's count is
+/// spread over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Slot {
+    /// The shard, below `shards`.
+    pub shard: u8,
+    /// How many shards the count is spread over.
+    pub shards: u8,
+}
+
+impl Slot {
+    /// The one shard of a limit of [`PER_SHARD`] or less.
+    pub const FIRST: Self = Self { shard: 0, shards: 1 };
+
+    /// This shard's share of `limit`: the limit divided by the shards, the remainder to
+    /// the first ones, so that the shares add up to the limit.
+    #[must_use]
+    pub fn quota(self, limit: u32) -> u32 {
+        let shards = u32::from(self.shards.max(1));
+        limit / shards + u32::from(u32::from(self.shard) < limit % shards)
+    }
+
+    /// Two slots at random of a count spread over `shards` (the same one twice when
+    /// there is one).
+    #[must_use]
+    pub fn two_at_random(shards: u8) -> [Self; 2] {
+        let shards = shards.max(1);
+        let x = getrandom::u32().unwrap_or(0);
+        let pick = |bits: u32| u8::try_from(bits % u32::from(shards)).unwrap_or(0);
+        let first = pick(x & 0xffff);
+        let mut second = pick(x >> 16);
+        if shards > 1 && second == first {
+            second = (first + 1) % shards;
+        }
+        [Self { shard: first, shards }, Self { shard: second, shards }]
+    }
+}
+
 /// Where a tenant stands in the current window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Standing {
@@ -64,6 +128,8 @@ pub struct Standing {
     /// every revocation of one of the tenant's keys ([`keys_changed`]). `None`: not read
     /// from DynamoDB ([`Standing::used_up`]).
     pub keys_epoch: Option<u64>,
+    /// The shard the request is counted in.
+    pub slot: Slot,
 }
 
 impl Standing {
@@ -73,19 +139,24 @@ impl Standing {
     #[must_use]
     pub fn used_up(limit: u32, now: i64) -> Self {
         let window = now.div_euclid(60);
-        Self { limit, remaining: 0, reset: reset(window, now), exceeded: true, window, keys_epoch: None }
+        let slot = Slot::FIRST;
+        Self { limit, remaining: 0, reset: reset(window, now), exceeded: true, window, keys_epoch: None, slot }
     }
 
-    /// The standing of a request in `window` (of `now`) that is the `used`-th of it, at
-    /// keys epoch `keys_epoch`.
-    fn with(limit: u32, window: i64, now: i64, used: u64, keys_epoch: u64) -> Self {
+    /// The standing of a request in `window` (of `now`) that is the `used`-th of its
+    /// shard `slot`, at keys epoch `keys_epoch`. With several shards, `remaining` is what
+    /// this shard has left times the shards: an estimate of the tenant's.
+    fn with(limit: u32, slot: Slot, window: i64, now: i64, used: u64, keys_epoch: u64) -> Self {
+        let quota = u64::from(slot.quota(limit));
+        let left = quota.saturating_sub(used) * u64::from(slot.shards.max(1));
         Self {
             limit,
-            remaining: u32::try_from(u64::from(limit).saturating_sub(used)).unwrap_or(0),
+            remaining: u32::try_from(left.min(u64::from(limit))).unwrap_or(0),
             reset: reset(window, now),
-            exceeded: used > u64::from(limit),
+            exceeded: used > quota,
             window,
             keys_epoch: Some(keys_epoch),
+            slot,
         }
     }
 
@@ -113,11 +184,12 @@ fn number<T: std::str::FromStr>(item: &std::collections::HashMap<String, Attribu
 }
 
 /// Where `tenant` stands for one more request at `now` (Unix seconds), by one strongly
-/// consistent read of its standing item: the requests counted in the current window
-/// (or in a later one a clock ahead of ours started), and the keys epoch. The request
-/// is not counted by this ([`count`] does, after the answer): `remaining` is what the
-/// window will have left once it is, unless requests in flight elsewhere are counted
-/// first.
+/// consistent read of the standing shards `slots` (one or two, [`Slot::two_at_random`]):
+/// the requests counted in the current window (or in a later one a clock ahead of ours
+/// started) in the shard with more room, which the request is then counted in, and the
+/// keys epoch. The request is not counted by this ([`count`] does, after the answer):
+/// `remaining` is what the window will have left once it is, unless requests in flight
+/// elsewhere are counted first.
 ///
 /// # Errors
 /// The read's [`StoreError`].
@@ -127,37 +199,81 @@ pub async fn look(
     tenant: &TenantId,
     limit: u32,
     now: i64,
+    slots: &[Slot],
 ) -> Result<Standing, StoreError> {
-    let item = client
-        .get_item()
-        .table_name(tables.name(Table::RateLimits))
-        .set_key(Some(standing_key(tenant)))
-        .consistent_read(true)
-        .send()
-        .await
-        .map_err(classify)?
-        .item
-        .unwrap_or_default();
-    Ok(standing_of(&item, limit, now))
+    let table = tables.name(Table::RateLimits);
+    // One shard: one GetItem; two: one BatchGetItem.
+    if let [slot] = slots {
+        let read = client.get_item().table_name(table).set_key(Some(standing_key(tenant, slot.shard)));
+        let item = read.consistent_read(true).send().await.map_err(classify)?.item.unwrap_or_default();
+        return Ok(standing_among(&[item], slots, limit, now));
+    }
+    let keys = slots.iter().map(|slot| standing_key(tenant, slot.shard)).collect();
+    let found = crate::dynamo::get_batch(client, std::collections::HashMap::from([(table.to_owned(), keys)])).await?;
+    Ok(standing_among(found.get(table).map_or(&[][..], Vec::as_slice), slots, limit, now))
 }
 
-/// The key of `tenant`'s standing item (read by [`look`], or with a request's own first
-/// read in one call, [`crate::gate`]).
+/// The key of shard `shard` of `tenant`'s standing (read by [`look`], or with a
+/// request's own first read in one call, [`crate::gate`]). Shard 0 is the standing of a
+/// limit with one shard.
 #[must_use]
-pub fn standing_key(tenant: &TenantId) -> std::collections::HashMap<String, AttributeValue> {
-    std::collections::HashMap::from([("tenant_id".to_owned(), s(tenant.as_str())), ("window".to_owned(), n(STANDING))])
+pub fn standing_key(tenant: &TenantId, shard: u8) -> std::collections::HashMap<String, AttributeValue> {
+    key_of(tenant.as_str(), shard)
 }
 
-/// What the standing item `item` (empty when there is none) says of one more request
-/// at `now`, as [`look`] answers.
+fn key_of(tenant: &str, shard: u8) -> std::collections::HashMap<String, AttributeValue> {
+    let partition = if shard == 0 { tenant.to_owned() } else { format!("{tenant}#{shard:02}") };
+    std::collections::HashMap::from([("tenant_id".to_owned(), s(partition)), ("window".to_owned(), n(STANDING))])
+}
+
+/// The shard of a standing item (from its key).
+fn shard_of(item: &std::collections::HashMap<String, AttributeValue>) -> u8 {
+    let partition = item.get("tenant_id").and_then(|v| v.as_s().ok()).map_or("", String::as_str);
+    partition.rsplit_once('#').and_then(|(_, shard)| shard.parse().ok()).unwrap_or(0)
+}
+
+/// What the standing shards `items` (those of `slots` that exist) say of one more
+/// request at `now`: the standing in the slot with the most room (the first on a tie).
 #[must_use]
-pub fn standing_of(item: &std::collections::HashMap<String, AttributeValue>, limit: u32, now: i64) -> Standing {
+pub fn standing_among(
+    items: &[std::collections::HashMap<String, AttributeValue>],
+    slots: &[Slot],
+    limit: u32,
+    now: i64,
+) -> Standing {
+    let empty = std::collections::HashMap::new();
+    let mut best: Option<Standing> = None;
+    let mut epoch = 0;
+    for slot in slots {
+        let item = items.iter().find(|item| shard_of(item) == slot.shard).unwrap_or(&empty);
+        let standing = standing_in(item, *slot, limit, now);
+        epoch = epoch.max(standing.keys_epoch.unwrap_or(0));
+        let room = |s: &Standing| (!s.exceeded, s.remaining);
+        if best.as_ref().is_none_or(|b| room(&standing) > room(b)) {
+            best = Some(standing);
+        }
+    }
+    let mut best = best.unwrap_or_else(|| standing_in(&empty, Slot::FIRST, limit, now));
+    best.keys_epoch = Some(epoch);
+    best
+}
+
+/// What the standing item `item` of `slot` (empty when there is none) says of one more
+/// request at `now`, as [`look`] answers.
+#[must_use]
+pub fn standing_in(
+    item: &std::collections::HashMap<String, AttributeValue>,
+    slot: Slot,
+    limit: u32,
+    now: i64,
+) -> Standing {
     let current = now.div_euclid(60);
     let (window, used) = match number::<i64>(item, "counted_window") {
         Some(stored) if stored >= current => (stored, number::<u64>(item, "requests").unwrap_or(0)),
         _ => (current, 0),
     };
-    Standing::with(limit_of(item, limit), window, now, used.saturating_add(1), number(item, "keys_epoch").unwrap_or(0))
+    let epoch = number(item, "keys_epoch").unwrap_or(0);
+    Standing::with(limit_of(item, limit), slot, window, now, used.saturating_add(1), epoch)
 }
 
 /// The limit of the tenant whose standing is `item`: its plan's (`per_minute`) when
@@ -167,26 +283,35 @@ pub fn limit_of(item: &std::collections::HashMap<String, AttributeValue>, defaul
     number::<u32>(item, "per_minute").map_or(default, |plan| plan.max(default))
 }
 
-/// The operation that, in the transaction storing `tenant`'s subscription, sets its
-/// plan's limit on its standing (`Some`), or removes it when no subscription is live.
+/// The operations that, in the transaction storing `tenant`'s subscription, set its
+/// plan's limit on every shard of its standing (`Some`), or remove it when no
+/// subscription is live.
 ///
 /// # Errors
-/// [`StoreError::Other`] if the operation cannot be built (a bug).
-pub fn plan_limit(tables: &Tables, tenant: &str, per_minute: Option<u32>) -> Result<TransactWriteItem, StoreError> {
-    let update = Update::builder()
-        .table_name(tables.name(Table::RateLimits))
-        .key("tenant_id", s(tenant))
-        .key("window", n(STANDING));
-    let update = match per_minute {
-        Some(limit) => {
-            update.update_expression("SET per_minute = :limit").expression_attribute_values(":limit", n(limit))
-        }
-        None => update.update_expression("REMOVE per_minute"),
-    };
-    Ok(TransactWriteItem::builder().update(built(update.build())?).build())
+/// [`StoreError::Other`] if an operation cannot be built (a bug).
+pub fn plan_limit(
+    tables: &Tables,
+    tenant: &str,
+    per_minute: Option<u32>,
+) -> Result<Vec<TransactWriteItem>, StoreError> {
+    (0..SHARDS)
+        .map(|shard| {
+            let update =
+                Update::builder().table_name(tables.name(Table::RateLimits)).set_key(Some(key_of(tenant, shard)));
+            let update = match per_minute {
+                Some(limit) => {
+                    update.update_expression("SET per_minute = :limit").expression_attribute_values(":limit", n(limit))
+                }
+                None => update.update_expression("REMOVE per_minute"),
+            };
+            Ok(TransactWriteItem::builder().update(built(update.build())?).build())
+        })
+        .collect()
 }
 
-/// Counts this request in the tenant's current window (`now` in Unix seconds). A clock
+/// Counts this request in the tenant's current window (`now` in Unix seconds), in the
+/// standing shard of `slot` (the one its look chose), against `limit` unless the shard
+/// says the tenant's plan allows more. A clock
 /// behind the one that started the stored window counts in the stored window.
 /// `last_counted`: the window this instance last counted the tenant in, if it knows.
 ///
@@ -210,7 +335,7 @@ pub async fn count(
     client: &Client,
     tables: &Tables,
     tenant: &TenantId,
-    limit: u32,
+    (limit, slot): (u32, Slot),
     now: i64,
     last_counted: Option<i64>,
 ) -> Result<Standing, StoreError> {
@@ -220,7 +345,7 @@ pub async fn count(
         _ => Next::Add,
     };
     let token = uuid::Uuid::now_v7().to_string();
-    let update = |window, step| update(client, tables, tenant, window, step, &token);
+    let update = |window, step| update(client, tables, (tenant, slot.shard), window, step, &token);
     for _ in 0..4 {
         let counted = match next {
             Next::Add => update(window, Step::Add).await?,
@@ -237,7 +362,7 @@ pub async fn count(
             Counted::In(item) => {
                 let used = number::<u64>(&item, "requests").unwrap_or(1);
                 let epoch = number(&item, "keys_epoch").unwrap_or(0);
-                return Ok(Standing::with(limit_of(&item, limit), window, now, used, epoch));
+                return Ok(Standing::with(limit_of(&item, limit), slot, window, now, used, epoch));
             }
             // Stored: this window or a later one (a clock ahead of ours) counts this request.
             Counted::Elsewhere(Some(stored)) if stored >= window => (window, next) = (stored, Next::Add),
@@ -275,7 +400,7 @@ enum Step {
 async fn update(
     client: &Client,
     tables: &Tables,
-    tenant: &TenantId,
+    (tenant, shard): (&TenantId, u8),
     window: i64,
     step: Step,
     token: &str,
@@ -293,8 +418,7 @@ async fn update(
     let sent = client
         .update_item()
         .table_name(tables.name(Table::RateLimits))
-        .key("tenant_id", s(tenant.as_str()))
-        .key("window", n(STANDING))
+        .set_key(Some(standing_key(tenant, shard)))
         .update_expression(update)
         .condition_expression(condition)
         .expression_attribute_values(":one", n(1))
@@ -324,21 +448,159 @@ fn counted(
     }
 }
 
-/// The operation that, in the transaction revoking a key of `tenant`, moves the
-/// tenant's keys epoch on, so that every warm instance's next count of the tenant tells
-/// it to read its key again.
+/// The operations that, in the transaction revoking a key of `tenant`, move the tenant's
+/// keys epoch on in every shard of its standing, so that every warm instance's next look
+/// at any shard tells it to read its key again, and every write proving its key by an
+/// earlier epoch fails its condition ([`epoch_check`]).
 ///
 /// # Errors
-/// [`StoreError::Other`] if the operation cannot be built (a bug).
-pub fn keys_changed(tables: &Tables, tenant: &str) -> Result<TransactWriteItem, StoreError> {
-    let update = Update::builder()
+/// [`StoreError::Other`] if an operation cannot be built (a bug).
+pub fn keys_changed(tables: &Tables, tenant: &str) -> Result<Vec<TransactWriteItem>, StoreError> {
+    (0..SHARDS)
+        .flat_map(|shard| [key_of(tenant, shard), epoch_key(tenant, shard)])
+        .map(|key| {
+            let update = Update::builder()
+                .table_name(tables.name(Table::RateLimits))
+                .set_key(Some(key))
+                .update_expression("ADD keys_epoch :one")
+                .expression_attribute_values(":one", n(1))
+                .build();
+            Ok(TransactWriteItem::builder().update(built(update)?).build())
+        })
+        .collect()
+}
+
+/// The sort key of a shard's epoch item: the keys epoch alone, which writes check and only
+/// revocations write (a condition on an item that every count writes would make writes
+/// conflict with counts).
+pub const EPOCH: i64 = -1;
+
+/// The key of the epoch item of `tenant`'s standing shard `shard`.
+fn epoch_key(tenant: &str, shard: u8) -> std::collections::HashMap<String, AttributeValue> {
+    let mut key = key_of(tenant, shard);
+    key.insert("window".to_owned(), n(EPOCH));
+    key
+}
+
+/// The condition, for a write's transaction, that `tenant`'s keys epoch in the epoch item
+/// of standing shard `shard` is still `epoch`: no key of the tenant was revoked since.
+///
+/// # Errors
+/// [`StoreError::Other`] if it cannot be built (a bug).
+pub fn epoch_check(tables: &Tables, tenant: &TenantId, shard: u8, epoch: u64) -> Result<TransactWriteItem, StoreError> {
+    let check = aws_sdk_dynamodb::types::ConditionCheck::builder()
         .table_name(tables.name(Table::RateLimits))
-        .key("tenant_id", s(tenant))
-        .key("window", n(STANDING))
-        .update_expression("ADD keys_epoch :one")
-        .expression_attribute_values(":one", n(1))
-        .build();
-    Ok(TransactWriteItem::builder().update(built(update)?).build())
+        .set_key(Some(epoch_key(tenant.as_str(), shard)));
+    let check = if epoch == 0 {
+        check.condition_expression("attribute_not_exists(keys_epoch) OR keys_epoch = :epoch")
+    } else {
+        check.condition_expression("keys_epoch = :epoch")
+    };
+    let check = check.expression_attribute_values(":epoch", n(epoch)).build();
+    Ok(TransactWriteItem::builder().condition_check(built(check)?).build())
+}
+
+/// Whether `operation` writes a shard of `tenant`'s standing (a transaction that does
+/// cannot also check one: DynamoDB takes one operation per item).
+#[must_use]
+pub fn writes_standing(tables: &Tables, tenant: &TenantId, operation: &TransactWriteItem) -> bool {
+    let table = tables.name(Table::RateLimits);
+    let mine = |name: &str, key: &std::collections::HashMap<String, AttributeValue>| {
+        name == table
+            && key
+                .get("tenant_id")
+                .and_then(|v| v.as_s().ok())
+                .is_some_and(|p| p.split_once('#').map_or(p.as_str(), |(t, _)| t) == tenant.as_str())
+    };
+    operation.update().is_some_and(|o| mine(o.table_name(), o.key()))
+        || operation.put().is_some_and(|o| mine(o.table_name(), o.item()))
+        || operation.delete().is_some_and(|o| mine(o.table_name(), o.key()))
+}
+
+/// Copies the keys epoch and the plan's limit of each tenant's first standing shard (the
+/// standing of the earlier, one-item model) to its other shards (of `tenant` alone, when
+/// given), in one transaction conditioned on the first shard still holding them. Returns
+/// how many tenants' standings were spread. Safe while the service runs, and again.
+///
+/// # Errors
+/// The scans' and writes' [`StoreError`]s.
+pub async fn spread_standings(client: &Client, tables: &Tables, tenant: Option<&str>) -> Result<u64, StoreError> {
+    let table = tables.name(Table::RateLimits);
+    let (mut spread, mut start) = (0, None);
+    loop {
+        let (items, next) = crate::dynamo::page_of(client, table, tenant, None, start).await?;
+        for item in items {
+            let partition = item.get("tenant_id").and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
+            if partition.contains('#') || number::<i64>(&item, "window") != Some(STANDING) {
+                continue;
+            }
+            spread_one(client, tables, &partition, item).await?;
+            spread += 1;
+        }
+        match next {
+            Some(key) => start = Some(key),
+            None => return Ok(spread),
+        }
+    }
+}
+
+async fn spread_one(
+    client: &Client,
+    tables: &Tables,
+    tenant: &str,
+    mut first: std::collections::HashMap<String, AttributeValue>,
+) -> Result<(), StoreError> {
+    let table = tables.name(Table::RateLimits);
+    for _ in 0..crate::dynamo::RACE_ATTEMPTS {
+        let epoch: u64 = number(&first, "keys_epoch").unwrap_or(0);
+        let plan: Option<u32> = number(&first, "per_minute");
+        let held = match plan {
+            Some(_) => "keys_epoch = :epoch AND per_minute = :plan",
+            None if epoch == 0 => "attribute_not_exists(keys_epoch) AND attribute_not_exists(per_minute)",
+            None => "keys_epoch = :epoch AND attribute_not_exists(per_minute)",
+        };
+        let mut check = aws_sdk_dynamodb::types::ConditionCheck::builder()
+            .table_name(table)
+            .set_key(Some(key_of(tenant, 0)))
+            .condition_expression(held);
+        if held.contains(":epoch") {
+            check = check.expression_attribute_values(":epoch", n(epoch));
+        }
+        if let Some(plan) = plan {
+            check = check.expression_attribute_values(":plan", n(plan));
+        }
+        let mut operations = vec![TransactWriteItem::builder().condition_check(built(check.build())?).build()];
+        for shard in 0..SHARDS {
+            let epoch_item = Update::builder()
+                .table_name(table)
+                .set_key(Some(epoch_key(tenant, shard)))
+                .update_expression("SET keys_epoch = :epoch")
+                .expression_attribute_values(":epoch", n(epoch))
+                .build();
+            operations.push(TransactWriteItem::builder().update(built(epoch_item)?).build());
+            if shard == 0 {
+                continue;
+            }
+            let update = Update::builder().table_name(table).set_key(Some(key_of(tenant, shard)));
+            let update = match plan {
+                Some(plan) => update
+                    .update_expression("SET keys_epoch = :epoch, per_minute = :plan")
+                    .expression_attribute_values(":plan", n(plan)),
+                None => update.update_expression("SET keys_epoch = :epoch REMOVE per_minute"),
+            };
+            let update = update.expression_attribute_values(":epoch", n(epoch)).build();
+            operations.push(TransactWriteItem::builder().update(built(update)?).build());
+        }
+        match crate::dynamo::transact(client, operations).await {
+            Ok(()) => return Ok(()),
+            Err(StoreError::ConditionFailed { .. } | StoreError::Conflict) => {
+                let read = client.get_item().table_name(table).set_key(Some(key_of(tenant, 0))).consistent_read(true);
+                first = read.send().await.map_err(classify)?.item.unwrap_or_default();
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Err(StoreError::Conflict)
 }
 
 #[cfg(test)]
@@ -368,8 +630,8 @@ mod tests {
     fn a_look_counts_the_current_window_only_and_says_when_one_more_is_over() {
         let minute = 30_000_000;
         let now = minute * 60 + 15;
-        let look = |window, requests| standing_of(&item(window, requests, Some(4)), 5, now);
-        let fresh = standing_of(&item(None, 0, None), 5, now);
+        let look = |window, requests| standing_in(&item(window, requests, Some(4)), Slot::FIRST, 5, now);
+        let fresh = standing_in(&item(None, 0, None), Slot::FIRST, 5, now);
         assert_eq!((fresh.remaining, fresh.exceeded, fresh.window, fresh.keys_epoch), (4, false, minute, Some(0)));
         assert_eq!((look(Some(minute - 1), 5).remaining, look(Some(minute - 1), 5).exceeded), (4, false));
         let two = look(Some(minute), 2);
@@ -378,5 +640,47 @@ mod tests {
         assert_eq!((look(Some(minute), 5).remaining, look(Some(minute), 5).exceeded), (0, true), "one too many");
         let ahead = look(Some(minute + 1), 3);
         assert_eq!((ahead.window, ahead.remaining, ahead.reset), (minute + 1, 1, 60), "a clock ahead's window");
+    }
+
+    /// A limit is spread over shards of at most `PER_SHARD` a minute, whose shares add up
+    /// to it exactly; a small limit has one shard, counted as a whole.
+    #[test]
+    fn shards_share_the_limit_exactly_and_a_small_limit_has_one() {
+        assert_eq!((shards_for(0), shards_for(3), shards_for(1_200), shards_for(PER_SHARD)), (1, 1, 1, 1));
+        assert_eq!((shards_for(PER_SHARD + 1), shards_for(12_000), shards_for(60_000)), (2, 4, 16));
+        assert_eq!(shards_for(1_000_000), SHARDS);
+        for limit in [3, 1_200, 12_000, 12_001, 60_000, 1_000_003] {
+            let shards = shards_for(limit);
+            let total: u32 = (0..shards).map(|shard| Slot { shard, shards }.quota(limit)).sum();
+            assert_eq!(total, limit, "{limit}");
+            let largest = Slot { shard: 0, shards }.quota(limit);
+            assert!(largest <= PER_SHARD.max(limit.div_ceil(u32::from(SHARDS))), "{limit}: {largest}");
+        }
+        assert_eq!(Slot::FIRST.quota(3), 3);
+        for _ in 0..100 {
+            let [a, b] = Slot::two_at_random(16);
+            assert!(a.shard < 16 && b.shard < 16 && a.shard != b.shard);
+            assert_eq!(Slot::two_at_random(1), [Slot::FIRST; 2]);
+        }
+    }
+
+    /// Of two shards, the one with more room is counted in; the epoch is the highest
+    /// either holds; a shard with no item has all of its share.
+    #[test]
+    fn a_look_at_two_shards_takes_the_one_with_more_room() {
+        let minute = 30_000_000;
+        let now = minute * 60 + 15;
+        let shards = 4;
+        let (a, b) = (Slot { shard: 1, shards }, Slot { shard: 3, shards });
+        let mut fuller = item(Some(minute), 90, Some(2));
+        fuller.insert("tenant_id".to_owned(), s("ten_x#01"));
+        let mut emptier = item(Some(minute), 10, Some(2));
+        emptier.insert("tenant_id".to_owned(), s("ten_x#03"));
+        let looked = standing_among(&[fuller.clone(), emptier], &[a, b], 400, now);
+        assert_eq!((looked.slot, looked.remaining, looked.keys_epoch), (b, (100 - 11) * 4, Some(2)));
+        let missing = standing_among(&[fuller], &[a, b], 400, now);
+        assert_eq!((missing.slot, missing.remaining), (b, 99 * 4), "a shard never counted has its whole share");
+        let full = standing_in(&item(Some(minute), 100, None), a, 400, now);
+        assert!(full.exceeded, "the 101st of a share of 100");
     }
 }

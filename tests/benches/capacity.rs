@@ -161,8 +161,11 @@ fn summarize(ops: &[Op], schemas: &Schemas, prefix: &str, tenant: &str) -> Summa
             entry.0 += cost;
             entry.1 += 1;
         }
+        // By the item itself (two events are two items, whatever their ids look like),
+        // but a shard by its family, which takes 1/16 of what the family takes.
         for item in seen_items {
-            *items.entry(general(&item, tenant)).or_default() += 1;
+            let family = general(&item, tenant);
+            *items.entry(if family.contains("#{shard}") { family } else { item }).or_default() += 1;
         }
     }
     // A sharded partition ({tenant}#NN, chosen at random per write) takes its share of
@@ -175,7 +178,7 @@ fn summarize(ops: &[Op], schemas: &Schemas, prefix: &str, tenant: &str) -> Summa
         .unwrap_or_default();
     let hottest_item = items
         .iter()
-        .map(|(i, count)| (i.clone(), *count as f64 / n / spread(i)))
+        .map(|(i, count)| (general(i, tenant), *count as f64 / n / spread(&general(i, tenant))))
         .max_by(|a, b| a.1.total_cmp(&b.1))
         .unwrap_or_default();
     let mut millis: Vec<f64> = ops.iter().map(|o| o.millis).collect();

@@ -19,7 +19,7 @@
 //! divided by the raw calls the write itself needs: one GetItem of the execution and one
 //! TransactWriteItems of the same operations as the handler's, on copies of the items
 //! it wrote (the execution, the checkpoint's entries by id and by execution, the
-//! condition on the API key's item and, with a key, the key's record).
+//! condition on the tenant's keys epoch and, with a key, the key's record).
 //!
 //! Run with `make bench`. Goals: (a) <= 1.3 (issue 7), (b) <= 1.2 and the write <= 1.3
 //! (issue 16); (c) has none, it shows where the time goes.
@@ -40,8 +40,7 @@ use shared::time::SystemClock;
 /// lookup and the rate-limit window (`shared::rate_limit::count` is that one update).
 async fn edge_calls(client: &Client, tables: &Tables, key_hash: &str, tenant: &TenantId) {
     get_item(client, tables.name(Table::ApiKeys), &[("key_hash", key_hash)]).await.expect("key");
-    let now = chrono::Utc::now().timestamp();
-    shared::rate_limit::count(client, tables, tenant, 1_000_000, now, Some(now / 60)).await.expect("window");
+    count(client, tables, tenant).await;
 }
 
 /// The warm handler's one call before its answer made raw: the item and the tenant's
@@ -51,7 +50,7 @@ async fn batch(client: &Client, tables: &Tables, tenant: &TenantId, item: Table,
     let (own, standings) = (tables.name(item), tables.name(Table::RateLimits));
     let both = HashMap::from([
         (own.to_owned(), vec![key]),
-        (standings.to_owned(), vec![shared::rate_limit::standing_key(tenant)]),
+        (standings.to_owned(), vec![shared::rate_limit::standing_key(tenant, 0)]),
     ]);
     let found = shared::dynamo::get_batch(client, both).await.expect("read");
     assert!(found.get(own).is_some_and(|items| items.len() == 1), "the item");
@@ -61,7 +60,16 @@ async fn batch(client: &Client, tables: &Tables, tenant: &TenantId, item: Table,
 /// The count a warm handler makes after its answer, made raw.
 async fn count(client: &Client, tables: &Tables, tenant: &TenantId) {
     let now = chrono::Utc::now().timestamp();
-    shared::rate_limit::count(client, tables, tenant, 1_000_000, now, Some(now / 60)).await.expect("window");
+    shared::rate_limit::count(
+        client,
+        tables,
+        tenant,
+        (1_000_000, shared::rate_limit::Slot::FIRST),
+        now,
+        Some(now / 60),
+    )
+    .await
+    .expect("window");
 }
 
 /// CPU time this process has used, user and system, in milliseconds (`/proc/self/stat`,
@@ -238,10 +246,9 @@ async fn main() {
 /// table): the execution, the checkpoint's entry by id and by execution, and the
 /// `Idempotency-Key`'s record. [`WriteTemplates::write`] makes the write's own calls
 /// raw with copies under new keys: the execution's GetItem, then one transaction of the
-/// same operations the handler's has, the condition on the API key's item included.
+/// same operations the handler's has, the condition on the keys epoch included.
 struct WriteTemplates {
     tenant: String,
-    key_hash: String,
     execution: shared::dynamo::Item,
     by_id: shared::dynamo::Item,
     by_execution: shared::dynamo::Item,
@@ -281,7 +288,6 @@ impl WriteTemplates {
             .expect("idempotency records");
         Self {
             tenant: tenant.to_owned(),
-            key_hash: shared::auth::hash_key(key),
             execution,
             by_id: read(Table::Checkpoints, "entry", id.to_owned()).await,
             by_execution: read(Table::Checkpoints, "entry", by_execution).await,
@@ -320,11 +326,13 @@ impl WriteTemplates {
                 .expect("put");
             TransactWriteItem::builder().put(put).build()
         };
+        // The key proven live by the tenant's keys epoch (an epoch item of its standing).
         let key_live = ConditionCheck::builder()
-            .table_name(tables.name(Table::ApiKeys))
-            .key("key_hash", s(&self.key_hash))
-            .condition_expression("tenant_id = :tenant AND attribute_not_exists(revoked_at)")
-            .expression_attribute_values(":tenant", s(&self.tenant))
+            .table_name(tables.name(Table::RateLimits))
+            .key("tenant_id", s(&self.tenant))
+            .key("window", n(shared::rate_limit::EPOCH))
+            .condition_expression("attribute_not_exists(keys_epoch) OR keys_epoch = :epoch")
+            .expression_attribute_values(":epoch", n(0))
             .build()
             .expect("check");
         let mut operations = vec![

@@ -147,7 +147,10 @@ async fn a_function_answers_then_counts_the_request_before_it_asks_for_the_next(
     let tenant = shared::auth::trusted::tenant(&shared::ids::TenantKey::parse(&t.id).expect("tenant id"));
     let used = || async {
         let now = chrono::Utc::now().timestamp();
-        let standing = shared::rate_limit::look(&env.client, &env.tables, &tenant, 1000, now).await.expect("standing");
+        let standing =
+            shared::rate_limit::look(&env.client, &env.tables, &tenant, 1000, now, &[shared::rate_limit::Slot::FIRST])
+                .await
+                .expect("standing");
         999 - standing.remaining
     };
     api_tests::one_rate_limit_window().await;

@@ -413,7 +413,7 @@ async fn a_live_subscription_sets_the_plans_rate_limit_and_its_end_takes_it_back
             .client
             .get_item()
             .table_name(env.tables.name(shared::dynamo::Table::RateLimits))
-            .set_key(Some(shared::rate_limit::standing_key(&tenant)))
+            .set_key(Some(shared::rate_limit::standing_key(&tenant, 0)))
             .consistent_read(true)
             .send();
         read.await.expect("read").item.unwrap_or_default()
