@@ -55,6 +55,10 @@ tenant=$("$admin" tenant create --name "client bench")
 CAIRN_API_KEY=$("$admin" key create --tenant "$tenant") CAIRN_API_URL="http://127.0.0.1:$api_port/api/v1" \
   "$LOCAL/client-venv/bin/python" clients/python/bench/overhead.py
 
+# The load test: many writers of one tenant and several tenants at once, bounded in
+# time, then nothing lost (tests/load/locustfile.py).
+CAIRN_API_URL="http://127.0.0.1:$api_port/api/v1" CAIRN_ADMIN="$admin" LOAD_SECONDS=60 bash infra/scripts/load.sh
+
 # LangGraph on each checkpointer, side by side (a thread per run: a credit each), with
 # PostgresSaver on a local PostgreSQL (Debian's).
 ensure_postgres

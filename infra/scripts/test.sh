@@ -30,6 +30,9 @@ log "the Python client: ruff, mypy --strict, unit tests"
   # The framework integrations' suites (tests_<module>/) are linted here too.
   "$LOCAL/client-venv/bin/ruff" check src tests $(ls -d tests_* 2>/dev/null)
   "$LOCAL/client-venv/bin/ruff" format --check src tests $(ls -d tests_* 2>/dev/null)
+  # The load test (tests/load), by the client's rules.
+  "$LOCAL/client-venv/bin/ruff" check --config pyproject.toml ../../tests/load
+  "$LOCAL/client-venv/bin/ruff" format --config pyproject.toml --check ../../tests/load
   "$LOCAL/client-venv/bin/mypy"
   "$LOCAL/client-venv/bin/pytest" -q -m "not live" -p no:cacheprovider
 )
