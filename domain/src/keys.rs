@@ -394,7 +394,7 @@ impl KeyStore {
                     .expression_attribute_values(":one", n(1));
                 tx.push(Part::Tenant, TransactWriteItem::builder().update(built(count.build())?).build());
             }
-            tx.extend(Part::Standing, shared::rate_limit::keys_changed(&self.tables, tenant_id)?);
+            tx.push(Part::Standing, shared::rate_limit::keys_changed(&self.tables, tenant_id)?);
             match tx.commit(&self.client).await {
                 Ok(()) => {
                     let mut revoked = current.clone();

@@ -440,7 +440,7 @@ impl Subscriptions {
                 record_once(&mut tx, &self.tables, tenant, event.id, event.kind, Part::Event, now)?;
             }
             tx.push(Part::Subscription, TransactWriteItem::builder().update(built(update.clone().build())?).build());
-            tx.extend(Part::Standing, shared::rate_limit::plan_limit(&self.tables, tenant.as_str(), limit)?);
+            tx.push(Part::Standing, shared::rate_limit::plan_limit(&self.tables, tenant.as_str(), limit)?);
             match tx.commit(&self.client).await {
                 Ok(()) => Ok(Attempt::Done(Stored::Written)),
                 Err(TransactionError::Condition(Part::Event)) => Ok(Attempt::Done(Stored::Duplicate)),

@@ -152,12 +152,10 @@ enum MigrateCommand {
         #[arg(long)]
         tenant: Option<String>,
     },
-    /// Moves data of the one-item models into the sharded ones: folds each counter item
-    /// (behind every list total and chart) into its tenant's first counter shard, and
-    /// copies each tenant's keys epoch and plan limit to every shard of its rate-limit
-    /// standing. Run once right after deploying the shards; safe while the service runs,
-    /// and again.
-    Shards {
+    /// Folds the counters of the earlier model (one item per tenant and counter, behind
+    /// every list total and chart) into the sharded model's first shard. Run once right
+    /// after deploying the sharded counters; safe while the service runs, and again.
+    CounterShards {
         /// Only this tenant's (default: every tenant's, one scan of the table).
         #[arg(long)]
         tenant: Option<String>,
@@ -232,14 +230,12 @@ async fn run(cli: Cli) -> Result<()> {
             let found = runs.mirror_hidden(tenant.as_ref(), chrono::Utc::now()).await?;
             eprintln!("mirrored the hidden checkpoints of {found} executions");
         }
-        Command::Migrate { command: MigrateCommand::Shards { tenant } } => {
+        Command::Migrate { command: MigrateCommand::CounterShards { tenant } } => {
             if let Some(id) = &tenant {
                 shared::ids::TenantKey::parse(id).with_context(|| format!("unknown tenant {id}"))?;
             }
             let folded = shared::counters::fold_legacy(&client, tables, tenant.as_deref()).await?;
             eprintln!("folded {folded} counter items into their tenant's first shard");
-            let spread = shared::rate_limit::spread_standings(&client, tables, tenant.as_deref()).await?;
-            eprintln!("spread the rate-limit standings of {spread} tenants over their shards");
         }
         Command::Janitor => {
             let runs =

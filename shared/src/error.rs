@@ -259,8 +259,6 @@ impl From<StoreError> for ApiError {
             StoreError::Unavailable(_) | StoreError::Conflict => Self::Unavailable(Box::new(error)),
             StoreError::Refused(crate::dynamo::Refusal::KeyRevoked) => Self::Unauthorized,
             StoreError::Refused(crate::dynamo::Refusal::IdempotencyHeld) => Self::IdempotencyInProgress,
-            // Handled where transactions are sent; never a client's fault.
-            StoreError::Refused(crate::dynamo::Refusal::EpochMoved) => Self::Unavailable("the keys epoch moved".into()),
             StoreError::Refused(crate::dynamo::Refusal::RateLimited { retry_after }) => {
                 Self::RateLimited { retry_after }
             }

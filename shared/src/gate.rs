@@ -11,16 +11,10 @@
 //!   is written and the request is answered 429 (the request is counted after its
 //!   answer, [`Gate::count`]);
 //! - when the key was taken from the instance's memory rather than read for this
-//!   request, and is known live at a keys epoch, carries a `ConditionCheck` that the
-//!   epoch is still that one in the standing shard the request looks at
-//!   ([`crate::rate_limit::epoch_check`]): a revocation of any key of the tenant moves it
-//!   in every shard, so a key revoked at any moment before the commit writes nothing.
-//!   When the check fails, the key's item is read: revoked, the request is answered 401;
-//!   live (another key was revoked), the transaction is sent again
-//!   ([`crate::dynamo::transact`]). No write checks the key's own item, which every
-//!   write made with the key would share. A transaction with no room for the check (100
-//!   operations, or within its size of 4 MB), one that writes the standing (revoking a
-//!   key), or a key not yet known live at an epoch, reads the key first instead.
+//!   request, carries a `ConditionCheck` on the key's item (it exists, is not revoked and
+//!   is the tenant's), so a key revoked at any moment before the commit writes nothing
+//!   and the request is answered 401. A transaction with no room for it (100 operations,
+//!   or within a key's size of 4 MB) reads the key first instead.
 //!
 //! An effect outside DynamoDB (a Stripe call that creates something) cannot carry a
 //! condition: [`crate::dynamo::before_effect`] passes the limit and reads the key first.
@@ -31,12 +25,12 @@
 
 use std::sync::{Arc, Mutex};
 
-use aws_sdk_dynamodb::types::TransactWriteItem;
+use aws_sdk_dynamodb::types::{ConditionCheck, TransactWriteItem};
 use tokio::sync::OnceCell;
 
 use crate::TenantId;
 use crate::auth::AuthState;
-use crate::dynamo::{StoreError, Table};
+use crate::dynamo::{StoreError, Table, s};
 use crate::rate_limit::{Slot, Standing};
 
 pub use crate::dynamo::Refusal;
@@ -79,8 +73,7 @@ pub struct Gate {
     standing: OnceCell<Option<Standing>>,
     state: Mutex<State>,
     /// The two shards of the tenant's standing the request looks at and is counted in
-    /// the roomier of (one twice with one shard); the first also holds the keys epoch a
-    /// write's condition checks.
+    /// the roomier of (one twice with one shard).
     slots: [Slot; 2],
 }
 
@@ -101,13 +94,14 @@ impl Gate {
         })
     }
 
-    /// The shards to read: two, or the one.
+    /// The shards to look at: two, or the one.
     fn slots(&self) -> &[Slot] {
         if self.slots[0] == self.slots[1] { &self.slots[..1] } else { &self.slots }
     }
 
     /// The request's rate-limit standing: looked at once, with one strongly consistent
-    /// read of the tenant's standing item ([`crate::rate_limit::look`]). The request's
+    /// read of the tenant's standing (its shard 0 and the two shards the request may be
+    /// counted in, [`crate::rate_limit::look`]). The request's
     /// first read, when it is a GetItem or a small batch read sent before the edge asks,
     /// carries that read in its own call ([`Gate::carry`]); else whichever asks first reads it alone (the edge
     /// asks at once, beside the handler). Not read when this instance's last count of the
@@ -193,10 +187,9 @@ impl Gate {
         Some(Box::pin(async move {
             let mut own = None;
             let looked = self.standing.get_or_init(|| async {
-                let shards = self.slots().iter().map(|slot| crate::rate_limit::standing_key(&self.tenant, slot.shard));
                 let both = std::collections::HashMap::from([
                     (table.to_owned(), keys.to_vec()),
-                    (standings.to_owned(), shards.collect()),
+                    (standings.to_owned(), crate::rate_limit::read_keys(&self.tenant, self.slots())),
                 ]);
                 let read = crate::dynamo::get_batch(&self.auth.client, both).await;
                 self.noted(read.map(|mut found| {
@@ -221,13 +214,13 @@ impl Gate {
             return None;
         }
         let (auth, tenant) = (self.auth.clone(), self.tenant.clone());
-        // The shard the look chose (the first of the two when it was not read).
-        let slot = self.standing.get().copied().flatten().map_or(self.slots[0], |standing| standing.slot);
+        // The shard and the limit (the plan's) the look found; else the first shard.
+        let looked = self.standing.get().copied().flatten();
+        let (slot, limit) = looked.map_or((self.slots[0], self.auth.rate_limit), |s| (s.slot, s.limit));
         Some(async move {
             let now = chrono::Utc::now().timestamp();
             let last = auth.known.last_counted(&tenant);
-            let count =
-                crate::rate_limit::count(&auth.client, &auth.tables, &tenant, (auth.rate_limit, slot), now, last);
+            let count = crate::rate_limit::count(&auth.client, &auth.tables, &tenant, (limit, slot), now, last);
             match tokio::time::timeout(COUNT_BUDGET, count).await {
                 Ok(Ok(standing)) => {
                     let left = if standing.exceeded { 0 } else { standing.remaining };
@@ -254,11 +247,9 @@ impl Gate {
     }
 
     /// Lets a transaction of `items` through, or refuses it: waits for the look at the
-    /// rate-limit standing (see [`Gate::must_wait_for_look`]), and gives the condition to
-    /// add when the key is not yet proven live for this request: that the tenant's keys
-    /// epoch is still the one the key was proven live at (reading the key now instead
-    /// when the key is not known live at an epoch, the transaction has no room for the
-    /// check, or writes the standing itself).
+    /// rate-limit standing (see [`Gate::must_wait_for_look`]), and gives the key's
+    /// condition to add when the key is not yet proven live (reading the key now when
+    /// the transaction has no room for it, or writes the key's own item).
     ///
     /// # Errors
     /// [`StoreError::Refused`]; the key read's [`StoreError`].
@@ -267,26 +258,14 @@ impl Gate {
         if self.key_checked() {
             return Ok(None);
         }
-        let (tables, tenant) = (&self.auth.tables, &self.tenant);
-        let check = match self.auth.known.live_at(&self.key_hash) {
-            Some(epoch) => Some(crate::rate_limit::epoch_check(tables, tenant, self.slots[0].shard, epoch)?),
-            None => None,
-        };
-        if let Some(check) = check
-            && crate::dynamo::has_room_for(items, &check)
-            && !items.iter().any(|item| crate::rate_limit::writes_standing(tables, tenant, item))
-            && self.grant_unexpired()
-        {
+        let check = self.key_condition()?;
+        // A transaction that writes the key's own item (revoking the key it is sent with)
+        // cannot also check it: DynamoDB takes one operation per item.
+        if crate::dynamo::has_room_for(items, &check) && !items.iter().any(|item| self.is_key_item(item)) {
             return Ok(Some(check));
         }
         self.read_key().await?;
         Ok(None)
-    }
-
-    /// Whether the request's key, as remembered, has not expired (the epoch's condition
-    /// proves it not revoked; its expiry is its own).
-    fn grant_unexpired(&self) -> bool {
-        self.auth.known.get(&self.key_hash).is_some_and(|grant| !grant.expired(chrono::Utc::now()))
     }
 
     /// Lets an effect outside DynamoDB go ahead: within the limit, and the key read
@@ -352,17 +331,43 @@ impl Gate {
     }
 
     /// Records a transaction's end: committed (the key is proven live from now on), or
-    /// cancelled because the keys epoch's condition (when it carried it) did not hold:
-    /// the key must be read before the transaction goes again ([`Refusal::EpochMoved`]).
-    pub fn settle(&self, committed: bool, epoch_failed: bool) -> Option<StoreError> {
-        if epoch_failed {
-            return Some(StoreError::Refused(Refusal::EpochMoved));
+    /// cancelled because the key's condition (when it carried it) did not hold.
+    pub fn settle(&self, committed: bool, key_failed: bool) -> Option<StoreError> {
+        if key_failed {
+            return Some(self.refuse(Refusal::KeyRevoked));
         }
         if committed && let Ok(mut state) = self.state.lock() {
             state.key_checked = true;
             state.outcome = Outcome::Written;
         }
         None
+    }
+
+    /// Whether `operation` is on the request's key's item.
+    fn is_key_item(&self, operation: &TransactWriteItem) -> bool {
+        let table = self.auth.tables.name(Table::ApiKeys);
+        let on = |name: &str, key: &crate::dynamo::Item| {
+            name == table && key.get("key_hash").and_then(|v| v.as_s().ok()) == Some(&self.key_hash)
+        };
+        operation.put().is_some_and(|o| on(o.table_name(), o.item()))
+            || operation.update().is_some_and(|o| on(o.table_name(), o.key()))
+            || operation.delete().is_some_and(|o| on(o.table_name(), o.key()))
+            || operation.condition_check().is_some_and(|o| on(o.table_name(), o.key()))
+    }
+
+    /// The condition that the request's key exists, is live and is the tenant's.
+    fn key_condition(&self) -> Result<TransactWriteItem, StoreError> {
+        let check = ConditionCheck::builder()
+            .table_name(self.auth.tables.name(Table::ApiKeys))
+            .key("key_hash", s(&self.key_hash))
+            .condition_expression(
+                "tenant_id = :tenant AND attribute_not_exists(revoked_at) \
+                 AND (attribute_not_exists(expires_at) OR expires_at > :now)",
+            )
+            .expression_attribute_values(":tenant", s(self.tenant.as_str()))
+            .expression_attribute_values(":now", s(crate::time::format(chrono::Utc::now())))
+            .build();
+        Ok(TransactWriteItem::builder().condition_check(crate::dynamo::built(check)?).build())
     }
 }
 
@@ -415,33 +420,33 @@ mod tests {
         Gate::new(auth, tenant, "ab".repeat(32), false)
     }
 
-    /// The epoch's condition is added only while the transaction stays within 100
+    /// The key's condition is added only while the transaction stays within 100
     /// operations and 4 MB with it: computed from its real size, not assumed.
     #[test]
-    fn the_epoch_condition_is_added_only_within_the_transaction_limits() {
-        let gate = gate();
-        let check = crate::rate_limit::epoch_check(&gate.auth.tables, &gate.tenant, 3, 7).expect("built");
+    fn the_key_condition_is_added_only_within_the_transaction_limits() {
+        let check = gate().key_condition().expect("built");
+        // The check's key, as DynamoDB counts a condition check: `key_hash` and 64 hex.
         let size = operation_size(&check);
-        assert!(size >= "tenant_id".len() + "ten_0193a6f21c2b7d3e8f000123456789ab#03".len() + "window".len());
+        assert_eq!(size, "key_hash".len() + 64);
         assert!(fits(MAX_TRANSACTION_ITEMS - 1, MAX_TRANSACTION_BYTES - size, size));
         assert!(!fits(MAX_TRANSACTION_ITEMS, 0, size), "101 operations");
         assert!(!fits(1, MAX_TRANSACTION_BYTES - size + 1, size), "over 4 MB");
         let others = vec![check.clone(); MAX_TRANSACTION_ITEMS];
         assert!(has_room_for(&others[1..], &check), "the 100th operation");
         assert!(!has_room_for(&others, &check), "a 101st operation");
-        let revoking = crate::rate_limit::keys_changed(&gate.auth.tables, gate.tenant.as_str()).expect("built");
-        assert_eq!(revoking.len(), 2 * usize::from(crate::rate_limit::SHARDS), "each shard and its epoch item");
-        assert!(revoking.iter().all(|op| crate::rate_limit::writes_standing(&gate.auth.tables, &gate.tenant, op)));
-        assert!(!crate::rate_limit::writes_standing(&gate.auth.tables, &gate.tenant, &check), "a check writes nothing");
     }
 
     #[tokio::test]
-    async fn a_moved_epoch_asks_for_the_key_and_a_commit_proves_it() {
-        let moved = gate();
-        assert!(matches!(moved.settle(false, true), Some(StoreError::Refused(Refusal::EpochMoved))));
-        assert_eq!(moved.outcome(), Outcome::Open, "not a refusal of the request: the key is read next");
+    async fn a_refusal_sticks_and_a_commit_proves_the_key() {
+        let refused = gate();
+        assert!(matches!(refused.settle(false, true), Some(StoreError::Refused(Refusal::KeyRevoked))));
+        assert_eq!(refused.outcome(), Outcome::Refused(Refusal::KeyRevoked));
+        assert!(matches!(refused.admit(&[]).await, Err(StoreError::Refused(Refusal::KeyRevoked))));
 
         let open = gate();
+        let on_key = open.key_condition().expect("built");
+        assert!(open.admit(&[]).await.expect("admitted").is_some(), "the key is not yet proven");
+        assert!(open.is_key_item(&on_key), "a transaction on the key's own item is told apart");
         assert!(open.settle(true, false).is_none());
         assert_eq!(open.outcome(), Outcome::Written);
         assert!(open.admit(&[]).await.expect("admitted").is_none(), "proven by the commit");

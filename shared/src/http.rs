@@ -90,7 +90,7 @@ async fn require_api_key(State(auth): State<AuthState>, mut request: Request, ne
     // once, read or write, and the key is proven live beside it: by the keys epoch of the
     // tenant's rate-limit standing, read anyway, when the key was proven live at that
     // epoch (no read of the key), else by a read of the key's item. A write's
-    // transaction carries a condition on that epoch as well ([`crate::gate`]). So a
+    // transaction carries a condition on the key's item as well ([`crate::gate`]). So a
     // revoked key writes nothing and is refused on its very next request. Otherwise the
     // key is read first.
     let known = auth.known.get(&hash).filter(|grant| !grant.expired(chrono::Utc::now()));
@@ -164,7 +164,7 @@ async fn require_api_key(State(auth): State<AuthState>, mut request: Request, ne
         async { tokio::join!(gate.standing(), verify) }
     );
     let mut response = match gate.outcome() {
-        // Committed with the key proven (its epoch's condition held, or it was read): the write's answer stands.
+        // Committed with the key's condition holding: the write's answer stands.
         crate::gate::Outcome::Written => response,
         crate::gate::Outcome::Refused(crate::gate::Refusal::KeyRevoked) => {
             auth.known.forget(&hash);
@@ -179,8 +179,7 @@ async fn require_api_key(State(auth): State<AuthState>, mut request: Request, ne
             Ok(()) => ApiError::RateLimited { retry_after }.into_response(),
         },
         // (The edge's gate refuses for the key and the limit only.)
-        crate::gate::Outcome::Open
-        | crate::gate::Outcome::Refused(crate::gate::Refusal::IdempotencyHeld | crate::gate::Refusal::EpochMoved) => {
+        crate::gate::Outcome::Open | crate::gate::Outcome::Refused(crate::gate::Refusal::IdempotencyHeld) => {
             match (verified, standing) {
                 (Err(error), _) => {
                     auth.known.forget(&hash);

@@ -25,18 +25,15 @@
 //! tells it whether any key of its tenant was revoked since its instance last saw its
 //! key live ([`crate::http`]), with no read of the key.
 //!
-//! **Shards.** A limit above [`PER_SHARD`] a minute is spread over up to [`SHARDS`]
+//! **Shards.** A limit above [`PER_SHARD`] a minute is counted in up to [`SHARDS`]
 //! standing items in as many partitions (shard 0 is the item above; shard *k* has
 //! `tenant_id` = `ten_…#kk`), so that no item takes more than [`PER_SHARD`] counts a
 //! minute: shard *k* of *n* takes its share of the limit ([`Slot::quota`]). A request
 //! looks at two shards chosen at random and is counted in the one with more room (the
 //! power of two choices keeps the shards within a few counts of each other), so the
-//! tenant is refused when about its whole limit is used, never much before. With a limit
-//! of [`PER_SHARD`] or less there is one shard, counted exactly as before. The keys
-//! epoch and the plan's limit are written to all [`SHARDS`] items in the transaction
-//! that changes them, so any shard tells them; the epoch also to an epoch item beside
-//! each shard ([`EPOCH`]), which no count writes: a write proves its key live by a
-//! condition on one of those ([`crate::gate`]).
+//! tenant is refused at about its whole limit. The keys epoch and the plan's limit stay
+//! on shard 0 alone, which every look reads too (three items in one BatchGetItem); with
+//! a limit of [`PER_SHARD`] or less there is one shard, counted exactly as before.
 //!
 //! Items of the earlier model (one per tenant and minute, `window` = the minute) are no
 //! longer written; their `expires_at` lets DynamoDB's TTL remove them.
@@ -63,8 +60,7 @@ pub fn per_minute_from_env() -> u32 {
 /// Requests a minute one shard of a tenant's standing takes at most.
 pub const PER_SHARD: u32 = 3_750;
 
-/// The most shards a tenant's standing is spread over; the keys epoch and the plan's
-/// limit are on every one.
+/// The most shards a tenant's standing is counted in.
 pub const SHARDS: u8 = 16;
 
 /// How many shards a tenant's standing is counted in at `limit` a minute.
@@ -202,15 +198,28 @@ pub async fn look(
     slots: &[Slot],
 ) -> Result<Standing, StoreError> {
     let table = tables.name(Table::RateLimits);
-    // One shard: one GetItem; two: one BatchGetItem.
-    if let [slot] = slots {
-        let read = client.get_item().table_name(table).set_key(Some(standing_key(tenant, slot.shard)));
+    // One shard: one GetItem; else one BatchGetItem with shard 0.
+    if let [Slot { shard: 0, .. }] = slots {
+        let read = client.get_item().table_name(table).set_key(Some(standing_key(tenant, 0)));
         let item = read.consistent_read(true).send().await.map_err(classify)?.item.unwrap_or_default();
         return Ok(standing_among(&[item], slots, limit, now));
     }
-    let keys = slots.iter().map(|slot| standing_key(tenant, slot.shard)).collect();
+    let keys = read_keys(tenant, slots);
     let found = crate::dynamo::get_batch(client, std::collections::HashMap::from([(table.to_owned(), keys)])).await?;
     Ok(standing_among(found.get(table).map_or(&[][..], Vec::as_slice), slots, limit, now))
+}
+
+/// The standing items a look at `slots` reads: shard 0 (the keys epoch and the plan's
+/// limit) and each slot's, once each.
+#[must_use]
+pub fn read_keys(tenant: &TenantId, slots: &[Slot]) -> Vec<std::collections::HashMap<String, AttributeValue>> {
+    let mut shards = vec![0];
+    for slot in slots {
+        if !shards.contains(&slot.shard) {
+            shards.push(slot.shard);
+        }
+    }
+    shards.into_iter().map(|shard| standing_key(tenant, shard)).collect()
 }
 
 /// The key of shard `shard` of `tenant`'s standing (read by [`look`], or with a
@@ -232,8 +241,9 @@ fn shard_of(item: &std::collections::HashMap<String, AttributeValue>) -> u8 {
     partition.rsplit_once('#').and_then(|(_, shard)| shard.parse().ok()).unwrap_or(0)
 }
 
-/// What the standing shards `items` (those of `slots` that exist) say of one more
-/// request at `now`: the standing in the slot with the most room (the first on a tie).
+/// What the standing items `items` (those of shard 0 and of `slots` that exist) say of
+/// one more request at `now`: the standing in the slot with the most room (the first on
+/// a tie), with the keys epoch and the plan's limit of shard 0.
 #[must_use]
 pub fn standing_among(
     items: &[std::collections::HashMap<String, AttributeValue>],
@@ -242,19 +252,19 @@ pub fn standing_among(
     now: i64,
 ) -> Standing {
     let empty = std::collections::HashMap::new();
+    let of = |shard: u8| items.iter().find(|item| shard_of(item) == shard).unwrap_or(&empty);
+    let first = of(0);
+    let limit = limit_of(first, limit);
     let mut best: Option<Standing> = None;
-    let mut epoch = 0;
     for slot in slots {
-        let item = items.iter().find(|item| shard_of(item) == slot.shard).unwrap_or(&empty);
-        let standing = standing_in(item, *slot, limit, now);
-        epoch = epoch.max(standing.keys_epoch.unwrap_or(0));
+        let standing = standing_in(of(slot.shard), *slot, limit, now);
         let room = |s: &Standing| (!s.exceeded, s.remaining);
         if best.as_ref().is_none_or(|b| room(&standing) > room(b)) {
             best = Some(standing);
         }
     }
-    let mut best = best.unwrap_or_else(|| standing_in(&empty, Slot::FIRST, limit, now));
-    best.keys_epoch = Some(epoch);
+    let mut best = best.unwrap_or_else(|| standing_in(first, Slot::FIRST, limit, now));
+    best.keys_epoch = Some(number(first, "keys_epoch").unwrap_or(0));
     best
 }
 
@@ -283,35 +293,26 @@ pub fn limit_of(item: &std::collections::HashMap<String, AttributeValue>, defaul
     number::<u32>(item, "per_minute").map_or(default, |plan| plan.max(default))
 }
 
-/// The operations that, in the transaction storing `tenant`'s subscription, set its
-/// plan's limit on every shard of its standing (`Some`), or remove it when no
-/// subscription is live.
+/// The operation that, in the transaction storing `tenant`'s subscription, sets its
+/// plan's limit on its standing's shard 0 (`Some`), or removes it when no subscription
+/// is live.
 ///
 /// # Errors
-/// [`StoreError::Other`] if an operation cannot be built (a bug).
-pub fn plan_limit(
-    tables: &Tables,
-    tenant: &str,
-    per_minute: Option<u32>,
-) -> Result<Vec<TransactWriteItem>, StoreError> {
-    (0..SHARDS)
-        .map(|shard| {
-            let update =
-                Update::builder().table_name(tables.name(Table::RateLimits)).set_key(Some(key_of(tenant, shard)));
-            let update = match per_minute {
-                Some(limit) => {
-                    update.update_expression("SET per_minute = :limit").expression_attribute_values(":limit", n(limit))
-                }
-                None => update.update_expression("REMOVE per_minute"),
-            };
-            Ok(TransactWriteItem::builder().update(built(update.build())?).build())
-        })
-        .collect()
+/// [`StoreError::Other`] if the operation cannot be built (a bug).
+pub fn plan_limit(tables: &Tables, tenant: &str, per_minute: Option<u32>) -> Result<TransactWriteItem, StoreError> {
+    let update = Update::builder().table_name(tables.name(Table::RateLimits)).set_key(Some(key_of(tenant, 0)));
+    let update = match per_minute {
+        Some(limit) => {
+            update.update_expression("SET per_minute = :limit").expression_attribute_values(":limit", n(limit))
+        }
+        None => update.update_expression("REMOVE per_minute"),
+    };
+    Ok(TransactWriteItem::builder().update(built(update.build())?).build())
 }
 
 /// Counts this request in the tenant's current window (`now` in Unix seconds), in the
-/// standing shard of `slot` (the one its look chose), against `limit` unless the shard
-/// says the tenant's plan allows more. A clock
+/// standing shard of `slot` (the one its look chose), against `limit` (the plan's, as
+/// its look read it) unless the shard says the tenant's plan allows more. A clock
 /// behind the one that started the stored window counts in the stored window.
 /// `last_counted`: the window this instance last counted the tenant in, if it knows.
 ///
@@ -362,7 +363,12 @@ pub async fn count(
             Counted::In(item) => {
                 let used = number::<u64>(&item, "requests").unwrap_or(1);
                 let epoch = number(&item, "keys_epoch").unwrap_or(0);
-                return Ok(Standing::with(limit_of(&item, limit), slot, window, now, used, epoch));
+                let mut standing = Standing::with(limit_of(&item, limit), slot, window, now, used, epoch);
+                // Only shard 0 holds the keys epoch.
+                if slot.shard != 0 {
+                    standing.keys_epoch = None;
+                }
+                return Ok(standing);
             }
             // Stored: this window or a later one (a clock ahead of ours) counts this request.
             Counted::Elsewhere(Some(stored)) if stored >= window => (window, next) = (stored, Next::Add),
@@ -448,159 +454,20 @@ fn counted(
     }
 }
 
-/// The operations that, in the transaction revoking a key of `tenant`, move the tenant's
-/// keys epoch on in every shard of its standing, so that every warm instance's next look
-/// at any shard tells it to read its key again, and every write proving its key by an
-/// earlier epoch fails its condition ([`epoch_check`]).
+/// The operation that, in the transaction revoking a key of `tenant`, moves the
+/// tenant's keys epoch on (on its standing's shard 0, which every look reads), so that
+/// every warm instance's next look tells it to read its key again.
 ///
 /// # Errors
-/// [`StoreError::Other`] if an operation cannot be built (a bug).
-pub fn keys_changed(tables: &Tables, tenant: &str) -> Result<Vec<TransactWriteItem>, StoreError> {
-    (0..SHARDS)
-        .flat_map(|shard| [key_of(tenant, shard), epoch_key(tenant, shard)])
-        .map(|key| {
-            let update = Update::builder()
-                .table_name(tables.name(Table::RateLimits))
-                .set_key(Some(key))
-                .update_expression("ADD keys_epoch :one")
-                .expression_attribute_values(":one", n(1))
-                .build();
-            Ok(TransactWriteItem::builder().update(built(update)?).build())
-        })
-        .collect()
-}
-
-/// The sort key of a shard's epoch item: the keys epoch alone, which writes check and only
-/// revocations write (a condition on an item that every count writes would make writes
-/// conflict with counts).
-pub const EPOCH: i64 = -1;
-
-/// The key of the epoch item of `tenant`'s standing shard `shard`.
-fn epoch_key(tenant: &str, shard: u8) -> std::collections::HashMap<String, AttributeValue> {
-    let mut key = key_of(tenant, shard);
-    key.insert("window".to_owned(), n(EPOCH));
-    key
-}
-
-/// The condition, for a write's transaction, that `tenant`'s keys epoch in the epoch item
-/// of standing shard `shard` is still `epoch`: no key of the tenant was revoked since.
-///
-/// # Errors
-/// [`StoreError::Other`] if it cannot be built (a bug).
-pub fn epoch_check(tables: &Tables, tenant: &TenantId, shard: u8, epoch: u64) -> Result<TransactWriteItem, StoreError> {
-    let check = aws_sdk_dynamodb::types::ConditionCheck::builder()
+/// [`StoreError::Other`] if the operation cannot be built (a bug).
+pub fn keys_changed(tables: &Tables, tenant: &str) -> Result<TransactWriteItem, StoreError> {
+    let update = Update::builder()
         .table_name(tables.name(Table::RateLimits))
-        .set_key(Some(epoch_key(tenant.as_str(), shard)));
-    let check = if epoch == 0 {
-        check.condition_expression("attribute_not_exists(keys_epoch) OR keys_epoch = :epoch")
-    } else {
-        check.condition_expression("keys_epoch = :epoch")
-    };
-    let check = check.expression_attribute_values(":epoch", n(epoch)).build();
-    Ok(TransactWriteItem::builder().condition_check(built(check)?).build())
-}
-
-/// Whether `operation` writes a shard of `tenant`'s standing (a transaction that does
-/// cannot also check one: DynamoDB takes one operation per item).
-#[must_use]
-pub fn writes_standing(tables: &Tables, tenant: &TenantId, operation: &TransactWriteItem) -> bool {
-    let table = tables.name(Table::RateLimits);
-    let mine = |name: &str, key: &std::collections::HashMap<String, AttributeValue>| {
-        name == table
-            && key
-                .get("tenant_id")
-                .and_then(|v| v.as_s().ok())
-                .is_some_and(|p| p.split_once('#').map_or(p.as_str(), |(t, _)| t) == tenant.as_str())
-    };
-    operation.update().is_some_and(|o| mine(o.table_name(), o.key()))
-        || operation.put().is_some_and(|o| mine(o.table_name(), o.item()))
-        || operation.delete().is_some_and(|o| mine(o.table_name(), o.key()))
-}
-
-/// Copies the keys epoch and the plan's limit of each tenant's first standing shard (the
-/// standing of the earlier, one-item model) to its other shards (of `tenant` alone, when
-/// given), in one transaction conditioned on the first shard still holding them. Returns
-/// how many tenants' standings were spread. Safe while the service runs, and again.
-///
-/// # Errors
-/// The scans' and writes' [`StoreError`]s.
-pub async fn spread_standings(client: &Client, tables: &Tables, tenant: Option<&str>) -> Result<u64, StoreError> {
-    let table = tables.name(Table::RateLimits);
-    let (mut spread, mut start) = (0, None);
-    loop {
-        let (items, next) = crate::dynamo::page_of(client, table, tenant, None, start).await?;
-        for item in items {
-            let partition = item.get("tenant_id").and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
-            if partition.contains('#') || number::<i64>(&item, "window") != Some(STANDING) {
-                continue;
-            }
-            spread_one(client, tables, &partition, item).await?;
-            spread += 1;
-        }
-        match next {
-            Some(key) => start = Some(key),
-            None => return Ok(spread),
-        }
-    }
-}
-
-async fn spread_one(
-    client: &Client,
-    tables: &Tables,
-    tenant: &str,
-    mut first: std::collections::HashMap<String, AttributeValue>,
-) -> Result<(), StoreError> {
-    let table = tables.name(Table::RateLimits);
-    for _ in 0..crate::dynamo::RACE_ATTEMPTS {
-        let epoch: u64 = number(&first, "keys_epoch").unwrap_or(0);
-        let plan: Option<u32> = number(&first, "per_minute");
-        let held = match plan {
-            Some(_) => "keys_epoch = :epoch AND per_minute = :plan",
-            None if epoch == 0 => "attribute_not_exists(keys_epoch) AND attribute_not_exists(per_minute)",
-            None => "keys_epoch = :epoch AND attribute_not_exists(per_minute)",
-        };
-        let mut check = aws_sdk_dynamodb::types::ConditionCheck::builder()
-            .table_name(table)
-            .set_key(Some(key_of(tenant, 0)))
-            .condition_expression(held);
-        if held.contains(":epoch") {
-            check = check.expression_attribute_values(":epoch", n(epoch));
-        }
-        if let Some(plan) = plan {
-            check = check.expression_attribute_values(":plan", n(plan));
-        }
-        let mut operations = vec![TransactWriteItem::builder().condition_check(built(check.build())?).build()];
-        for shard in 0..SHARDS {
-            let epoch_item = Update::builder()
-                .table_name(table)
-                .set_key(Some(epoch_key(tenant, shard)))
-                .update_expression("SET keys_epoch = :epoch")
-                .expression_attribute_values(":epoch", n(epoch))
-                .build();
-            operations.push(TransactWriteItem::builder().update(built(epoch_item)?).build());
-            if shard == 0 {
-                continue;
-            }
-            let update = Update::builder().table_name(table).set_key(Some(key_of(tenant, shard)));
-            let update = match plan {
-                Some(plan) => update
-                    .update_expression("SET keys_epoch = :epoch, per_minute = :plan")
-                    .expression_attribute_values(":plan", n(plan)),
-                None => update.update_expression("SET keys_epoch = :epoch REMOVE per_minute"),
-            };
-            let update = update.expression_attribute_values(":epoch", n(epoch)).build();
-            operations.push(TransactWriteItem::builder().update(built(update)?).build());
-        }
-        match crate::dynamo::transact(client, operations).await {
-            Ok(()) => return Ok(()),
-            Err(StoreError::ConditionFailed { .. } | StoreError::Conflict) => {
-                let read = client.get_item().table_name(table).set_key(Some(key_of(tenant, 0))).consistent_read(true);
-                first = read.send().await.map_err(classify)?.item.unwrap_or_default();
-            }
-            Err(e) => return Err(e),
-        }
-    }
-    Err(StoreError::Conflict)
+        .set_key(Some(key_of(tenant, 0)))
+        .update_expression("ADD keys_epoch :one")
+        .expression_attribute_values(":one", n(1))
+        .build();
+    Ok(TransactWriteItem::builder().update(built(update)?).build())
 }
 
 #[cfg(test)]
@@ -664,23 +531,39 @@ mod tests {
         }
     }
 
-    /// Of two shards, the one with more room is counted in; the epoch is the highest
-    /// either holds; a shard with no item has all of its share.
+    /// Of two shards, the one with more room is counted in; the keys epoch and the
+    /// plan's limit are shard 0's; a shard with no item has all of its share.
     #[test]
     fn a_look_at_two_shards_takes_the_one_with_more_room() {
         let minute = 30_000_000;
         let now = minute * 60 + 15;
         let shards = 4;
         let (a, b) = (Slot { shard: 1, shards }, Slot { shard: 3, shards });
-        let mut fuller = item(Some(minute), 90, Some(2));
+        let mut first = item(Some(minute), 50, Some(7));
+        first.insert("per_minute".to_owned(), n(800));
+        let mut fuller = item(Some(minute), 190, None);
         fuller.insert("tenant_id".to_owned(), s("ten_x#01"));
-        let mut emptier = item(Some(minute), 10, Some(2));
+        let mut emptier = item(Some(minute), 10, None);
         emptier.insert("tenant_id".to_owned(), s("ten_x#03"));
-        let looked = standing_among(&[fuller.clone(), emptier], &[a, b], 400, now);
-        assert_eq!((looked.slot, looked.remaining, looked.keys_epoch), (b, (100 - 11) * 4, Some(2)));
-        let missing = standing_among(&[fuller], &[a, b], 400, now);
-        assert_eq!((missing.slot, missing.remaining), (b, 99 * 4), "a shard never counted has its whole share");
+        let looked = standing_among(&[first.clone(), fuller.clone(), emptier], &[a, b], 400, now);
+        assert_eq!(
+            (looked.limit, looked.slot, looked.keys_epoch),
+            (800, b, Some(7)),
+            "the plan's 800, shard 0's epoch"
+        );
+        assert_eq!(looked.remaining, (200 - 11) * 4);
+        let missing = standing_among(&[first, fuller], &[a, b], 400, now);
+        assert_eq!((missing.slot, missing.remaining), (b, 199 * 4), "a shard never counted has its whole share");
+        let none = standing_among(&[], &[a, b], 400, now);
+        assert_eq!((none.limit, none.keys_epoch), (400, Some(0)), "no standing yet: the default, epoch 0");
         let full = standing_in(&item(Some(minute), 100, None), a, 400, now);
         assert!(full.exceeded, "the 101st of a share of 100");
+        let keys = read_keys(
+            &crate::auth::trusted::tenant(
+                &crate::ids::TenantKey::parse("ten_0193a6f21c2b7d3e8f000123456789ab").expect("id"),
+            ),
+            &[a, b],
+        );
+        assert_eq!(keys.len(), 3, "shard 0 and the two looked at");
     }
 }

@@ -19,7 +19,7 @@
 //! divided by the raw calls the write itself needs: one GetItem of the execution and one
 //! TransactWriteItems of the same operations as the handler's, on copies of the items
 //! it wrote (the execution, the checkpoint's entries by id and by execution, the
-//! condition on the tenant's keys epoch and, with a key, the key's record).
+//! condition on the API key's item and, with a key, the key's record).
 //!
 //! Run with `make bench`. Goals: (a) <= 1.3 (issue 7), (b) <= 1.2 and the write <= 1.3
 //! (issue 16); (c) has none, it shows where the time goes.
@@ -246,9 +246,10 @@ async fn main() {
 /// table): the execution, the checkpoint's entry by id and by execution, and the
 /// `Idempotency-Key`'s record. [`WriteTemplates::write`] makes the write's own calls
 /// raw with copies under new keys: the execution's GetItem, then one transaction of the
-/// same operations the handler's has, the condition on the keys epoch included.
+/// same operations the handler's has, the condition on the API key's item included.
 struct WriteTemplates {
     tenant: String,
+    key_hash: String,
     execution: shared::dynamo::Item,
     by_id: shared::dynamo::Item,
     by_execution: shared::dynamo::Item,
@@ -288,6 +289,7 @@ impl WriteTemplates {
             .expect("idempotency records");
         Self {
             tenant: tenant.to_owned(),
+            key_hash: shared::auth::hash_key(key),
             execution,
             by_id: read(Table::Checkpoints, "entry", id.to_owned()).await,
             by_execution: read(Table::Checkpoints, "entry", by_execution).await,
@@ -326,13 +328,11 @@ impl WriteTemplates {
                 .expect("put");
             TransactWriteItem::builder().put(put).build()
         };
-        // The key proven live by the tenant's keys epoch (an epoch item of its standing).
         let key_live = ConditionCheck::builder()
-            .table_name(tables.name(Table::RateLimits))
-            .key("tenant_id", s(&self.tenant))
-            .key("window", n(shared::rate_limit::EPOCH))
-            .condition_expression("attribute_not_exists(keys_epoch) OR keys_epoch = :epoch")
-            .expression_attribute_values(":epoch", n(0))
+            .table_name(tables.name(Table::ApiKeys))
+            .key("key_hash", s(&self.key_hash))
+            .condition_expression("tenant_id = :tenant AND attribute_not_exists(revoked_at)")
+            .expression_attribute_values(":tenant", s(&self.tenant))
             .build()
             .expect("check");
         let mut operations = vec![

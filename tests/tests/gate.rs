@@ -138,46 +138,6 @@ async fn a_key_revoked_between_the_cache_fill_and_the_transaction_writes_nothing
     }
 }
 
-/// With the rate limit on, a warm instance proves a key live by the tenant's keys epoch:
-/// a write carries a condition on the epoch of one shard of the standing, not on the
-/// key's item. Another key of the tenant revoked while the request runs moves the epoch:
-/// the key is read, found live, and the transaction sent again (201, written once). The
-/// key itself revoked: 401, nothing written.
-#[tokio::test]
-async fn a_write_proves_its_key_by_the_epoch_and_goes_on_when_another_key_is_revoked() {
-    let env = api_tests::env().await;
-    let auth = auth(&env, 100_000);
-    let t = env.tenant().await;
-    let now = shared::time::format(chrono::Utc::now());
-    let (other_id, _) = infra::admin::create_key(&env.client, &env.tables, &t.id, &now).await.expect("key");
-    let (own_id, key) = infra::admin::create_key(&env.client, &env.tables, &t.id, &now).await.expect("key");
-    let marker = |name: &str| format!("gate-{name}-{}", uuid::Uuid::now_v7());
-    let route =
-        |revoke_first, marker: &str| Route { env: env.clone(), revoke_first, operations: 3, marker: marker.to_owned() };
-    // A key's first request reads it first, its second beside the look: from the third
-    // on, the epoch proves it.
-    for round in 0..3 {
-        let warm = marker(&format!("warm{round}"));
-        assert_eq!(call(&app(&env, &auth, route(None, &warm)), &key).await.status(), 201);
-        assert_eq!(written(&env, &t.id, &warm).await, 3);
-    }
-    assert!(auth.known.live_at(&shared::auth::hash_key(&key)).is_some(), "the key is known live at an epoch");
-
-    let raced = marker("another-revoked");
-    let response = call(&app(&env, &auth, route(Some(other_id.as_str().to_owned()), &raced)), &key).await;
-    assert_eq!(response.status(), 201, "another key's revocation does not refuse this one");
-    assert_eq!(written(&env, &t.id, &raced).await, 3, "written once");
-
-    for round in 0..2 {
-        let warm = marker(&format!("again{round}"));
-        assert_eq!(call(&app(&env, &auth, route(None, &warm)), &key).await.status(), 201);
-    }
-    let revoked = marker("own-revoked");
-    let response = call(&app(&env, &auth, route(Some(own_id.as_str().to_owned()), &revoked)), &key).await;
-    assert_eq!(response.status(), 401);
-    assert_eq!(written(&env, &t.id, &revoked).await, 0, "nothing written");
-}
-
 /// Beyond its limit a tenant's write is refused with 429 and `Retry-After`, and does
 /// not happen, although the look at the rate-limit standing ran beside the request's
 /// work.

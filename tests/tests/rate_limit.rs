@@ -105,7 +105,7 @@ async fn a_plans_limit_on_the_standing_is_the_tenants_limit() {
     let (a, b) = (env.tenant().await, env.tenant().await);
     let mut tx = shared::dynamo::Transaction::new();
     let limit = shared::rate_limit::plan_limit(&env.tables, &a.id, Some(3_000)).expect("update");
-    tx.extend(shared::dynamo::Part::Standing, limit);
+    tx.push(shared::dynamo::Part::Standing, limit);
     tx.commit(&env.client).await.expect("plan limit");
     api_tests::one_rate_limit_window().await;
     for _ in 0..5 {
@@ -123,6 +123,48 @@ async fn futures_statuses(app: &Router, key: &str, n: usize) -> Vec<u16> {
         statuses.push(call(app, Some(key)).await.status().as_u16());
     }
     statuses
+}
+
+/// A plan's limit above 3,750 a minute is counted in shards: a tenant on 60,000 (set on
+/// its standing as its subscription does) has its requests counted once each, spread over
+/// several shard items, and every answer says the plan's limit.
+#[tokio::test]
+async fn a_large_limit_is_counted_once_a_request_spread_over_shards() {
+    let env = api_tests::env().await;
+    let app = api(Router::new().route("/api/v1/ping", get(|| async { "pong" })), limited(&env, 3));
+    let t = env.tenant().await;
+    let tenant = shared::auth::trusted::tenant(&shared::ids::TenantKey::parse(&t.id).expect("tenant id"));
+    let mut tx = shared::dynamo::Transaction::new();
+    let limit = shared::rate_limit::plan_limit(&env.tables, &t.id, Some(60_000)).expect("update");
+    tx.push(shared::dynamo::Part::Standing, limit);
+    tx.commit(&env.client).await.expect("plan limit");
+    api_tests::one_rate_limit_window().await;
+    let window = chrono::Utc::now().timestamp().div_euclid(60);
+    for _ in 0..48 {
+        let response = call(&app, Some(&t.key)).await;
+        assert_eq!(response.status(), 200);
+        assert_eq!(response.headers()["x-ratelimit-limit"], "60000");
+    }
+    let (mut counted, mut shards) = (0, 0);
+    for shard in 0..shared::rate_limit::SHARDS {
+        let read = env
+            .client
+            .get_item()
+            .table_name(env.tables.name(shared::dynamo::Table::RateLimits))
+            .set_key(Some(shared::rate_limit::standing_key(&tenant, shard)))
+            .consistent_read(true)
+            .send()
+            .await
+            .expect("read");
+        let item = read.item.unwrap_or_default();
+        let number = |name: &str| item.get(name).and_then(|v| v.as_n().ok()).and_then(|v| v.parse::<i64>().ok());
+        if number("counted_window") == Some(window) {
+            counted += number("requests").unwrap_or(0);
+            shards += 1;
+        }
+    }
+    assert_eq!(counted, 48, "every request counted once");
+    assert!(shards >= 4, "spread over the shards: {shards} of them");
 }
 
 #[tokio::test]

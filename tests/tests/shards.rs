@@ -1,9 +1,8 @@
 //! Counters and rate-limit standings spread over shards (`shared::counters`,
-//! `shared::rate_limit`), and `cairn-admin migrate shards`, which moves data of the
-//! earlier one-item models into them. The earlier counters are made from what the API
-//! counted: the tenant's shards added up, per name and attribute, and written under the
-//! bare tenant id as the earlier code wrote them; the earlier standing is the one item a
-//! subscription and a revocation wrote.
+//! `shared::rate_limit`), and `cairn-admin migrate counter-shards`, which folds counters
+//! kept in the earlier model (one item per tenant and name) into them. The earlier
+//! counters are made from what the API counted: the tenant's shards added up, per name
+//! and attribute, and written under the bare tenant id as the earlier code wrote them.
 
 use std::collections::BTreeMap;
 
@@ -117,48 +116,4 @@ async fn counters_of_the_earlier_model_are_folded_into_the_shards_once_and_count
     assert_eq!(after["/executions"], 4);
     api.delete(&t.key, &path).await.expect(204);
     assert_eq!(api.get(&t.key, "/workflows").await.body["total"], 0);
-}
-
-/// The earlier standing (one item: a plan's limit, a keys epoch) is copied to every
-/// shard and epoch item, once; a revocation then moves every one of them together.
-#[tokio::test]
-async fn a_standing_of_the_one_item_model_is_spread_over_its_shards_and_moves_as_one() {
-    let env = api_tests::env().await;
-    let t = env.tenant().await;
-    let tenant = shared::auth::trusted::tenant(&shared::ids::TenantKey::parse(&t.id).expect("tenant id"));
-    let table = env.tables.name(Table::RateLimits);
-    let mut first = shared::rate_limit::standing_key(&tenant, 0);
-    for (name, value) in [("keys_epoch", "5"), ("per_minute", "12000"), ("counted_window", "1"), ("requests", "7")] {
-        first.insert(name.to_owned(), AttributeValue::N(value.to_owned()));
-    }
-    env.client.put_item().table_name(table).set_item(Some(first)).send().await.expect("put");
-    let read = |shard: u8, window: i64| {
-        let mut key = shared::rate_limit::standing_key(&tenant, shard);
-        key.insert("window".to_owned(), AttributeValue::N(window.to_string()));
-        let request = env.client.get_item().table_name(table).set_key(Some(key)).consistent_read(true);
-        async move {
-            let item = request.send().await.expect("read").item.unwrap_or_default();
-            let number = |name: &str| item.get(name).and_then(|v| v.as_n().ok()).and_then(|v| v.parse::<u64>().ok());
-            (number("keys_epoch"), number("per_minute"))
-        }
-    };
-    let (standing, epoch) = (shared::rate_limit::STANDING, shared::rate_limit::EPOCH);
-    assert_eq!(read(7, standing).await, (None, None), "before: the first shard alone");
-
-    for _ in 0..2 {
-        let spread = shared::rate_limit::spread_standings(&env.client, &env.tables, Some(&t.id)).await.expect("spread");
-        assert_eq!(spread, 1);
-        for shard in 0..shared::rate_limit::SHARDS {
-            assert_eq!(read(shard, standing).await, (Some(5), Some(12_000)), "shard {shard}");
-            assert_eq!(read(shard, epoch).await.0, Some(5), "epoch item {shard}");
-        }
-    }
-
-    let now = shared::time::format(chrono::Utc::now());
-    let (key_id, _) = infra::admin::create_key(&env.client, &env.tables, &t.id, &now).await.expect("key");
-    infra::admin::revoke_key(&env.client, &env.tables, key_id.as_str(), &now).await.expect("revoked");
-    for shard in 0..shared::rate_limit::SHARDS {
-        assert_eq!(read(shard, standing).await.0, Some(6), "shard {shard}");
-        assert_eq!(read(shard, epoch).await.0, Some(6), "epoch item {shard}");
-    }
 }

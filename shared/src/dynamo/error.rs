@@ -43,10 +43,6 @@ pub enum Refusal {
     /// The request's `Idempotency-Key` is held by an earlier request (answered, or
     /// still running): the edge answers with its stored answer, 409 or 422.
     IdempotencyHeld,
-    /// The tenant's keys epoch moved since the request's key was proven live (a key of
-    /// the tenant was revoked): the key must be read before the transaction is sent
-    /// again ([`super::transact`] does so).
-    EpochMoved,
 }
 
 impl From<serde_dynamo::Error> for StoreError {

@@ -19,41 +19,15 @@ use super::write_gate::current_gate;
 /// [`StoreError::Conflict`] for a conflict; [`StoreError::Unavailable`] when throttling
 /// cancelled it; [`StoreError::Other`] for a validation error or any other reason.
 pub async fn transact(client: &Client, mut items: Vec<TransactWriteItem>) -> Result<(), StoreError> {
-    let Some(gate) = current_gate() else { return send(client, items, None).await };
-    // Once more at most: a condition on the keys epoch that failed because another key
-    // of the tenant was revoked is followed by a read of the request's own key, after
-    // which the gate adds no condition. (What the gate added is kept apart, so the
-    // request's own operations are copied only when there is something to send again.)
-    let mut again = true;
-    loop {
-        let added = gate.admit(&items).await?;
-        let own = items.len();
-        let copy = (again && !added.is_empty()).then(|| items.clone());
-        items.extend(added);
-        match (send(client, items, Some((&*gate, own))).await, copy) {
-            (Err(StoreError::Refused(super::Refusal::EpochMoved)), Some(copy)) => {
-                again = false;
-                gate.hold().await?;
-                items = copy;
-            }
-            (sent, _) => return sent,
-        }
+    let gate = current_gate();
+    let own = items.len();
+    if let Some(gate) = &gate {
+        items.extend(gate.admit(&items).await?);
     }
-}
-
-/// Sends one transaction of `items`: the request's own, then, with a gate, what the
-/// gate added after the first `own`.
-async fn send(
-    client: &Client,
-    items: Vec<TransactWriteItem>,
-    gate: Option<(&dyn super::WriteGate, usize)>,
-) -> Result<(), StoreError> {
-    let own = gate.map_or(items.len(), |(_, own)| own);
     let added = items.len() - own;
-    let gate = gate.map(|(gate, _)| gate);
     let result = client.transact_write_items().set_transact_items(Some(items)).send().await;
     let Err(error) = result else {
-        if let Some(gate) = gate {
+        if let Some(gate) = &gate {
             gate.settle(true, None);
         }
         return Ok(());
@@ -67,7 +41,7 @@ async fn send(
     // and its own conditions win over the request's (its key's first): a refused key
     // learns nothing else.
     let gate_failed = (0..added).find(|k| reasons.get(own + k).is_some_and(failed));
-    if let Some(refused) = gate.and_then(|gate| gate.settle(false, gate_failed)) {
+    if let Some(refused) = gate.as_ref().and_then(|gate| gate.settle(false, gate_failed)) {
         return Err(refused);
     }
     if let Some(index) = reasons.iter().position(failed) {
