@@ -17,8 +17,9 @@ logical write counts once whatever the answers were; a 429 is waited out as
 
 When the run ends, each tenant is checked against what the users saw answered: its
 executions (all, and completed) and their checkpoints, its balance against the credits
-it had before the run, and its ledger (one usage entry per start, every entry chaining
-to the one before). Anything lost, or any 5xx but 503, makes locust exit non-zero.
+it had before the run (a start costs one credit, as `make dev` and `make bench` set it),
+and its ledger (one usage entry per start, every entry chaining to the one before).
+Anything lost, or any 5xx but 503, makes locust exit non-zero.
 """
 
 from __future__ import annotations
@@ -78,7 +79,9 @@ class _Writer(HttpUser):
                 if status in (200, 201):
                     response.success()
                     return dict(response.json())
-                if status in (429, 503) or status == 0:
+                # 409 idempotency_in_progress: an earlier try of this key is still running.
+                in_progress = status == 409 and "idempotency_in_progress" in response.text
+                if status in (429, 503) or status == 0 or in_progress:
                     response.success() if status == 429 else response.failure(f"{status}, sent again")
                     time.sleep(float(response.headers.get("Retry-After", "1") or 1) if status == 429 else 0.2)
                     continue
@@ -182,7 +185,13 @@ def _check(key: str) -> list[str]:
             break
         after = f"&starting_after={page[-1]['id']}"
     usage = _get(key, "/billing/transactions?type=usage&page_size=1")["total"]
-    entries = _get(key, "/billing/transactions?page_size=100")["items"]
+    entries: list[dict[str, Any]] = []
+    while True:
+        after = f"&starting_after={entries[-1]['id']}" if entries else ""
+        page = _get(key, f"/billing/transactions?page_size=100{after}")["items"]
+        entries += page
+        if len(page) < 100:
+            break
     balance = _balance(key)
     for name, found, expected in [
         ("executions", executions, seen["starts"]),
