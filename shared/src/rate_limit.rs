@@ -213,13 +213,17 @@ pub async fn look(
 /// limit) and each slot's, once each.
 #[must_use]
 pub fn read_keys(tenant: &TenantId, slots: &[Slot]) -> Vec<std::collections::HashMap<String, AttributeValue>> {
+    keys_to_read(tenant.as_str(), slots)
+}
+
+fn keys_to_read(tenant: &str, slots: &[Slot]) -> Vec<std::collections::HashMap<String, AttributeValue>> {
     let mut shards = vec![0];
     for slot in slots {
         if !shards.contains(&slot.shard) {
             shards.push(slot.shard);
         }
     }
-    shards.into_iter().map(|shard| standing_key(tenant, shard)).collect()
+    shards.into_iter().map(|shard| key_of(tenant, shard)).collect()
 }
 
 /// The key of shard `shard` of `tenant`'s standing (read by [`look`], or with a
@@ -558,12 +562,7 @@ mod tests {
         assert_eq!((none.limit, none.keys_epoch), (400, Some(0)), "no standing yet: the default, epoch 0");
         let full = standing_in(&item(Some(minute), 100, None), a, 400, now);
         assert!(full.exceeded, "the 101st of a share of 100");
-        let keys = read_keys(
-            &crate::auth::trusted::tenant(
-                &crate::ids::TenantKey::parse("ten_0193a6f21c2b7d3e8f000123456789ab").expect("id"),
-            ),
-            &[a, b],
-        );
-        assert_eq!(keys.len(), 3, "shard 0 and the two looked at");
+        assert_eq!(keys_to_read("ten_x", &[a, b]).len(), 3, "shard 0 and the two looked at");
+        assert_eq!(keys_to_read("ten_x", &[Slot { shard: 0, shards }, a]).len(), 2, "shard 0 once");
     }
 }
