@@ -147,14 +147,17 @@ fn summarize(ops: &[Op], schemas: &Schemas, prefix: &str, tenant: &str) -> Summa
                     }
                 }
                 let label = format!("{table} {}", key.join(" "));
-                if !check && !label.contains("exec_") {
+                if !check && ["exec_", "cp_", "evt_"].iter().all(|id| !label.contains(id)) {
                     seen_items.insert(label);
                 }
             }
         }
         let mut grouped: BTreeMap<String, f64> = BTreeMap::new();
         for (partition, cost) in touched {
-            *grouped.entry(general(&partition, tenant)).or_default() += cost;
+            // An execution's own partition (`{tenant}#exec_…`) is one of as many as there
+            // are executions: kept apart, not summed with the others'.
+            let label = if partition.contains("#exec_") { partition } else { general(&partition, tenant) };
+            *grouped.entry(label).or_default() += cost;
         }
         for (partition, cost) in grouped {
             let entry = partitions.entry(partition).or_default();

@@ -270,13 +270,13 @@ impl WriteTemplates {
         let (id, sequence) = (made["id"].as_str().expect("id"), made["sequence"].as_u64().expect("sequence"));
         let execution_id = made["execution_id"].as_str().expect("execution id");
         let by_execution = format!("{execution_id}#{sequence:010}");
-        let read = |table: Table, name: &'static str, value: String| async move {
-            get_item(client, tables.name(table), &[("tenant_id", tenant), (name, value.as_str())])
+        let read = |table: Table, partition: String, name: &'static str, value: String| async move {
+            get_item(client, tables.name(table), &[("tenant_id", partition.as_str()), (name, value.as_str())])
                 .await
                 .expect("template")
                 .expect("the handler's item")
         };
-        let mut execution = read(Table::Executions, "id", execution_id.to_owned()).await;
+        let mut execution = read(Table::Executions, tenant.to_owned(), "id", execution_id.to_owned()).await;
         execution.insert("id".to_owned(), s("exec_raw_bench"));
         let keys = client
             .query()
@@ -291,8 +291,14 @@ impl WriteTemplates {
             tenant: tenant.to_owned(),
             key_hash: shared::auth::hash_key(key),
             execution,
-            by_id: read(Table::Checkpoints, "entry", id.to_owned()).await,
-            by_execution: read(Table::Checkpoints, "entry", by_execution).await,
+            by_id: read(Table::Checkpoints, api_tests::checkpoint_partition(tenant, id), "entry", id.to_owned()).await,
+            by_execution: read(
+                Table::Checkpoints,
+                api_tests::run_partition(tenant, execution_id),
+                "entry",
+                by_execution,
+            )
+            .await,
             idempotency: keys.items().first().cloned().expect("the handler's idempotency record"),
         }
     }

@@ -31,13 +31,13 @@ struct Copies {
     key: fn(&str, u64) -> AttributeValue,
 }
 
-async fn query_first(bench: &Bench, table: Table, prefix: Option<&str>) -> Item {
+async fn query_first(bench: &Bench, table: Table, partition: &str, prefix: Option<&str>) -> Item {
     let mut query = bench
         .client
         .query()
         .table_name(bench.tables.name(table))
         .key_condition_expression("tenant_id = :t")
-        .expression_attribute_values(":t", s(bench.tenant.as_str()));
+        .expression_attribute_values(":t", s(partition));
     if let Some(prefix) = prefix {
         query = query
             .key_condition_expression("tenant_id = :t AND begins_with(#e, :p)")
@@ -146,31 +146,37 @@ async fn main() {
         Copies {
             table: Table::Workflows,
             sort_key: "id",
-            template: query_first(&bench, Table::Workflows, None).await,
+            template: query_first(&bench, Table::Workflows, bench.tenant.as_str(), None).await,
             key: |c, n| s(format!("wf_{c}{n:031x}")),
         },
         Copies {
             table: Table::Executions,
             sort_key: "id",
-            template: query_first(&bench, Table::Executions, None).await,
+            template: query_first(&bench, Table::Executions, bench.tenant.as_str(), None).await,
             key: |c, n| s(format!("exec_{c}{n:031x}")),
         },
         Copies {
             table: Table::Checkpoints,
             sort_key: "entry",
-            template: query_first(&bench, Table::Checkpoints, Some(&format!("{e}#"))).await,
+            template: query_first(
+                &bench,
+                Table::Checkpoints,
+                &api_tests::run_partition(bench.tenant.as_str(), &e),
+                Some(&format!("{e}#")),
+            )
+            .await,
             key: |c, n| s(format!("{c}#{:010}", n + 2)),
         },
         Copies {
             table: Table::Failures,
             sort_key: "id",
-            template: query_first(&bench, Table::Failures, None).await,
+            template: query_first(&bench, Table::Failures, bench.tenant.as_str(), None).await,
             key: |c, n| s(format!("fail_{c}{n:031x}")),
         },
         Copies {
             table: Table::Ledger,
             sort_key: "seq",
-            template: query_first(&bench, Table::Ledger, None).await,
+            template: query_first(&bench, Table::Ledger, bench.tenant.as_str(), None).await,
             key: |_, n| AttributeValue::N((n + 100).to_string()),
         },
     ];

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use api_tests::bench::{Bench, after_answer, answer, call, setup};
 use http::Method;
 use serde_json::{Value, json};
-use shared::dynamo::{Table, item_size, s};
+use shared::dynamo::item_size;
 use shared::metering::metered;
 use shared::time::SystemClock;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -129,19 +129,8 @@ async fn main() {
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
 
     // The outbox item of the last start, as stored.
-    let items = client
-        .query()
-        .table_name(tables.name(Table::Events))
-        .key_condition_expression("tenant_id = :t")
-        .expression_attribute_values(":t", s(tenant.as_str()))
-        .scan_index_forward(false)
-        .limit(1)
-        .send()
-        .await
-        .expect("outbox")
-        .items
-        .unwrap_or_default();
-    let size = items.first().map_or(0, item_size);
+    let items = api_tests::outbox(&client, &tables, tenant.as_str()).await;
+    let size = items.last().map_or(0, item_size);
     let _ = std::fs::remove_file(state);
 
     println!("webhooks against DynamoDB Local ({RUNS} execution starts, one endpoint, the relay polling every 50 ms)");

@@ -99,6 +99,40 @@ pub async fn one_rate_limit_window() {
     }
 }
 
+/// The partition (`tenant_id`) of checkpoint `id`'s by-id entry, workflow pointer and
+/// writes, as the storage layout documents it for an execution that keeps its checkpoints
+/// apart: the tenant's shard of the id's last hex digit.
+pub fn checkpoint_partition(tenant: &str, id: &str) -> String {
+    let digit = id.chars().last().and_then(|c| c.to_digit(16)).expect("a checkpoint id ends in a hex digit");
+    format!("{tenant}#{digit:02}")
+}
+
+/// The partition of execution `execution`'s by-execution checkpoint entries and key
+/// pointers (an execution that keeps its checkpoints apart).
+pub fn run_partition(tenant: &str, execution: &str) -> String {
+    format!("{tenant}#{execution}")
+}
+
+/// `tenant`'s outbox items (table `events`), oldest first: from its 16 shards, and its own
+/// partition (items from before the shards).
+pub async fn outbox(client: &Client, tables: &Tables, tenant: &str) -> Vec<shared::dynamo::Item> {
+    let mut items = Vec::new();
+    for partition in std::iter::once(tenant.to_owned()).chain((0..16).map(|shard| format!("{tenant}#{shard:02}"))) {
+        let out = client
+            .query()
+            .table_name(tables.name(shared::dynamo::Table::Events))
+            .key_condition_expression("tenant_id = :t")
+            .expression_attribute_values(":t", shared::dynamo::s(partition))
+            .send()
+            .await
+            .expect("outbox");
+        items.extend(out.items.unwrap_or_default());
+    }
+    let event_id = |item: &shared::dynamo::Item| item.get("event_id").and_then(|v| v.as_s().ok()).cloned();
+    items.sort_by_key(event_id);
+    items
+}
+
 /// Text of `len` characters that compresses badly (6 bits a character).
 pub fn noise(seed: u64, len: usize) -> String {
     let mut seed = seed;

@@ -311,7 +311,8 @@ async fn checkpoints_a_rollback_discarded_stay_hidden_until_deleted() {
         let (client, table, tenant) =
             (env.client.clone(), env.tables.name(Table::Checkpoints).to_owned(), t.id.clone());
         async move {
-            let key = [("tenant_id", tenant.as_str()), ("entry", id.as_str())];
+            let partition = api_tests::checkpoint_partition(&tenant, &id);
+            let key = [("tenant_id", partition.as_str()), ("entry", id.as_str())];
             shared::dynamo::get_item(&client, &table, &key).await.expect("read").is_some()
         }
     };

@@ -259,17 +259,7 @@ async fn the_dispatchers_policy_grants_every_call_of_a_batch_and_a_sweep() {
     api.post(&t.key, "/webhook-endpoints", &hook).await.expect(201);
     let wf = id(api.post(&t.key, "/workflows", &json!({"name": "w", "workflow_type": "custom"})).await.expect(201));
     api.post(&t.key, "/executions", &json!({"workflow_id": wf})).await.expect(201);
-    let outbox = env
-        .client
-        .query()
-        .table_name(env.tables.name(shared::dynamo::Table::Events))
-        .key_condition_expression("tenant_id = :t")
-        .expression_attribute_values(":t", shared::dynamo::s(&t.id))
-        .send()
-        .await
-        .expect("outbox")
-        .items
-        .unwrap_or_default();
+    let outbox = api_tests::outbox(&env.client, &env.tables, &t.id).await;
     let records: Vec<Value> = outbox
         .iter()
         .enumerate()

@@ -523,20 +523,28 @@ async fn a_deleted_execution_leaves_no_item_behind() {
     api.post(&t.key, &format!("/checkpoints/{c1}/writes"), &w).await.expect(200);
     // The tenant's items in `table`, but for its item that hides the checkpoints of
     // executions being deleted, which must hide nothing (its keys alone).
+    // Its partition, its shards (checkpoints, counters) and the execution's own.
+    let partitions: Vec<String> = std::iter::once(t.id.clone())
+        .chain((0..16).map(|shard| format!("{}#{shard:02}", t.id)))
+        .chain(std::iter::once(api_tests::run_partition(&t.id, &e)))
+        .collect();
     let items = |table: shared::dynamo::Table| {
-        let (client, name, tenant) = (env.client.clone(), env.tables.name(table).to_owned(), t.id.clone());
+        let (client, name, partitions) = (env.client.clone(), env.tables.name(table).to_owned(), partitions.clone());
         async move {
-            let out = client
-                .query()
-                .table_name(name)
-                .key_condition_expression("tenant_id = :t")
-                .expression_attribute_values(":t", shared::dynamo::s(&tenant))
-                .send()
-                .await
-                .expect("query");
+            let mut items = Vec::new();
+            for partition in partitions {
+                let out = client
+                    .query()
+                    .table_name(&name)
+                    .key_condition_expression("tenant_id = :t")
+                    .expression_attribute_values(":t", shared::dynamo::s(&partition))
+                    .send()
+                    .await
+                    .expect("query");
+                items.extend(out.items.unwrap_or_default());
+            }
             let hidden =
                 |item: &shared::dynamo::Item| item.get("id").and_then(|v| v.as_s().ok()) == Some(&"hidden".into());
-            let items = out.items.unwrap_or_default();
             assert!(items.iter().filter(|item| hidden(item)).all(|item| item.len() == 2), "hides nothing: {items:?}");
             items.iter().filter(|item| !hidden(item)).count()
         }
@@ -571,7 +579,8 @@ async fn a_large_execution_is_deleted_over_several_requests() {
     // stored and gone for clients.
     let oldest = &ids[0];
     let table = env.tables.name(shared::dynamo::Table::Checkpoints);
-    let key = [("tenant_id", t.id.as_str()), ("entry", oldest.as_str())];
+    let partition = api_tests::checkpoint_partition(&t.id, oldest);
+    let key = [("tenant_id", partition.as_str()), ("entry", oldest.as_str())];
     assert!(shared::dynamo::get_item(&env.client, table, &key).await.expect("read").is_some(), "not purged yet");
     for path in ["", "?include_state=true", "/writes"] {
         api.get(&t.key, &format!("/checkpoints/{oldest}{path}")).await.expect_problem(404, "not_found");
@@ -620,7 +629,8 @@ async fn the_janitor_finishes_what_deletions_and_rollbacks_left() {
     let stored = || async {
         let mut found = Vec::new();
         for (tenant, checkpoint) in left {
-            let key = [("tenant_id", tenant.as_str()), ("entry", checkpoint.as_str())];
+            let partition = api_tests::checkpoint_partition(tenant, checkpoint);
+            let key = [("tenant_id", partition.as_str()), ("entry", checkpoint.as_str())];
             found.push(get_item(&env.client, env.tables.name(Table::Checkpoints), &key).await.expect("read").is_some());
         }
         found
@@ -635,7 +645,8 @@ async fn the_janitor_finishes_what_deletions_and_rollbacks_left() {
     assert_eq!(hidden().await, (true, true));
     let hidden_one = &of_rolled[PURGE_CHECKPOINTS + 5];
     api.get(&t.key, &format!("/checkpoints/{hidden_one}")).await.expect_problem(404, "not_found");
-    let just_above = [("tenant_id", t.id.as_str()), ("entry", of_rolled[1].as_str())];
+    let above_partition = api_tests::checkpoint_partition(&t.id, &of_rolled[1]);
+    let just_above = [("tenant_id", above_partition.as_str()), ("entry", of_rolled[1].as_str())];
     let gone = get_item(&env.client, env.tables.name(Table::Checkpoints), &just_above).await.expect("read");
     assert!(gone.is_none(), "the rollback deleted the checkpoints just above its target first");
     assert_eq!(api.get(&t.key, &format!("/checkpoints?execution_id={rolled}")).await.body["total"], 1);

@@ -117,3 +117,150 @@ async fn counters_of_the_earlier_model_are_folded_into_the_shards_once_and_count
     api.delete(&t.key, &path).await.expect(204);
     assert_eq!(api.get(&t.key, "/workflows").await.body["total"], 0);
 }
+
+/// The checkpoints table's items of `tenant`, by partition: its own, its 16 shards and
+/// execution `e`'s (read straight from DynamoDB).
+async fn checkpoint_items(env: &Env, tenant: &str, e: &str) -> BTreeMap<String, Vec<String>> {
+    let partitions = std::iter::once(tenant.to_owned())
+        .chain((0..16).map(|shard| format!("{tenant}#{shard:02}")))
+        .chain(std::iter::once(api_tests::run_partition(tenant, e)));
+    let mut found = BTreeMap::new();
+    for partition in partitions {
+        let out = env
+            .client
+            .query()
+            .table_name(env.tables.name(Table::Checkpoints))
+            .key_condition_expression("tenant_id = :t")
+            .expression_attribute_values(":t", s(&partition))
+            .send()
+            .await
+            .expect("query");
+        let entries: Vec<String> =
+            out.items.unwrap_or_default().iter().map(|item| item["entry"].as_s().expect("entry").clone()).collect();
+        if !entries.is_empty() {
+            found.insert(partition, entries);
+        }
+    }
+    found
+}
+
+/// What a client does with an execution's checkpoints, all answered alike whichever
+/// way they are stored: two keyed checkpoints (one with writes), reads by id, by key
+/// (in the execution and in the workflow), a filtered list, a rollback to the first
+/// and the execution's deletion. Returns the two checkpoint ids.
+async fn use_checkpoints(api: &Api, key: &str, wf: &str, e: &str) -> (String, String) {
+    let mut ids = Vec::new();
+    for (step, source) in [(1, "a"), (2, "b")] {
+        let body = json!({"execution_id": e, "key": format!("{e}-k{step}"), "metadata": {"source": source},
+            "state": {"step": step}});
+        ids.push(api.post(key, "/checkpoints", &body).await.expect(201).body["id"].as_str().expect("id").to_owned());
+    }
+    let (first, second) = (ids[0].clone(), ids[1].clone());
+    let writes = json!({"task_id": "t", "writes": [{"index": 0, "channel": "c", "value": 1}]});
+    api.post(key, &format!("/checkpoints/{second}/writes"), &writes).await.expect(200);
+    assert_eq!(api.get(key, &format!("/checkpoints/{second}/writes")).await.expect(200).body["total"], 1);
+    let read = api.get(key, &format!("/checkpoints/{first}?include_state=true")).await;
+    assert_eq!((read.expect(200).body["sequence"].clone(), read.body["state"].clone()), (json!(1), json!({"step": 1})));
+    let by_key = api.get(key, &format!("/checkpoints?execution_id={e}&key={e}-k2")).await;
+    assert_eq!(by_key.expect(200).body["items"][0]["id"], second);
+    let in_workflow = api.get(key, &format!("/checkpoints?workflow_id={wf}&key={e}-k1")).await;
+    assert_eq!(in_workflow.expect(200).body["items"][0]["id"], first);
+    let filtered = api.get(key, &format!("/checkpoints?execution_id={e}&metadata[source]=b")).await;
+    assert_eq!(
+        (filtered.expect(200).body["total"].clone(), filtered.body["items"][0]["id"].clone()),
+        (json!(1), json!(second))
+    );
+    let all = api.get(key, &format!("/checkpoints?execution_id={e}&order=desc")).await;
+    assert_eq!(all.expect(200).body["items"].as_array().expect("items").len(), 2);
+    let again = json!({"execution_id": e, "key": format!("{e}-k1"), "state": {"other": true}});
+    assert_eq!(api.post(key, "/checkpoints", &again).await.expect(200).body["id"], first, "the key's checkpoint");
+    (first, second)
+}
+
+/// Executions started now keep their checkpoints apart from the tenant's partition (the
+/// by-execution entries and key pointers in the execution's own, each checkpoint's entry,
+/// workflow pointer and writes in the tenant's shard of its id); an execution of the
+/// earlier layout (an item without `checkpoints_apart`, as the earlier version wrote it)
+/// keeps every item in the tenant's partition, checkpoints written now included. Both
+/// answer every read and write alike, and their rollback and deletion leave nothing.
+#[tokio::test]
+async fn checkpoints_are_kept_apart_and_an_earlier_executions_stay_where_they_were() {
+    let env = api_tests::env().await;
+    let api = Api::new(Transport::in_process(&env));
+    let t = env.tenant().await;
+    let body = json!({"name": "partitions", "workflow_type": "custom"});
+    let wf = api.post(&t.key, "/workflows", &body).await.expect(201).body["id"].as_str().expect("id").to_owned();
+    let start = || async {
+        let started = api.post(&t.key, "/executions", &json!({"workflow_id": wf})).await;
+        started.expect(201).body["id"].as_str().expect("id").to_owned()
+    };
+    let (apart, earlier) = (start().await, start().await);
+    env.client
+        .update_item()
+        .table_name(env.tables.name(Table::Executions))
+        .key("tenant_id", s(&t.id))
+        .key("id", s(&earlier))
+        .update_expression("REMOVE checkpoints_apart")
+        .condition_expression("checkpoints_apart = :yes")
+        .expression_attribute_values(":yes", AttributeValue::Bool(true))
+        .send()
+        .await
+        .expect("an execution of the earlier layout");
+
+    let (a1, a2) = use_checkpoints(&api, &t.key, &wf, &apart).await;
+    let stored = checkpoint_items(&env, &t.id, &apart).await;
+    let run = api_tests::run_partition(&t.id, &apart);
+    let mut expected = BTreeMap::from([(
+        run.clone(),
+        vec![
+            format!("{apart}#0000000001"),
+            format!("{apart}#0000000002"),
+            format!("{apart}#key#{apart}-k1"),
+            format!("{apart}#key#{apart}-k2"),
+        ],
+    )]);
+    for (c, k) in [(&a1, "k1"), (&a2, "k2")] {
+        let mut entries = vec![c.clone()];
+        if c == &a2 {
+            entries.push(format!("{c}#writes"));
+        }
+        let pointer = format!("{wf}#ckey#{}:{apart}-{k}#{c}", apart.len() + 3);
+        entries.push(pointer);
+        entries.sort();
+        expected.entry(api_tests::checkpoint_partition(&t.id, c)).or_default().extend(entries);
+    }
+    for entries in expected.values_mut() {
+        entries.sort();
+    }
+    assert_eq!(stored, expected, "nothing in the tenant's partition");
+
+    let (e1, e2) = use_checkpoints(&api, &t.key, &wf, &earlier).await;
+    let stored = checkpoint_items(&env, &t.id, &earlier).await;
+    for (partition, entries) in &stored {
+        let its = entries.iter().filter(|entry| [&e1, &e2, &earlier].iter().any(|id| entry.contains(id.as_str())));
+        if partition == &t.id {
+            assert_eq!(its.count(), 9, "2 by id, 2 by execution, 4 key pointers, 1 writes: {entries:?}");
+        } else {
+            assert_eq!(its.count(), 0, "the earlier layout: the tenant's partition alone, not {partition}");
+        }
+    }
+    for entry in [e1.clone(), e2.clone(), format!("{earlier}#0000000002"), format!("{e2}#writes")] {
+        assert!(stored[&t.id].contains(&entry), "{entry} in {stored:?}");
+    }
+
+    // A rollback deletes what it discards, and a deletion the rest, in either layout.
+    for (e, first) in [(&apart, &a1), (&earlier, &e1)] {
+        let back = api.post(&t.key, &format!("/executions/{e}/rollback"), &json!({"checkpoint_id": first})).await;
+        assert_eq!(back.expect(200).body["discarded_checkpoints"], 1);
+        assert_eq!(api.get(&t.key, &format!("/checkpoints?execution_id={e}")).await.expect(200).body["total"], 1);
+    }
+    for gone in [&a2, &e2] {
+        api.get(&t.key, &format!("/checkpoints/{gone}")).await.expect_problem(404, "not_found");
+    }
+    for e in [&apart, &earlier] {
+        api.delete(&t.key, &format!("/executions/{e}")).await.expect(204);
+    }
+    for e in [&apart, &earlier] {
+        assert_eq!(checkpoint_items(&env, &t.id, e).await, BTreeMap::new(), "nothing of {e} left");
+    }
+}

@@ -120,7 +120,7 @@ impl Runs {
             return Ok(Above::All(read));
         }
         let window = ListWindow { from_sequence: target + 1, through_sequence: LAST_SEQUENCE, ..ListWindow::default() };
-        let visible = self.checkpoints.count(tenant, &current.id, &current.discarded, &window, u64::MAX).await?;
+        let visible = self.checkpoints.count(tenant, current, &window, u64::MAX).await?;
         Ok(Above::Partly { read, visible })
     }
 }
@@ -134,6 +134,7 @@ mod tests {
 
     use super::*;
     use crate::runs::checkpoints::model::Checkpoint;
+    use crate::runs::checkpoints::store::Layout;
 
     /// An execution with checkpoints 1..=`last`, those in `discarded` ranges hidden.
     fn execution(last: u64, discarded: Vec<Discarded>) -> Execution {
@@ -160,7 +161,7 @@ mod tests {
             state_size_bytes: 2,
             created_at: e.created_at,
         };
-        StoredCheckpoint { checkpoint, state_parts, writes_parts: None }
+        StoredCheckpoint { checkpoint, state_parts, writes_parts: None, layout: Layout::of(e) }
     }
 
     #[test]

@@ -4,6 +4,9 @@
 //! transaction: no event for a change that did not commit, no change without its events.
 //! The table's stream hands each new item to the `dispatcher`, which fans it out to the
 //! tenant's endpoints; however many endpoints a tenant has, the request writes one item.
+//! The items of a tenant are spread over [`SHARDS`] partitions (`ten_…#07`, by the first
+//! event's id), so that no partition takes every change of a busy tenant; nothing reads
+//! them but the stream.
 
 use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
 use chrono::{DateTime, Duration, Utc};
@@ -245,6 +248,16 @@ impl Event {
     }
 }
 
+/// How many partitions a tenant's outbox items are spread over.
+pub const SHARDS: u8 = 16;
+
+/// The partition of the outbox item whose first event is `first`: the tenant's shard of
+/// the id's last hex digit, random in a generated id.
+fn partition(tenant: &TenantId, first: &EventId) -> String {
+    let digit = first.as_str().bytes().last().and_then(|b| char::from(b).to_digit(16)).unwrap_or(0);
+    format!("{}#{digit:02}", tenant.as_str())
+}
+
 /// Adds the outbox item of `events` (nothing when there are none) to `tx`.
 ///
 /// # Errors
@@ -255,7 +268,7 @@ pub fn stage(tx: &mut Transaction, tables: &Tables, tenant: &TenantId, events: &
     let encoded = serde_json::to_string(events).map_err(|e| StoreError::Other(e.into()))?;
     let put = Put::builder()
         .table_name(tables.name(Table::Events))
-        .item("tenant_id", s(tenant.as_str()))
+        .item("tenant_id", s(partition(tenant, &first.id)))
         .item("event_id", s(first.id.as_str()))
         .item("events", s(encoded))
         .item("expires_at", n(expires.timestamp()))

@@ -43,6 +43,8 @@ pub fn reported(record: &Value) -> Result<Reported, StoreError> {
         owner(raw).ok_or_else(|| StoreError::Corrupt(format!("an item outside a tenant's partition: {raw}")))
     };
     if let (Some(partition), Some(encoded)) = (text(&item, "tenant_id"), text(&item, "events")) {
+        // The tenant's shard (`ten_…#07`), or its own partition (an item from before).
+        let partition = partition.split_once('#').map_or(partition, |(tenant, _)| tenant);
         return Ok(Reported::Events(tenant(partition)?, decode(encoded)?));
     }
     match crate::runs::checkpoints::store::created_entry(item)? {
@@ -135,6 +137,22 @@ mod tests {
         // not its checkpoint's is corrupt.
         assert!(matches!(reported(&record(entry(&format!("cp_{hex}")))), Ok(Reported::Nothing)));
         assert!(reported(&record(entry(&format!("exec_{hex}#0000000008")))).is_err());
+        // An execution that keeps its checkpoints apart: its own partition, same owner.
+        let mut apart = entry(&format!("exec_{hex}#0000000007"));
+        apart["tenant_id"] = json!({"S": format!("{tenant}#exec_{hex}")});
+        let Ok(Reported::Events(owner, _)) = reported(&record(apart)) else { panic!("reported") };
+        assert_eq!(owner.as_str(), tenant);
+    }
+
+    #[test]
+    fn an_outbox_item_reports_its_events_for_the_tenant_of_its_shard() {
+        let tenant = "ten_0190aa00bb00cc00dd00ee00ff001122";
+        let record = |partition: String| json!({"eventName": "INSERT", "dynamodb": {"NewImage": {"tenant_id": {"S": partition}, "events": {"S": "[]"}}}});
+        for partition in [format!("{tenant}#07"), tenant.to_owned()] {
+            let Ok(Reported::Events(owner, _)) = reported(&record(partition)) else { panic!("reported") };
+            assert_eq!(owner.as_str(), tenant);
+        }
+        assert!(reported(&record("nobody#07".to_owned())).is_err());
     }
 
     #[test]

@@ -19,7 +19,7 @@ use shared::ids::{CheckpointId, ExecutionId, WorkflowId};
 use shared::time::Clock;
 
 use self::model::{Checkpoint, LAST_SEQUENCE, ListWindow, PackedState, STATE_MAX_BYTES, StoredCheckpoint};
-use self::store::Entry;
+use self::store::{Entry, Layout};
 use self::writes::{Write, Writes};
 use super::deletion::hidden_in;
 use super::executions::model::{Execution, ExecutionStatus};
@@ -90,13 +90,13 @@ impl Runs {
             let next = current.with_checkpoint(&checkpoint.id, checkpoint.sequence, now);
             let mut tx = Transaction::new();
             self.executions.stage_replace(&mut tx, tenant, &current, &next, &CounterChange::default())?;
-            self.checkpoints.stage_create(&mut tx, tenant, &checkpoint, state)?;
+            self.checkpoints.stage_create(&mut tx, tenant, (&checkpoint, Layout::of(&current)), state)?;
             let mut writes_bytes = 0;
             if let Some((p, stored)) = pending {
                 let id = &stored.checkpoint.id;
-                let (old, new, packed) = self.merged_writes(tenant, id, &p.writes).await?;
+                let (old, new, packed) = self.merged_writes(tenant, &stored, &p.writes).await?;
                 writes_bytes = packed.compressed_len();
-                self.checkpoints.stage_writes(&mut tx, tenant, id, &old, &new, &packed)?;
+                self.checkpoints.stage_writes(&mut tx, tenant, (id, stored.layout), &old, &new, &packed)?;
             }
             if let Err(TransactionError::TooLarge { bytes, .. }) = tx.check_limits() {
                 let writes = if writes_bytes > 0 {
@@ -133,10 +133,11 @@ impl Runs {
     async fn merged_writes(
         &self,
         tenant: &TenantId,
-        id: &CheckpointId,
+        stored: &StoredCheckpoint,
         writes: &[Write],
     ) -> Result<(Writes, Writes, PackedState), Error> {
-        let old = self.checkpoints.writes(tenant, id).await?;
+        let id = &stored.checkpoint.id;
+        let old = self.checkpoints.writes(tenant, id, stored.layout).await?;
         let mut new = old.clone();
         new.merge(writes.to_vec());
         let packed = PackedState::from_json(&new.to_json());
@@ -158,7 +159,7 @@ impl Runs {
         key: Option<&str>,
     ) -> Result<Option<Checkpoint>, Error> {
         let Some(key) = key else { return Ok(None) };
-        match self.checkpoints.by_key(tenant, &execution.id, key).await? {
+        match self.checkpoints.by_key(tenant, execution, key).await? {
             None => Ok(None),
             Some(stored) if execution.is_discarded(stored.checkpoint.sequence) => Err(Error::InvalidState(format!(
                 "key {key:?} belongs to a checkpoint a rollback discarded, still being deleted; try again shortly"
@@ -225,7 +226,7 @@ impl Runs {
             }
         }
         if let Some(key) = key {
-            let found = self.checkpoints.by_key(tenant, &execution.id, key).await?;
+            let found = self.checkpoints.by_key(tenant, &execution, key).await?;
             let items: Vec<Checkpoint> = found
                 .map(|stored| stored.checkpoint)
                 .filter(|c| {
@@ -239,14 +240,14 @@ impl Runs {
             let total = items.len() as u64;
             return Ok(CheckpointListing { items, total, next: None });
         }
-        let items = self.checkpoints.list(tenant, &execution.id, &execution.discarded, &range, skip, take);
+        let items = self.checkpoints.list(tenant, &execution, &range, skip, take);
         let total = async {
             if range.metadata.is_empty() {
                 Ok(execution.checkpoint_count)
             } else {
                 // The whole filtered list, as unfiltered totals count the whole list.
                 let whole = ListWindow { from_sequence: 1, through_sequence: LAST_SEQUENCE, ..range.clone() };
-                self.checkpoints.count(tenant, &execution.id, &execution.discarded, &whole, MAX_COUNTED).await
+                self.checkpoints.count(tenant, &execution, &whole, MAX_COUNTED).await
             }
         };
         let (page, total) = tokio::try_join!(items, total)?;
@@ -300,8 +301,8 @@ impl Runs {
     /// # Errors
     /// [`Error::NotFound`] (unknown or hidden), storage errors.
     pub async fn checkpoint_writes(&self, tenant: &TenantId, id: &CheckpointId) -> Result<Writes, Error> {
-        self.visible_checkpoint(tenant, id).await?;
-        Ok(self.checkpoints.writes(tenant, id).await?)
+        let entry = self.visible_checkpoint(tenant, id).await?;
+        Ok(self.checkpoints.writes(tenant, id, entry.layout()).await?)
     }
 
     /// A checkpoint of `execution` that a rollback has not discarded, or 404.
@@ -335,21 +336,30 @@ impl Runs {
     /// [`Error::NotFound`] (unknown or hidden), the read's storage error
     /// ([`StoreError::Conflict`] when it kept meeting writes).
     async fn visible_checkpoint(&self, tenant: &TenantId, id: &CheckpointId) -> Result<Entry, Error> {
-        let entry_key = self.checkpoints.entry_key(tenant, id);
-        let hidden_key = self.hidden.hidden_key(tenant);
-        let found = retry_races(|| async {
-            let keys = vec![entry_key.clone(), hidden_key.clone()];
-            match shared::dynamo::get_together(self.client(), keys).await {
-                Ok(found) => Ok(Attempt::Done(found)),
-                Err(StoreError::Conflict) => Ok(Attempt::Raced),
-                Err(other) => Err(Error::from(other)),
-            }
-        })
-        .await?;
-        let [entry, hidden]: [Option<Item>; 2] =
-            found.try_into().map_err(|_| Error::from(StoreError::Corrupt("two reads".into())))?;
         let not_found = || Error::not_found("checkpoint", id.as_str());
-        let entry = Entry::from_item(entry.ok_or_else(not_found)?)?;
+        let hidden_key = self.hidden.hidden_key(tenant);
+        // Where checkpoints are apart first, then (a checkpoint from before) the tenant's.
+        let mut read = None;
+        for layout in [Layout::Apart, Layout::Tenant] {
+            let entry_key = self.checkpoints.entry_key(tenant, id, layout);
+            let found = retry_races(|| async {
+                let keys = vec![entry_key.clone(), hidden_key.clone()];
+                match shared::dynamo::get_together(self.client(), keys).await {
+                    Ok(found) => Ok(Attempt::Done(found)),
+                    Err(StoreError::Conflict) => Ok(Attempt::Raced),
+                    Err(other) => Err(Error::from(other)),
+                }
+            })
+            .await?;
+            let [entry, hidden]: [Option<Item>; 2] =
+                found.try_into().map_err(|_| Error::from(StoreError::Corrupt("two reads".into())))?;
+            if let Some(entry) = entry {
+                read = Some((entry, hidden));
+                break;
+            }
+        }
+        let (entry, hidden) = read.ok_or_else(not_found)?;
+        let entry = Entry::from_item(entry)?;
         let checkpoint = entry.checkpoint();
         let hidden = hidden_in(hidden.as_ref(), &checkpoint.execution_id)?;
         if hidden.iter().any(|range| range.contains(checkpoint.sequence)) {
@@ -405,10 +415,10 @@ impl Runs {
                     shared::body::WireEnum::wire(execution.status)
                 )));
             }
-            let (old, new, packed) = self.merged_writes(tenant, &stored.checkpoint.id, writes).await?;
+            let (old, new, packed) = self.merged_writes(tenant, &stored, writes).await?;
             let mut tx = Transaction::new();
             tx.push(Part::Execution, self.executions.check_running(tenant, &execution.id)?);
-            self.checkpoints.stage_writes(&mut tx, tenant, id, &old, &new, &packed)?;
+            self.checkpoints.stage_writes(&mut tx, tenant, (id, stored.layout), &old, &new, &packed)?;
             if let Err(TransactionError::TooLarge { bytes, .. }) = tx.check_limits() {
                 return Err(Error::TooLarge(format!(
                     "the writes of checkpoint {id} compress to {} bytes: they are written in one atomic DynamoDB \
@@ -454,8 +464,7 @@ impl Runs {
                     descending: true,
                     metadata: BTreeMap::new(),
                 };
-                let previous =
-                    self.checkpoints.list(tenant, &execution.id, &execution.discarded, &before, 0, 1).await?;
+                let previous = self.checkpoints.list(tenant, &execution, &before, 0, 1).await?;
                 next.current_checkpoint_id = previous.items.into_iter().next().map(|c| c.id);
             }
             let stored = self.checkpoints.with_writes(tenant, vec![stored]).await?.remove(0);

@@ -93,6 +93,8 @@ pub struct StoredCheckpoint {
     /// Parts of its writes document in `blobs`, if it has one (see
     /// [`super::store::CheckpointStore::with_writes`]).
     pub writes_parts: Option<u32>,
+    /// Where its items are.
+    pub layout: super::store::Layout,
 }
 
 impl StoredCheckpoint {

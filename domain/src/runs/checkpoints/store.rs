@@ -10,7 +10,17 @@
 //!
 //! Beside them, a keyed checkpoint's two pointers, from its key within the execution
 //! (`exec_…#key#…`, unique) and within the workflow (`wf_…#ckey#…#cp_…`, one per
-//! checkpoint, found with one query), and its writes document ([`super::writes`]).
+//! checkpoint, found with one query per partition), and its writes document
+//! ([`super::writes`]).
+//!
+//! Where they are ([`Layout`]): an execution's by-execution entries and key pointers in a
+//! partition of its own (`tenant_id` = `ten_…#exec_…`), and a checkpoint's by-id entry,
+//! workflow pointer and writes document in one of the tenant's [`SHARDS`] partitions
+//! (`ten_…#07`, by the checkpoint id's last digit), so that no partition takes a share
+//! of a busy tenant's checkpoints. Executions started before this layout (and while it
+//! is switched off, `CHECKPOINT_PARTITIONS=tenant`) keep every item in the tenant's
+//! partition (`ten_…`), as they always had; the execution says which
+//! (`Execution::checkpoints_apart`), and a read by id looks in both places.
 //!
 //! A state is compressed; when it is still larger than [`super::model::INLINE_STATE_MAX`]
 //! it is split into parts of [`super::model::PART_SIZE`] in table `blobs` (`cp_…#0000`, …) written in the same
@@ -33,7 +43,7 @@ use super::model::{
 };
 use super::writes::{writes_entry, writes_part_key};
 use crate::blobs::BlobStore;
-use crate::runs::executions::model::Discarded;
+use crate::runs::executions::model::{Discarded, Execution};
 
 /// The stored form of both entries of a checkpoint.
 #[derive(Debug, Serialize, Deserialize)]
@@ -84,6 +94,12 @@ impl Entry {
         &self.checkpoint
     }
 
+    /// Where the checkpoint's items are.
+    #[must_use]
+    pub fn layout(&self) -> Layout {
+        self.record.layout()
+    }
+
     /// The checkpoint, without its state.
     #[must_use]
     pub fn into_checkpoint(self) -> Checkpoint {
@@ -93,6 +109,59 @@ impl Entry {
 
 fn by_execution_entry(execution: &ExecutionId, sequence: u64) -> String {
     format!("{execution}#{sequence:010}")
+}
+
+/// How many partitions a tenant's by-id entries, workflow pointers and writes documents
+/// are spread over (of executions whose checkpoints are apart).
+pub const SHARDS: u8 = 16;
+
+/// Where a checkpoint's items are kept, as its execution says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// Every item in the tenant's partition: executions started before checkpoints had
+    /// partitions of their own, or while that is switched off.
+    Tenant,
+    /// The execution's items in its partition, each checkpoint's in one of [`SHARDS`].
+    Apart,
+}
+
+impl Layout {
+    /// Where the checkpoints of `execution` are.
+    #[must_use]
+    pub fn of(execution: &Execution) -> Self {
+        if execution.checkpoints_apart { Self::Apart } else { Self::Tenant }
+    }
+
+    /// The partition of `execution`'s by-execution entries and key pointers.
+    pub(super) fn execution_partition(self, tenant: &TenantId, execution: &ExecutionId) -> String {
+        match self {
+            Self::Tenant => tenant.as_str().to_owned(),
+            Self::Apart => format!("{}#{execution}", tenant.as_str()),
+        }
+    }
+
+    /// The partition of checkpoint `id`'s by-id entry, workflow pointer and writes.
+    pub(super) fn checkpoint_partition(self, tenant: &TenantId, id: &CheckpointId) -> String {
+        match self {
+            Self::Tenant => tenant.as_str().to_owned(),
+            Self::Apart => shard_partition(tenant, shard_of(id)),
+        }
+    }
+}
+
+/// Shard `shard`'s partition of `tenant`.
+fn shard_partition(tenant: &TenantId, shard: u8) -> String {
+    format!("{}#{shard:02}", tenant.as_str())
+}
+
+/// The shard of checkpoint `id`: its last hex digit, random in a generated id.
+fn shard_of(id: &CheckpointId) -> u8 {
+    id.as_str().bytes().last().and_then(|b| char::from(b).to_digit(16)).and_then(|d| u8::try_from(d).ok()).unwrap_or(0)
+}
+
+/// The tenant of a partition key of this table (`ten_…`, `ten_…#07`, `ten_…#exec_…`).
+fn tenant_of(partition: &str) -> &str {
+    partition.split_once('#').map_or(partition, |(tenant, _)| tenant)
 }
 
 /// The checkpoint whose by-execution entry `item` is, with the partition it is in: what
@@ -114,7 +183,7 @@ pub fn created_entry(item: Item) -> Result<Option<(String, Checkpoint)>, StoreEr
     if record.entry != by_execution_entry(&checkpoint.execution_id, checkpoint.sequence) {
         return Err(StoreError::Corrupt(format!("checkpoint {}: entry {}", record.id, record.entry)));
     }
-    Ok(Some((record.tenant_id, checkpoint)))
+    Ok(Some((tenant_of(&record.tenant_id).to_owned(), checkpoint)))
 }
 
 fn part_key(checkpoint: &CheckpointId, index: usize) -> String {
@@ -157,9 +226,9 @@ struct KeyRecord {
 }
 
 impl CheckpointRecord {
-    fn new(tenant: &TenantId, entry: String, c: &Checkpoint, state_parts: usize, state: Option<Vec<u8>>) -> Self {
+    fn new(partition: String, entry: String, c: &Checkpoint, state_parts: usize, state: Option<Vec<u8>>) -> Self {
         Self {
-            tenant_id: tenant.as_str().to_owned(),
+            tenant_id: partition,
             entry,
             id: c.id.to_string(),
             execution_id: c.execution_id.to_string(),
@@ -175,6 +244,20 @@ impl CheckpointRecord {
             state_parts: u32::try_from(state_parts).unwrap_or(u32::MAX),
             state: state.map(serde_bytes::ByteBuf::from),
         }
+    }
+
+    /// Where the checkpoint's items are: apart when this entry is.
+    fn layout(&self) -> Layout {
+        if self.tenant_id.contains('#') { Layout::Apart } else { Layout::Tenant }
+    }
+
+    fn stored(&self) -> Result<StoredCheckpoint, StoreError> {
+        Ok(StoredCheckpoint {
+            checkpoint: self.checkpoint()?,
+            state_parts: self.state_parts,
+            writes_parts: None,
+            layout: self.layout(),
+        })
     }
 
     fn checkpoint(&self) -> Result<Checkpoint, StoreError> {
@@ -234,29 +317,28 @@ impl CheckpointStore {
         &self,
         tx: &mut Transaction,
         tenant: &TenantId,
-        c: &Checkpoint,
+        (c, layout): (&Checkpoint, Layout),
         state: &PackedState,
     ) -> Result<(), StoreError> {
         let parts = state.parts();
         let inline = parts.is_empty().then(|| state.compressed().to_vec());
-        let by_id = CheckpointRecord::new(tenant, c.id.to_string(), c, parts.len(), inline);
+        let (own, run) =
+            (layout.checkpoint_partition(tenant, &c.id), layout.execution_partition(tenant, &c.execution_id));
+        let by_id = CheckpointRecord::new(own.clone(), c.id.to_string(), c, parts.len(), inline);
         let by_execution =
-            CheckpointRecord::new(tenant, by_execution_entry(&c.execution_id, c.sequence), c, parts.len(), None);
+            CheckpointRecord::new(run.clone(), by_execution_entry(&c.execution_id, c.sequence), c, parts.len(), None);
         tx.push(Part::Checkpoint, self.put(by_id)?);
         tx.push(Part::Checkpoint, self.put(by_execution)?);
         if let Some(key) = &c.key {
-            let pointer = KeyRecord {
-                tenant_id: tenant.as_str().to_owned(),
-                entry: key_entry(&c.execution_id, key),
-                checkpoint_id: c.id.to_string(),
-            };
+            let pointer =
+                KeyRecord { tenant_id: run, entry: key_entry(&c.execution_id, key), checkpoint_id: c.id.to_string() };
             let put = Put::builder()
                 .table_name(self.table())
                 .set_item(Some(serde_dynamo::to_item(pointer)?))
                 .condition_expression("attribute_not_exists(entry)");
             tx.push(Part::Key, TransactWriteItem::builder().put(built(put.build())?).build());
             let pointer = KeyRecord {
-                tenant_id: tenant.as_str().to_owned(),
+                tenant_id: own,
                 entry: workflow_key_entry(&c.workflow_id, key, &c.id),
                 checkpoint_id: c.id.to_string(),
             };
@@ -280,17 +362,19 @@ impl CheckpointStore {
         stored: &StoredCheckpoint,
     ) -> Result<(), StoreError> {
         let c = &stored.checkpoint;
-        let mut entries = vec![c.id.to_string(), by_execution_entry(&c.execution_id, c.sequence)];
+        let own = stored.layout.checkpoint_partition(tenant, &c.id);
+        let run = stored.layout.execution_partition(tenant, &c.execution_id);
+        let mut entries = vec![(&own, c.id.to_string()), (&run, by_execution_entry(&c.execution_id, c.sequence))];
         if let Some(key) = c.key.as_deref() {
-            entries.push(key_entry(&c.execution_id, key));
-            entries.push(workflow_key_entry(&c.workflow_id, key, &c.id));
+            entries.push((&run, key_entry(&c.execution_id, key)));
+            entries.push((&own, workflow_key_entry(&c.workflow_id, key, &c.id)));
         }
         if stored.writes_parts.is_some() {
-            entries.push(writes_entry(&c.id));
+            entries.push((&own, writes_entry(&c.id)));
         }
-        for entry in entries {
+        for (partition, entry) in entries {
             let delete =
-                Delete::builder().table_name(self.table()).key("tenant_id", s(tenant.as_str())).key("entry", s(entry));
+                Delete::builder().table_name(self.table()).key("tenant_id", s(partition)).key("entry", s(entry));
             tx.push(Part::Discard, TransactWriteItem::builder().delete(built(delete.build())?).build());
         }
         for index in 0..stored.state_parts as usize {
@@ -302,17 +386,25 @@ impl CheckpointStore {
         Ok(())
     }
 
+    /// Checkpoint `id`'s by-id entry: where it is apart, else in the tenant's partition
+    /// (one consistent read, two for a checkpoint from before and for none).
     async fn get_record(&self, tenant: &TenantId, id: &CheckpointId) -> Result<Option<CheckpointRecord>, StoreError> {
-        let item =
-            get_item(&self.client, self.table(), &[("tenant_id", tenant.as_str()), ("entry", id.as_str())]).await?;
-        item.map(|item| serde_dynamo::from_item(item).map_err(StoreError::from)).transpose()
+        for layout in [Layout::Apart, Layout::Tenant] {
+            let partition = layout.checkpoint_partition(tenant, id);
+            let key = [("tenant_id", partition.as_str()), ("entry", id.as_str())];
+            if let Some(item) = get_item(&self.client, self.table(), &key).await? {
+                return Ok(Some(serde_dynamo::from_item(item)?));
+            }
+        }
+        Ok(None)
     }
 
-    /// The table and key of checkpoint `id`'s entry, to read it beside another item.
+    /// The table and key of checkpoint `id`'s entry where `layout` keeps it, to read it
+    /// beside another item.
     #[must_use]
-    pub fn entry_key(&self, tenant: &TenantId, id: &CheckpointId) -> (&str, Item) {
+    pub fn entry_key(&self, tenant: &TenantId, id: &CheckpointId, layout: Layout) -> (&str, Item) {
         let key = std::collections::HashMap::from([
-            ("tenant_id".to_owned(), s(tenant.as_str())),
+            ("tenant_id".to_owned(), s(layout.checkpoint_partition(tenant, id))),
             ("entry".to_owned(), s(id.as_str())),
         ]);
         (self.table(), key)
@@ -324,11 +416,7 @@ impl CheckpointStore {
     /// The read's [`StoreError`].
     pub async fn get(&self, tenant: &TenantId, id: &CheckpointId) -> Result<Option<StoredCheckpoint>, StoreError> {
         let Some(record) = self.get_record(tenant, id).await? else { return Ok(None) };
-        Ok(Some(StoredCheckpoint {
-            checkpoint: record.checkpoint()?,
-            state_parts: record.state_parts,
-            writes_parts: None,
-        }))
+        Ok(Some(record.stored()?))
     }
 
     /// The checkpoint of `execution` whose key is `key`: the key's pointer, then the
@@ -339,12 +427,12 @@ impl CheckpointStore {
     pub async fn by_key(
         &self,
         tenant: &TenantId,
-        execution: &ExecutionId,
+        execution: &Execution,
         key: &str,
     ) -> Result<Option<StoredCheckpoint>, StoreError> {
-        let entry = key_entry(execution, key);
-        let Some(item) =
-            get_item(&self.client, self.table(), &[("tenant_id", tenant.as_str()), ("entry", &entry)]).await?
+        let entry = key_entry(&execution.id, key);
+        let partition = Layout::of(execution).execution_partition(tenant, &execution.id);
+        let Some(item) = get_item(&self.client, self.table(), &[("tenant_id", &partition), ("entry", &entry)]).await?
         else {
             return Ok(None);
         };
@@ -355,8 +443,9 @@ impl CheckpointStore {
     }
 
     /// The ids of the checkpoints of `workflow`'s executions whose key is `key`, at most
-    /// `limit`, by id: one consistent query of their pointers. Some may be hidden (a
-    /// rollback or a deletion under way), which the caller checks.
+    /// `limit`, by id: one consistent query of their pointers in each partition that
+    /// may hold them (the tenant's and its [`SHARDS`]), side by side. Some may be hidden
+    /// (a rollback or a deletion under way), which the caller checks.
     ///
     /// # Errors
     /// The query's [`StoreError`]; [`StoreError::Corrupt`] for a pointer without a
@@ -368,25 +457,35 @@ impl CheckpointStore {
         key: &str,
         limit: usize,
     ) -> Result<Vec<CheckpointId>, StoreError> {
-        let query = self
-            .client
-            .query()
-            .table_name(self.table())
-            .key_condition_expression("tenant_id = :t AND begins_with(entry, :p)")
-            .expression_attribute_values(":t", s(tenant.as_str()))
-            .expression_attribute_values(":p", s(workflow_key_prefix(workflow, key)))
-            .projection_expression("checkpoint_id")
-            .consistent_read(true);
-        let items = query_window(query, "entry", 0, limit).await?;
-        items
+        let partitions =
+            std::iter::once(tenant.as_str().to_owned()).chain((0..SHARDS).map(|shard| shard_partition(tenant, shard)));
+        let queries = partitions.map(|partition| {
+            let query = self
+                .client
+                .query()
+                .table_name(self.table())
+                .key_condition_expression("tenant_id = :t AND begins_with(entry, :p)")
+                .expression_attribute_values(":t", s(partition))
+                .expression_attribute_values(":p", s(workflow_key_prefix(workflow, key)))
+                .projection_expression("checkpoint_id")
+                .consistent_read(true);
+            query_window(query, "entry", 0, limit)
+        });
+        let mut ids = futures_util::future::try_join_all(queries)
+            .await?
             .into_iter()
+            .flatten()
             .map(|item| {
                 item.get("checkpoint_id")
                     .and_then(|v| v.as_s().ok())
                     .and_then(|raw| CheckpointId::parse(raw))
                     .ok_or_else(|| StoreError::Corrupt(format!("a key pointer of workflow {workflow}: checkpoint_id")))
             })
-            .collect()
+            .collect::<Result<Vec<_>, _>>()?;
+        // The entries of one key differ by the id alone, so their order is the ids'.
+        ids.sort_unstable_by(|a, b| a.as_str().cmp(b.as_str()));
+        ids.truncate(limit);
+        Ok(ids)
     }
 
     /// The checkpoint of `entry` and its state: the entry's own when inline, else its
@@ -428,7 +527,7 @@ impl CheckpointStore {
 
     fn execution_range(
         &self,
-        tenant: &TenantId,
+        partition: &str,
         execution: &ExecutionId,
         from_sequence: u64,
         through_sequence: u64,
@@ -437,7 +536,7 @@ impl CheckpointStore {
             .query()
             .table_name(self.table())
             .key_condition_expression("tenant_id = :t AND entry BETWEEN :lo AND :hi")
-            .expression_attribute_values(":t", s(tenant.as_str()))
+            .expression_attribute_values(":t", s(partition))
             .expression_attribute_values(":lo", s(by_execution_entry(execution, from_sequence)))
             .expression_attribute_values(":hi", s(by_execution_entry(execution, through_sequence)))
             .consistent_read(true)
@@ -447,14 +546,14 @@ impl CheckpointStore {
     /// covers and with its metadata filter.
     fn window_query(
         &self,
-        tenant: &TenantId,
-        execution: &ExecutionId,
-        hidden: &[Discarded],
+        partition: &str,
+        execution: &Execution,
         window: &ListWindow,
     ) -> aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder {
-        let mut range = self
-            .execution_range(tenant, execution, window.from_sequence.max(1), window.through_sequence.min(LAST_SEQUENCE))
-            .scan_index_forward(!window.descending);
+        let hidden = &execution.discarded;
+        let (from, through) = (window.from_sequence.max(1), window.through_sequence.min(LAST_SEQUENCE));
+        let mut range =
+            self.execution_range(partition, &execution.id, from, through).scan_index_forward(!window.descending);
         // Checkpoints a rollback discarded but has not deleted yet are left out (the skip
         // and take of the window count only what is shown).
         let mut conditions: Vec<String> =
@@ -487,8 +586,7 @@ impl CheckpointStore {
     pub async fn list(
         &self,
         tenant: &TenantId,
-        execution: &ExecutionId,
-        hidden: &[Discarded],
+        execution: &Execution,
         window: &ListWindow,
         skip: usize,
         take: usize,
@@ -496,7 +594,8 @@ impl CheckpointStore {
         if window.is_empty() {
             return Ok(Page::default());
         }
-        let query = self.window_query(tenant, execution, hidden, window);
+        let partition = Layout::of(execution).execution_partition(tenant, &execution.id);
+        let query = self.window_query(&partition, execution, window);
         if window.metadata.is_empty() {
             let items = query_window(query, "entry", skip, take).await?;
             let items = items
@@ -536,7 +635,7 @@ impl CheckpointStore {
             };
             if examined >= MAX_EXAMINED {
                 let entry = last.get("entry").and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
-                let item = get_item(&self.client, self.table(), &[("tenant_id", tenant.as_str()), ("entry", &entry)])
+                let item = get_item(&self.client, self.table(), &[("tenant_id", &partition), ("entry", &entry)])
                     .await?
                     .ok_or_else(|| StoreError::Corrupt(format!("checkpoint entry {entry} went while listing")))?;
                 let record: CheckpointRecord = serde_dynamo::from_item(item)?;
@@ -553,15 +652,15 @@ impl CheckpointStore {
     pub async fn count(
         &self,
         tenant: &TenantId,
-        execution: &ExecutionId,
-        hidden: &[Discarded],
+        execution: &Execution,
         window: &ListWindow,
         cap: u64,
     ) -> Result<u64, StoreError> {
         if window.is_empty() {
             return Ok(0);
         }
-        shared::dynamo::count(self.window_query(tenant, execution, hidden, window), cap).await
+        let partition = Layout::of(execution).execution_partition(tenant, &execution.id);
+        shared::dynamo::count(self.window_query(&partition, execution, window), cap).await
     }
 
     /// Checkpoints of the execution with a sequence above `sequence`, highest first, at
@@ -580,7 +679,8 @@ impl CheckpointStore {
     }
 
     /// Checkpoints of the execution in `range`, lowest first when `lowest_first` (else
-    /// highest first), at most `limit`, with what their deletion needs.
+    /// highest first), at most `limit`, with what their deletion needs: from both places
+    /// its checkpoints may be (a deletion's execution is gone, and says nothing).
     ///
     /// # Errors
     /// The reads' [`StoreError`]s.
@@ -592,20 +692,24 @@ impl CheckpointStore {
         limit: usize,
         lowest_first: bool,
     ) -> Result<Vec<StoredCheckpoint>, StoreError> {
-        let query =
-            self.execution_range(tenant, execution, range.after + 1, range.through).scan_index_forward(lowest_first);
-        let items = query_window(query, "entry", 0, limit).await?;
-        let stored = items
+        let queries = [Layout::Apart, Layout::Tenant].map(|layout| {
+            let partition = layout.execution_partition(tenant, execution);
+            let query = self
+                .execution_range(&partition, execution, range.after + 1, range.through)
+                .scan_index_forward(lowest_first);
+            query_window(query, "entry", 0, limit)
+        });
+        let mut stored = futures_util::future::try_join_all(queries)
+            .await?
             .into_iter()
-            .map(|item| {
-                let record: CheckpointRecord = serde_dynamo::from_item(item)?;
-                Ok(StoredCheckpoint {
-                    checkpoint: record.checkpoint()?,
-                    state_parts: record.state_parts,
-                    writes_parts: None,
-                })
-            })
+            .flatten()
+            .map(|item| serde_dynamo::from_item::<_, CheckpointRecord>(item)?.stored())
             .collect::<Result<Vec<_>, StoreError>>()?;
+        stored.sort_unstable_by_key(|c| c.checkpoint.sequence);
+        if !lowest_first {
+            stored.reverse();
+        }
+        stored.truncate(limit);
         self.with_writes(tenant, stored).await
     }
 }

@@ -9,7 +9,7 @@ use shared::dynamo::{Part, StoreError, Transaction, batch_get, built, get_item, 
 use shared::ids::CheckpointId;
 
 use super::model::{PackedState, STATE_MAX_BYTES, StoredCheckpoint};
-use super::store::CheckpointStore;
+use super::store::{CheckpointStore, Layout};
 
 /// The entry of a checkpoint's writes document.
 pub(super) fn writes_entry(checkpoint: &CheckpointId) -> String {
@@ -97,7 +97,7 @@ impl CheckpointStore {
             .iter()
             .map(|c| {
                 std::collections::HashMap::from([
-                    ("tenant_id".to_owned(), s(tenant.as_str())),
+                    ("tenant_id".to_owned(), s(c.layout.checkpoint_partition(tenant, &c.checkpoint.id))),
                     ("entry".to_owned(), s(writes_entry(&c.checkpoint.id))),
                 ])
             })
@@ -114,15 +114,15 @@ impl CheckpointStore {
         Ok(checkpoints)
     }
 
-    /// The writes of checkpoint `id` (none stored: empty, version 0).
+    /// The writes of checkpoint `id`, kept as `layout` says (none stored: empty, version 0).
     ///
     /// # Errors
     /// The reads' [`StoreError`]s; [`StoreError::Corrupt`] if the document does not
     /// reassemble.
-    pub async fn writes(&self, tenant: &TenantId, id: &CheckpointId) -> Result<Writes, StoreError> {
+    pub async fn writes(&self, tenant: &TenantId, id: &CheckpointId, layout: Layout) -> Result<Writes, StoreError> {
         let entry = writes_entry(id);
-        let Some(item) =
-            get_item(&self.client, self.table(), &[("tenant_id", tenant.as_str()), ("entry", &entry)]).await?
+        let partition = layout.checkpoint_partition(tenant, id);
+        let Some(item) = get_item(&self.client, self.table(), &[("tenant_id", &partition), ("entry", &entry)]).await?
         else {
             return Ok(Writes::default());
         };
@@ -149,8 +149,8 @@ impl CheckpointStore {
         Ok(Writes { items, version: record.version, parts: record.parts })
     }
 
-    /// Adds the replacement of checkpoint `id`'s writes document (`old` as read) by `new`
-    /// to `tx`, conditioned on it being unchanged since ([`Part::Checkpoint`] fails
+    /// Adds the replacement of checkpoint `id`'s writes document (`old` as read, kept as
+    /// `layout` says) by `new` to `tx`, conditioned on it being unchanged since ([`Part::Checkpoint`] fails
     /// otherwise).
     ///
     /// # Errors
@@ -159,14 +159,14 @@ impl CheckpointStore {
         &self,
         tx: &mut Transaction,
         tenant: &TenantId,
-        id: &CheckpointId,
+        (id, layout): (&CheckpointId, Layout),
         old: &Writes,
         new: &Writes,
         packed: &PackedState,
     ) -> Result<(), StoreError> {
         let parts = packed.parts();
         let record = WritesRecord {
-            tenant_id: tenant.as_str().to_owned(),
+            tenant_id: layout.checkpoint_partition(tenant, id),
             entry: writes_entry(id),
             version: old.version + 1,
             count: new.items.len() as u64,

@@ -150,8 +150,9 @@ impl Runs {
         }
         retry_races(|| async move {
             let now = clock.now();
-            let execution =
+            let mut execution =
                 Execution::start(workflow_id.clone(), key.map(str::to_owned), input.clone(), metadata.clone(), now);
+            execution.checkpoints_apart = shared::config::checkpoints_apart();
             let account = self.ledger.account(tenant).await?;
             let mut tx = Transaction::new();
             self.ledger.stage(&mut tx, tenant, account, self.charge(&execution, "started"), now)?;

@@ -104,6 +104,10 @@ pub struct Execution {
     pub updated_at: DateTime<Utc>,
     /// When it ended (completed, failed, cancelled).
     pub ended_at: Option<DateTime<Utc>>,
+    /// Whether its checkpoints are kept apart from the tenant's partition (see
+    /// `checkpoints::store::Layout`): every execution started since that layout, unless
+    /// it is switched off; false for executions from before.
+    pub checkpoints_apart: bool,
 }
 
 /// The checkpoints with `after < sequence <= through`, discarded by a rollback.
@@ -233,6 +237,7 @@ impl Execution {
             created_at: now,
             updated_at: now,
             ended_at: None,
+            checkpoints_apart: true,
         }
     }
 

@@ -113,6 +113,10 @@ struct ExecutionRecord {
     purge_shard: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     purge_since: Option<String>,
+    /// Its checkpoints are apart (absent: an execution from before, all in the tenant's
+    /// partition).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    checkpoints_apart: bool,
 }
 
 /// The attributes a list reads: every one but `input` and `output`, so list items are
@@ -140,6 +144,7 @@ const SUMMARY_ATTRIBUTES: &[&str] = &[
     "tenant_status",
     "tenant_workflow",
     "tenant_workflow_status",
+    "checkpoints_apart",
 ];
 
 impl ExecutionRecord {
@@ -180,6 +185,7 @@ impl ExecutionRecord {
             // The execution's creation, which no write moves: a cleanup is the janitor's
             // once the execution is ABANDONED_AFTER old, however often it is written.
             purge_since: (!e.discarded.is_empty()).then(|| shared::time::format(e.created_at)),
+            checkpoints_apart: e.checkpoints_apart,
         };
         (record, blobs)
     }
@@ -241,6 +247,7 @@ impl ExecutionRecord {
             created_at: time(&self.created_at)?,
             updated_at: time(&self.updated_at)?,
             ended_at: self.ended_at.as_deref().map(time).transpose()?,
+            checkpoints_apart: self.checkpoints_apart,
         })
     }
 }
