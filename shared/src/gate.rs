@@ -11,10 +11,12 @@
 //!   is written and the request is answered 429 (the request is counted after its
 //!   answer, [`Gate::count`]);
 //! - when the key was taken from the instance's memory rather than read for this
-//!   request, carries a `ConditionCheck` on the key's item (it exists, is not revoked and
-//!   is the tenant's), so a key revoked at any moment before the commit writes nothing
-//!   and the request is answered 401. A transaction with no room for it (100 operations,
-//!   or within a key's size of 4 MB) reads the key first instead.
+//!   request (and has not expired since), carries a `ConditionCheck` that one of the
+//!   key's [`crate::auth::REVOCATION_MARKERS`], chosen at random, does not exist: a
+//!   revocation writes them all in its own transaction, so a key revoked at any moment
+//!   before the commit writes nothing and the request is answered 401, and no item is
+//!   checked by every write of a busy key. A transaction with no room for it (100
+//!   operations, or within a key's size of 4 MB) reads the key first instead.
 //!
 //! An effect outside DynamoDB (a Stripe call that creates something) cannot carry a
 //! condition: [`crate::dynamo::before_effect`] passes the limit and reads the key first.
@@ -29,7 +31,7 @@ use aws_sdk_dynamodb::types::{ConditionCheck, TransactWriteItem};
 use tokio::sync::OnceCell;
 
 use crate::TenantId;
-use crate::auth::AuthState;
+use crate::auth::{AuthState, REVOCATION_MARKERS};
 use crate::dynamo::{StoreError, Table, s};
 use crate::rate_limit::{Slot, Standing};
 
@@ -70,6 +72,8 @@ pub struct Gate {
     auth: AuthState,
     tenant: TenantId,
     key_hash: String,
+    /// From when the key authenticates nothing (as its item says: it never changes).
+    expires_at: Option<chrono::DateTime<chrono::Utc>>,
     standing: OnceCell<Option<Standing>>,
     state: Mutex<State>,
     /// The two shards of the tenant's standing the request looks at and is counted in
@@ -78,16 +82,23 @@ pub struct Gate {
 }
 
 impl Gate {
-    /// The gate of a request of `tenant` with the key whose hash is `key_hash`;
-    /// `key_checked` when the key's item was read for this request already.
+    /// The gate of a request of `tenant` with the key whose hash is `key_hash`, which
+    /// expires at `expires_at`; `key_checked` when the key's item was read for this
+    /// request already.
     #[must_use]
-    pub fn new(auth: AuthState, tenant: TenantId, key_hash: String, key_checked: bool) -> Arc<Self> {
+    pub fn new(
+        auth: AuthState,
+        tenant: TenantId,
+        (key_hash, expires_at): (String, Option<chrono::DateTime<chrono::Utc>>),
+        key_checked: bool,
+    ) -> Arc<Self> {
         let limit = auth.known.limit(&tenant).unwrap_or(auth.rate_limit).max(auth.rate_limit);
         let slots = Slot::two_at_random(crate::rate_limit::shards_for(limit));
         Arc::new(Self {
             auth,
             tenant,
             key_hash,
+            expires_at,
             standing: OnceCell::new(),
             state: Mutex::new(State { key_checked, outcome: Outcome::Open, look_taken: false }),
             slots,
@@ -258,9 +269,12 @@ impl Gate {
         if self.key_checked() {
             return Ok(None);
         }
+        if self.expires_at.is_some_and(|at| chrono::Utc::now() >= at) {
+            return Err(self.refuse(Refusal::KeyRevoked));
+        }
         let check = self.key_condition()?;
-        // A transaction that writes the key's own item (revoking the key it is sent with)
-        // cannot also check it: DynamoDB takes one operation per item.
+        // A transaction that writes the key's own item or its markers (revoking the key
+        // it is sent with) cannot also check one: DynamoDB takes one operation per item.
         if crate::dynamo::has_room_for(items, &check) && !items.iter().any(|item| self.is_key_item(item)) {
             return Ok(Some(check));
         }
@@ -343,11 +357,14 @@ impl Gate {
         None
     }
 
-    /// Whether `operation` is on the request's key's item.
+    /// Whether `operation` is on the request's key's item or one of its revocation
+    /// markers.
     fn is_key_item(&self, operation: &TransactWriteItem) -> bool {
         let table = self.auth.tables.name(Table::ApiKeys);
         let on = |name: &str, key: &crate::dynamo::Item| {
-            name == table && key.get("key_hash").and_then(|v| v.as_s().ok()) == Some(&self.key_hash)
+            let hash = key.get("key_hash").and_then(|v| v.as_s().ok());
+            let rest = hash.and_then(|hash| hash.strip_prefix(self.key_hash.as_str()));
+            name == table && rest.is_some_and(|rest| rest.is_empty() || rest.starts_with("#revoked#"))
         };
         operation.put().is_some_and(|o| on(o.table_name(), o.item()))
             || operation.update().is_some_and(|o| on(o.table_name(), o.key()))
@@ -355,17 +372,16 @@ impl Gate {
             || operation.condition_check().is_some_and(|o| on(o.table_name(), o.key()))
     }
 
-    /// The condition that the request's key exists, is live and is the tenant's.
+    /// The condition that the request's key is not revoked: one of its revocation
+    /// markers, at random, does not exist. (Its tenant and expiry never change once
+    /// issued: the edge took both from the key's item, and checks the expiry again now,
+    /// [`Gate::admit`].)
     fn key_condition(&self) -> Result<TransactWriteItem, StoreError> {
+        let marker = getrandom::u32().map_or(0, |x| u8::try_from(x % u32::from(REVOCATION_MARKERS)).unwrap_or(0));
         let check = ConditionCheck::builder()
             .table_name(self.auth.tables.name(Table::ApiKeys))
-            .key("key_hash", s(&self.key_hash))
-            .condition_expression(
-                "tenant_id = :tenant AND attribute_not_exists(revoked_at) \
-                 AND (attribute_not_exists(expires_at) OR expires_at > :now)",
-            )
-            .expression_attribute_values(":tenant", s(self.tenant.as_str()))
-            .expression_attribute_values(":now", s(crate::time::format(chrono::Utc::now())))
+            .key("key_hash", s(crate::auth::revocation_marker(&self.key_hash, marker)))
+            .condition_expression("attribute_not_exists(key_hash)")
             .build();
         Ok(TransactWriteItem::builder().condition_check(crate::dynamo::built(check)?).build())
     }
@@ -417,7 +433,7 @@ mod tests {
         let tenant = crate::auth::trusted::tenant(
             &crate::ids::TenantKey::parse("ten_0193a6f21c2b7d3e8f000123456789ab").expect("id"),
         );
-        Gate::new(auth, tenant, "ab".repeat(32), false)
+        Gate::new(auth, tenant, ("ab".repeat(32), None), false)
     }
 
     /// The key's condition is added only while the transaction stays within 100
@@ -425,9 +441,10 @@ mod tests {
     #[test]
     fn the_key_condition_is_added_only_within_the_transaction_limits() {
         let check = gate().key_condition().expect("built");
-        // The check's key, as DynamoDB counts a condition check: `key_hash` and 64 hex.
+        // The check's key, as DynamoDB counts a condition check: `key_hash` and a marker
+        // of the key (64 hex and `#revoked#NN`).
         let size = operation_size(&check);
-        assert_eq!(size, "key_hash".len() + 64);
+        assert_eq!(size, "key_hash".len() + 64 + "#revoked#00".len());
         assert!(fits(MAX_TRANSACTION_ITEMS - 1, MAX_TRANSACTION_BYTES - size, size));
         assert!(!fits(MAX_TRANSACTION_ITEMS, 0, size), "101 operations");
         assert!(!fits(1, MAX_TRANSACTION_BYTES - size + 1, size), "over 4 MB");

@@ -121,7 +121,7 @@ async fn require_api_key(State(auth): State<AuthState>, mut request: Request, ne
     }
     request.extensions_mut().insert(tenant.clone());
     request.extensions_mut().insert(grant.scopes.clone());
-    let gate = crate::gate::Gate::new(auth.clone(), tenant.clone(), hash.clone(), !check_later);
+    let gate = crate::gate::Gate::new(auth.clone(), tenant.clone(), (hash.clone(), grant.expires_at), !check_later);
     // The epoch of a count or look finished before the key's read is sent below: if the
     // read finds the key live, the key is live at that epoch.
     let (live_at, epoch_before) = (auth.known.live_at(&hash), auth.known.epoch(&tenant));

@@ -130,6 +130,13 @@ async fn a_key_revoked_between_the_cache_fill_and_the_transaction_writes_nothing
         assert_eq!(response.status(), 401, "{operations} operations");
         assert_eq!(written(&env, &t.id, &raced).await, 0, "{operations} operations: nothing written, no key record");
         assert!(auth.known.get(&shared::auth::hash_key(&key)).is_none(), "the instance forgot the key");
+        // The revocation wrote every marker a write with the key may check.
+        for marker in 0..shared::auth::REVOCATION_MARKERS {
+            let hash = shared::auth::revocation_marker(&shared::auth::hash_key(&key), marker);
+            let table = env.tables.name(shared::dynamo::Table::ApiKeys);
+            let found = shared::dynamo::get_item(&env.client, table, &[("key_hash", hash.as_str())]).await;
+            assert!(found.expect("read").is_some(), "marker {marker}");
+        }
 
         // The tenant's other key goes on writing.
         let other = marker("other");
