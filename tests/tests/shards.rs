@@ -264,3 +264,64 @@ async fn checkpoints_are_kept_apart_and_an_earlier_executions_stay_where_they_we
         assert_eq!(checkpoint_items(&env, &t.id, e).await, BTreeMap::new(), "nothing of {e} left");
     }
 }
+
+/// How many of workflow `wf`'s closed markers exist (read straight from DynamoDB).
+async fn closed_markers(env: &Env, tenant: &str, wf: &str) -> usize {
+    let mut found = 0;
+    for marker in 0..domain::workflows::store::MARKERS {
+        let partition = format!("{tenant}#{marker:02}");
+        let key = [("tenant_id", partition.as_str()), ("id", &format!("{wf}#closed"))];
+        let item = shared::dynamo::get_item(&env.client, env.tables.name(Table::Workflows), &key).await;
+        found += usize::from(item.expect("read").is_some());
+    }
+    found
+}
+
+/// A start checks one of its workflow's 16 closed markers, not the workflow's item: a
+/// workflow archived after the start read it open, before the start commits, refuses it
+/// (409, nothing started or charged). Archiving and deleting write
+/// every marker, restoring removes them, and starts go on.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_workflow_archived_while_a_start_runs_refuses_it_by_its_closed_markers() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let env = api_tests::env().await;
+    let api = Api::new(Transport::in_process(&env));
+    let t = env.tenant().await;
+    let body = json!({"name": "markers", "workflow_type": "custom"});
+    let wf = api.post(&t.key, "/workflows", &body).await.expect(201).body["id"].as_str().expect("id").to_owned();
+    let path = format!("/workflows/{wf}");
+    assert_eq!(closed_markers(&env, &t.id, &wf).await, 0);
+
+    let tenant = shared::auth::trusted::tenant(&shared::ids::TenantKey::parse(&t.id).expect("tenant id"));
+    let runs = domain::runs::Runs::new(env.client.clone(), env.tables.clone(), 1);
+    let new = domain::runs::NewExecution {
+        workflow_id: shared::ids::WorkflowId::parse(&wf).expect("workflow id"),
+        key: None,
+        input: None,
+        metadata: BTreeMap::new(),
+    };
+    let archived = AtomicBool::new(false);
+    let handle = tokio::runtime::Handle::current();
+    let archive_now = |_: &domain::runs::executions::model::Execution| {
+        if !archived.swap(true, Ordering::SeqCst) {
+            let archive = json!({"status": "archived"});
+            let put = api.put(&t.key, &path, &archive);
+            assert_eq!(tokio::task::block_in_place(|| handle.block_on(put)).status, 200);
+        }
+    };
+    let balance = api.get(&t.key, "/billing/balance").await.expect(200).body.clone();
+    let refused = runs.start(&tenant, &new, &shared::time::SystemClock, &archive_now).await;
+    let message = refused.expect_err("archived before the commit").to_string();
+    assert!(message.contains("archived"), "{message}");
+    assert_eq!(api.get(&t.key, &format!("/executions?workflow_id={wf}")).await.body["total"], 0, "nothing started");
+    assert_eq!(api.get(&t.key, "/billing/balance").await.body, balance, "nothing charged");
+    assert_eq!(closed_markers(&env, &t.id, &wf).await, 16);
+
+    api.put(&t.key, &path, &json!({"status": "draft"})).await.expect(200);
+    assert_eq!(closed_markers(&env, &t.id, &wf).await, 0, "restored");
+    let started = api.post(&t.key, "/executions", &json!({"workflow_id": wf})).await;
+    let e = started.expect(201).body["id"].as_str().expect("id").to_owned();
+    api.post(&t.key, &format!("/executions/{e}/cancel"), &json!({})).await.expect(200);
+    api.delete(&t.key, &path).await.expect(204);
+    assert_eq!(closed_markers(&env, &t.id, &wf).await, 16, "deleted");
+}

@@ -5,6 +5,13 @@
 //! expressions: `by_status` (`tenant_status`), `by_type` (`tenant_type`) and
 //! `by_status_type` (`tenant_status_type`), each sorted by `id`. Totals come from
 //! counters written in the same transaction as every create, change and delete.
+//!
+//! A workflow archived or deleted has [`MARKERS`] closed markers (`tenant_id` =
+//! `ten_…#07`, `id` = `wf_…#closed`, no attribute an index reads), written in the
+//! transaction that closes it and deleted by the one that restores it. A start checks
+//! that one of them, at random, does not exist ([`WorkflowStore::check_active`]), so no
+//! item is checked by every start of a busy workflow; the start has read the workflow
+//! before (refusing one archived or gone), and the marker refuses one closed since.
 
 use std::collections::BTreeMap;
 
@@ -15,8 +22,8 @@ use shared::TenantId;
 use shared::body::WireEnum;
 use shared::counters::{self, CounterChange};
 use shared::dynamo::{
-    Item, Part, StoreError, Table, Tables, Transaction, TransactionError, get_item, n, newest_first, query_window_from,
-    resume_after, s, transact,
+    Item, Part, StoreError, Table, Tables, Transaction, TransactionError, built, get_item, n, newest_first,
+    query_window_from, resume_after, s, transact,
 };
 use shared::ids::WorkflowId;
 use shared::pagination::PageRequest;
@@ -137,6 +144,9 @@ pub struct ListFilter {
     pub workflow_type: Option<WorkflowType>,
 }
 
+/// How many closed markers an archived or deleted workflow has.
+pub const MARKERS: u8 = 16;
+
 impl WorkflowStore {
     /// A store over `client` and the named tables.
     #[must_use]
@@ -166,12 +176,36 @@ impl WorkflowStore {
     async fn write(
         &self,
         tenant: &TenantId,
-        first: TransactWriteItem,
+        mut items: Vec<TransactWriteItem>,
         change: &CounterChange,
     ) -> Result<(), StoreError> {
-        let mut items = vec![first];
         items.extend(change.transact_items(&self.tables, tenant)?);
         transact(&self.client, items).await
+    }
+
+    /// The key of closed marker `marker` of workflow `id`.
+    fn marker_key(tenant: &TenantId, id: &WorkflowId, marker: u8) -> Item {
+        std::collections::HashMap::from([
+            ("tenant_id".to_owned(), s(format!("{}#{marker:02}", tenant.as_str()))),
+            ("id".to_owned(), s(format!("{id}#closed"))),
+        ])
+    }
+
+    /// Writes (`closed`) or deletes every closed marker of workflow `id`.
+    fn markers(&self, tenant: &TenantId, id: &WorkflowId, closed: bool) -> Result<Vec<TransactWriteItem>, StoreError> {
+        (0..MARKERS)
+            .map(|marker| {
+                let key = Self::marker_key(tenant, id, marker);
+                let operation = if closed {
+                    let put = Put::builder().table_name(self.table()).set_item(Some(key)).build();
+                    TransactWriteItem::builder().put(built(put)?).build()
+                } else {
+                    let delete = Delete::builder().table_name(self.table()).set_key(Some(key)).build();
+                    TransactWriteItem::builder().delete(built(delete)?).build()
+                };
+                Ok(operation)
+            })
+            .collect()
     }
 
     /// Stores a new workflow and counts it.
@@ -181,7 +215,7 @@ impl WorkflowStore {
     /// call's other [`StoreError`]s.
     pub async fn create(&self, tenant: &TenantId, w: &Workflow) -> Result<(), StoreError> {
         let put = self.put(tenant, w, "attribute_not_exists(id)", None)?;
-        self.write(tenant, put, &CounterChange::between(&[], &w.counters())).await
+        self.write(tenant, vec![put], &CounterChange::between(&[], &w.counters())).await
     }
 
     /// The workflow `id` of `tenant`, if it exists.
@@ -200,23 +234,26 @@ impl WorkflowStore {
     /// [`StoreError::ConditionFailed`] when the workflow changed or was deleted since it
     /// was read; the call's other [`StoreError`]s.
     pub async fn replace(&self, tenant: &TenantId, old: &Workflow, new: &Workflow) -> Result<(), StoreError> {
-        let put = self.put(tenant, new, "version = :expected", Some(old.version))?;
-        self.write(tenant, put, &CounterChange::between(&old.counters(), &new.counters())).await
+        let mut items = vec![self.put(tenant, new, "version = :expected", Some(old.version))?];
+        let (was, is) = (old.status == WorkflowStatus::Archived, new.status == WorkflowStatus::Archived);
+        if was != is {
+            items.extend(self.markers(tenant, &new.id, is)?);
+        }
+        self.write(tenant, items, &CounterChange::between(&old.counters(), &new.counters())).await
     }
 
-    /// A transaction operation that holds only while the workflow exists and is not
-    /// archived (starting an execution joins it).
+    /// A transaction operation that holds only while the workflow, read open before,
+    /// has not been archived or deleted since (starting an execution joins it): one of
+    /// its closed markers, at random, does not exist.
     ///
     /// # Errors
     /// [`StoreError::Other`] if it cannot be built (a bug).
     pub fn check_active(&self, tenant: &TenantId, id: &WorkflowId) -> Result<TransactWriteItem, StoreError> {
+        let marker = getrandom::u32().map_or(0, |x| u8::try_from(x % u32::from(MARKERS)).unwrap_or(0));
         let check = aws_sdk_dynamodb::types::ConditionCheck::builder()
             .table_name(self.table())
-            .key("tenant_id", s(tenant.as_str()))
-            .key("id", s(id.as_str()))
-            .condition_expression("attribute_exists(id) AND #status <> :archived")
-            .expression_attribute_names("#status", "status")
-            .expression_attribute_values(":archived", s(WorkflowStatus::Archived.wire()))
+            .set_key(Some(Self::marker_key(tenant, id, marker)))
+            .condition_expression("attribute_not_exists(id)")
             .build()
             .map_err(|e| StoreError::Other(Box::new(e)))?;
         Ok(TransactWriteItem::builder().condition_check(check).build())
@@ -239,6 +276,7 @@ impl WorkflowStore {
             .map_err(|e| StoreError::Other(Box::new(e)))?;
         let mut tx = Transaction::new();
         tx.push(Part::Workflow, TransactWriteItem::builder().delete(delete).build());
+        tx.extend(Part::Workflow, self.markers(tenant, &w.id, true)?);
         for status in ["running", "paused"] {
             let name = counters::executions_of_workflow(w.id.as_str(), status);
             match counters::zero_now(&self.client, &self.tables, tenant, &name).await? {
