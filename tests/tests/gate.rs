@@ -233,3 +233,37 @@ async fn a_key_revoked_before_an_outside_effect_causes_none() {
     assert_eq!(call(&app(Some(key_id.as_str().to_owned())), &key).await.status(), 401);
     assert!(!effects.load(Ordering::SeqCst), "no effect for a revoked key");
 }
+
+/// A key revoked by an earlier version, which wrote no revocation markers (its item marked
+/// revoked and the tenant's keys epoch moved, nothing else), writes nothing more on an
+/// instance that had proven it live: the look finds the epoch moved, and the key is read
+/// before the write instead of checking a marker. 401, nothing written.
+#[tokio::test]
+async fn a_key_revoked_without_markers_writes_nothing_on_a_warm_instance() {
+    let env = api_tests::env().await;
+    let auth = auth(&env, 1_000_000);
+    let t = env.tenant().await;
+    let now = shared::time::format(chrono::Utc::now());
+    let (_, key) = infra::admin::create_key(&env.client, &env.tables, &t.id, &now).await.expect("key");
+    let route = |marker: &str| Route { env: env.clone(), revoke_first: None, operations: 3, marker: marker.to_owned() };
+    for i in 0..4 {
+        let warm = format!("gate-warm-{i}-{}", uuid::Uuid::now_v7());
+        assert_eq!(call(&app(&env, &auth, route(&warm)), &key).await.status(), 201);
+    }
+    assert!(auth.known.live_at(&shared::auth::hash_key(&key)).is_some(), "proven live at the epoch");
+    let revoke = aws_sdk_dynamodb::types::Update::builder()
+        .table_name(env.tables.name(shared::dynamo::Table::ApiKeys))
+        .key("key_hash", shared::dynamo::s(shared::auth::hash_key(&key)))
+        .update_expression("SET revoked_at = :now")
+        .expression_attribute_values(":now", shared::dynamo::s(&now))
+        .build()
+        .expect("update");
+    let earlier_version = vec![
+        aws_sdk_dynamodb::types::TransactWriteItem::builder().update(revoke).build(),
+        shared::rate_limit::keys_changed(&env.tables, &t.id).expect("epoch"),
+    ];
+    env.client.transact_write_items().set_transact_items(Some(earlier_version)).send().await.expect("revoked");
+    let after = format!("gate-after-{}", uuid::Uuid::now_v7());
+    assert_eq!(call(&app(&env, &auth, route(&after)), &key).await.status(), 401);
+    assert_eq!(written(&env, &t.id, &after).await, 0);
+}
