@@ -7,7 +7,7 @@
 //! | `EXECUTION_COST_CREDITS` | credits charged per execution start and replay | 1 |
 //! | `RATE_LIMIT_PER_MINUTE` | requests per tenant and minute (0: off), see `rate_limit` | 1200 |
 //! | `STRIPE_WEBHOOK_SECRET` | the signing secret of the Stripe webhook endpoint | unset: webhooks are 503 |
-//! | `CHECKPOINT_PARTITIONS` | where new executions keep their checkpoints: `execution` (partitions of their own) or `tenant` (the tenant's, as before; an upgrade's first deploy) | `execution` |
+//! | `PARTITIONS` | where new executions and their checkpoints go: `spread` (over partitions of the tenant's, and of each execution) or `tenant` (the tenant's one partition, as before; an upgrade's first deploy) | `spread` |
 //!
 //! Region and credentials come from the environment (`AWS_REGION`, `AWS_ACCESS_KEY_ID`,
 //! …, as Lambda sets them): see `dynamo::config`.
@@ -68,17 +68,17 @@ pub fn execution_cost_credits() -> i64 {
     })
 }
 
-/// Whether executions started now keep their checkpoints apart from the tenant's
-/// partition (`CHECKPOINT_PARTITIONS`: `execution`, the default, or `tenant`; another
-/// value is taken as the default and logged once).
+/// Whether executions started now, and their checkpoints, are spread over partitions
+/// rather than kept in the tenant's one partition (`PARTITIONS`: `spread`, the default,
+/// or `tenant`; another value is taken as the default and logged once).
 #[must_use]
-pub fn checkpoints_apart() -> bool {
-    static APART: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *APART.get_or_init(|| match std::env::var("CHECKPOINT_PARTITIONS").as_deref() {
-        Err(_) | Ok("execution") => true,
+pub fn spread() -> bool {
+    static SPREAD: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *SPREAD.get_or_init(|| match std::env::var("PARTITIONS").as_deref() {
+        Err(_) | Ok("spread") => true,
         Ok("tenant") => false,
         Ok(other) => {
-            tracing::error!(value = other, "CHECKPOINT_PARTITIONS is neither execution nor tenant; using execution");
+            tracing::error!(value = other, "PARTITIONS is neither spread nor tenant; using spread");
             true
         }
     })

@@ -83,11 +83,17 @@ fn schemas(prefix: &str) -> Schemas {
         .collect()
 }
 
-/// Ids in a key made general: `ten_…` as `{tenant}`, `exec_…` as `{exec}`, and so on.
+/// Ids in a key made general: `ten_…` as `{tenant}`, `exec_…` as `{exec}`, a shard as
+/// `{shard}`, and so on.
 fn general(text: &str, tenant: &str) -> String {
     let mut text = text.replace(tenant, "{tenant}");
     for shard in 0..shared::counters::SHARDS {
         text = text.replace(&format!("{{tenant}}#{shard:02}"), "{tenant}#{shard}");
+    }
+    // A key's revocation markers (`{key hash}#revoked#NN`), one checked at random.
+    if let Some((head, _)) = text.split_once("#revoked#") {
+        let table = head.rsplit_once(' ').map_or("", |(table, _)| table);
+        text = format!("{table} {{key}}#revoked#{{shard}}");
     }
     let mut out = String::new();
     let mut rest = text.as_str();

@@ -120,7 +120,9 @@ async fn main() {
         ("GET /billing/balance", &billing, "/api/v1/billing/balance".to_owned(), (Table::Accounts, None)),
         ("GET /executions/{id}", &executions, execution_path, (Table::Executions, Some(execution_id.as_str()))),
     ] {
-        let mut keys = vec![("tenant_id", t.as_str())];
+        // An execution's item is in the tenant's shard of its id.
+        let partition = item.1.map_or_else(|| t.clone(), |id| api_tests::execution_partition(&t, id));
+        let mut keys = vec![("tenant_id", partition.as_str())];
         if let Some(id) = item.1 {
             keys.push(("id", id));
         }
@@ -276,8 +278,17 @@ impl WriteTemplates {
                 .expect("template")
                 .expect("the handler's item")
         };
-        let mut execution = read(Table::Executions, tenant.to_owned(), "id", execution_id.to_owned()).await;
+        let mut execution = read(
+            Table::Executions,
+            api_tests::execution_partition(tenant, execution_id),
+            "id",
+            execution_id.to_owned(),
+        )
+        .await;
+        // The raw write's own execution, in the tenant's own partition (as an execution
+        // from before the shards: one partition, like any one execution's).
         execution.insert("id".to_owned(), s("exec_raw_bench"));
+        execution.insert("tenant_id".to_owned(), s(tenant));
         let keys = client
             .query()
             .table_name(tables.name(Table::Idempotency))

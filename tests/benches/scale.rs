@@ -48,6 +48,17 @@ async fn query_first(bench: &Bench, table: Table, partition: &str, prefix: Optio
     out.items.unwrap_or_default().into_iter().next().expect("an item the API wrote")
 }
 
+/// Moves a copy of an execution (its `id` new) into its tenant's shard of that id, as
+/// the API would have written it: its partition and its index keys.
+fn into_its_shard(item: &mut Item, tenant: &str) {
+    let text = |item: &Item, name: &str| item.get(name).and_then(|v| v.as_s().ok()).cloned().expect(name);
+    let (from, to) = (text(item, "tenant_id"), api_tests::execution_partition(tenant, &text(item, "id")));
+    for name in ["tenant_id", "tenant_status", "tenant_workflow", "tenant_workflow_status"] {
+        let moved = text(item, name).replacen(&from, &to, 1);
+        item.insert(name.to_owned(), s(moved));
+    }
+}
+
 /// Writes copies `from..to` of each table's template, 25 a request, 8 requests at once.
 async fn grow(bench: &Bench, copies: &[Copies], context: &str, from: u64, to: u64) {
     for c in copies {
@@ -59,6 +70,9 @@ async fn grow(bench: &Bench, copies: &[Copies], context: &str, from: u64, to: u6
                 .map(|n| {
                     let mut item = c.template.clone();
                     item.insert(c.sort_key.to_owned(), (c.key)(context, n));
+                    if c.table == Table::Executions {
+                        into_its_shard(&mut item, bench.tenant.as_str());
+                    }
                     WriteRequest::builder()
                         .put_request(PutRequest::builder().set_item(Some(item)).build().expect("put"))
                         .build()
@@ -152,7 +166,13 @@ async fn main() {
         Copies {
             table: Table::Executions,
             sort_key: "id",
-            template: query_first(&bench, Table::Executions, bench.tenant.as_str(), None).await,
+            template: query_first(
+                &bench,
+                Table::Executions,
+                &api_tests::execution_partition(bench.tenant.as_str(), &e),
+                None,
+            )
+            .await,
             key: |c, n| s(format!("exec_{c}{n:031x}")),
         },
         Copies {

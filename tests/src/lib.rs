@@ -107,6 +107,50 @@ pub fn checkpoint_partition(tenant: &str, id: &str) -> String {
     format!("{tenant}#{digit:02}")
 }
 
+/// The partition of execution `id`'s item (table `executions`) in the spread layout: one
+/// of the tenant's 16 shards, by the id's last hex digit, as for a checkpoint.
+pub fn execution_partition(tenant: &str, id: &str) -> String {
+    checkpoint_partition(tenant, id)
+}
+
+/// Moves execution `id` of `tenant` (started by this version, spread) to the layout of
+/// an earlier version: its item and its key's pointer in the tenant's own partition, its
+/// index keys without a shard, and (`apart: false`) without `checkpoints_apart`, as that
+/// version wrote them.
+pub async fn to_earlier_layout(env: &Env, tenant: &str, id: &str, apart: bool) {
+    use shared::dynamo::{Table, s};
+    let table = env.tables.name(Table::Executions);
+    let spread = execution_partition(tenant, id);
+    let mut item = take_item(env, &spread, id).await.expect("the execution");
+    for name in ["tenant_id", "tenant_status", "tenant_workflow", "tenant_workflow_status"] {
+        let value = item[name].as_s().expect("text").replacen(&spread, tenant, 1);
+        item.insert(name.to_owned(), s(value));
+    }
+    if !apart {
+        item.remove("checkpoints_apart");
+    }
+    if let Some(key) = item.get("client_key") {
+        let pointer = format!("key#{}#{}", item["workflow_id"].as_s().expect("text"), key.as_s().expect("text"));
+        let mut moved = None;
+        for shard in 0..16 {
+            moved = moved.or(take_item(env, &format!("{tenant}#{shard:02}"), &pointer).await);
+        }
+        let mut moved = moved.expect("the key's pointer in one of the shards");
+        moved.insert("tenant_id".to_owned(), s(tenant));
+        env.client.put_item().table_name(table).set_item(Some(moved)).send().await.expect("put");
+    }
+    env.client.put_item().table_name(table).set_item(Some(item)).send().await.expect("put");
+}
+
+/// Deletes item `id` of partition `partition` of table `executions`, returning it.
+async fn take_item(env: &Env, partition: &str, id: &str) -> Option<shared::dynamo::Item> {
+    use shared::dynamo::{Table, s};
+    let table = env.tables.name(Table::Executions);
+    let delete = env.client.delete_item().table_name(table).key("tenant_id", s(partition)).key("id", s(id));
+    let old = delete.return_values(aws_sdk_dynamodb::types::ReturnValue::AllOld).send().await.expect("delete");
+    old.attributes
+}
+
 /// The partition of execution `execution`'s by-execution checkpoint entries and key
 /// pointers (an execution that keeps its checkpoints apart).
 pub fn run_partition(tenant: &str, execution: &str) -> String {

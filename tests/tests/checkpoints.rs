@@ -317,7 +317,8 @@ async fn checkpoints_a_rollback_discarded_stay_hidden_until_deleted() {
         }
     };
     let stored_execution = || async {
-        let key = [("tenant_id", t.id.as_str()), ("id", e.as_str())];
+        let partition = api_tests::execution_partition(&t.id, &e);
+        let key = [("tenant_id", partition.as_str()), ("id", e.as_str())];
         let table = env.tables.name(Table::Executions);
         shared::dynamo::get_item(&env.client, table, &key).await.expect("read").expect("execution")
     };

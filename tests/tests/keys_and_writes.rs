@@ -671,7 +671,8 @@ async fn the_janitor_finishes_what_deletions_and_rollbacks_left() {
     api.delete(&t.key, &format!("/executions/{deleted}")).await.expect_problem(404, "not_found");
     let execution = api.get(&t.key, &format!("/executions/{rolled}")).await;
     assert_eq!(execution.expect(200).body["checkpoint_count"], 1);
-    let key = [("tenant_id", t.id.as_str()), ("id", rolled.as_str())];
+    let partition = api_tests::execution_partition(&t.id, &rolled);
+    let key = [("tenant_id", partition.as_str()), ("id", rolled.as_str())];
     let item = get_item(&env.client, env.tables.name(Table::Executions), &key).await.expect("read").expect("item");
     assert!(!item.contains_key("discarded") && !item.contains_key("purge_shard"), "out of the index: {item:?}");
     let again = janitor::sweep(&runs, &clock, deadline).await.expect("sweep");

@@ -180,9 +180,10 @@ async fn use_checkpoints(api: &Api, key: &str, wf: &str, e: &str) -> (String, St
 /// Executions started now keep their checkpoints apart from the tenant's partition (the
 /// by-execution entries and key pointers in the execution's own, each checkpoint's entry,
 /// workflow pointer and writes in the tenant's shard of its id); an execution of the
-/// earlier layout (an item without `checkpoints_apart`, as the earlier version wrote it)
-/// keeps every item in the tenant's partition, checkpoints written now included. Both
-/// answer every read and write alike, and their rollback and deletion leave nothing.
+/// earlier layout (its item in the tenant's partition without `checkpoints_apart`, as the
+/// earlier version wrote it) keeps every item in the tenant's partition, checkpoints
+/// written now included. Both answer every read and write alike, and their rollback and
+/// deletion leave nothing.
 #[tokio::test]
 async fn checkpoints_are_kept_apart_and_an_earlier_executions_stay_where_they_were() {
     let env = api_tests::env().await;
@@ -195,17 +196,7 @@ async fn checkpoints_are_kept_apart_and_an_earlier_executions_stay_where_they_we
         started.expect(201).body["id"].as_str().expect("id").to_owned()
     };
     let (apart, earlier) = (start().await, start().await);
-    env.client
-        .update_item()
-        .table_name(env.tables.name(Table::Executions))
-        .key("tenant_id", s(&t.id))
-        .key("id", s(&earlier))
-        .update_expression("REMOVE checkpoints_apart")
-        .condition_expression("checkpoints_apart = :yes")
-        .expression_attribute_values(":yes", AttributeValue::Bool(true))
-        .send()
-        .await
-        .expect("an execution of the earlier layout");
+    api_tests::to_earlier_layout(&env, &t.id, &earlier, false).await;
 
     let (a1, a2) = use_checkpoints(&api, &t.key, &wf, &apart).await;
     let stored = checkpoint_items(&env, &t.id, &apart).await;
@@ -324,4 +315,97 @@ async fn a_workflow_archived_while_a_start_runs_refuses_it_by_its_closed_markers
     api.post(&t.key, &format!("/executions/{e}/cancel"), &json!({})).await.expect(200);
     api.delete(&t.key, &path).await.expect(204);
     assert_eq!(closed_markers(&env, &t.id, &wf).await, 16, "deleted");
+}
+
+/// The partition execution `id` is stored in (its `tenant_id`) and its `tenant_status`,
+/// read straight from the table: `None` if neither layout has it.
+async fn stored_at(env: &Env, tenant: &str, id: &str) -> Option<(String, String)> {
+    for partition in [api_tests::execution_partition(tenant, id), tenant.to_owned()] {
+        let key = [("tenant_id", partition.as_str()), ("id", id)];
+        let item = shared::dynamo::get_item(&env.client, env.tables.name(Table::Executions), &key).await.expect("read");
+        if let Some(item) = item {
+            let text = |name: &str| item[name].as_s().expect("text").clone();
+            return Some((text("tenant_id"), text("tenant_status")));
+        }
+    }
+    None
+}
+
+/// The ids of a list's items, in its order.
+fn listed(body: &Value) -> Vec<String> {
+    let items = body["items"].as_array().expect("items");
+    items.iter().map(|item| item["id"].as_str().expect("id").to_owned()).collect()
+}
+
+/// Executions started now are spread over 16 partitions of their tenant (by the last hex
+/// digit of the id), their index keys too; executions an earlier version wrote stay in
+/// the tenant's own partition. Reads by id and key, every list (filters, pages and
+/// cursors; one order, newest first, across both layouts), changes and deletions answer
+/// both alike, and a change leaves an execution where it is.
+#[tokio::test]
+async fn executions_are_spread_and_earlier_ones_answer_alike() {
+    let env = api_tests::env().await;
+    let api = Api::new(Transport::in_process(&env));
+    let t = env.tenant().await;
+    let body = json!({"name": "spread", "workflow_type": "custom"});
+    let wf = api.post(&t.key, "/workflows", &body).await.expect(201).body["id"].as_str().expect("id").to_owned();
+    let mut ids = Vec::new();
+    for i in 0..12 {
+        let start = json!({"workflow_id": wf, "key": format!("run-{i}")});
+        ids.push(api.post(&t.key, "/executions", &start).await.expect(201).body["id"].as_str().expect("id").to_owned());
+    }
+    let earlier: Vec<String> = ids.iter().step_by(3).cloned().collect();
+    for e in &earlier {
+        api_tests::to_earlier_layout(&env, &t.id, e, true).await;
+    }
+    for e in &ids {
+        let partition = if earlier.contains(e) { t.id.clone() } else { api_tests::execution_partition(&t.id, e) };
+        assert_eq!(stored_at(&env, &t.id, e).await, Some((partition.clone(), format!("{partition}#running"))));
+    }
+
+    let mut newest_first = ids.clone();
+    newest_first.sort_unstable_by(|a, b| b.cmp(a));
+    let all = api.get(&t.key, "/executions?page_size=100").await;
+    assert_eq!((listed(&all.expect(200).body), all.body["total"].clone()), (newest_first.clone(), json!(12)));
+    let mut paged = Vec::new();
+    for page in 1..=3 {
+        let window = api.get(&t.key, &format!("/executions?workflow_id={wf}&page={page}&page_size=5")).await;
+        paged.extend(listed(&window.expect(200).body));
+    }
+    assert_eq!(paged, newest_first, "pages are disjoint and complete");
+    let after = &newest_first[3];
+    let cursor = api.get(&t.key, &format!("/executions?starting_after={after}&page=2&page_size=3")).await;
+    assert_eq!(listed(&cursor.expect(200).body), newest_first[7..10].to_vec(), "a cursor, then a page from it");
+    for (i, e) in ids.iter().enumerate() {
+        let by_key = api.get(&t.key, &format!("/executions?workflow_id={wf}&key=run-{i}")).await;
+        assert_eq!(listed(&by_key.expect(200).body), vec![e.clone()]);
+        let again = api.post(&t.key, "/executions", &json!({"workflow_id": wf, "key": format!("run-{i}")})).await;
+        assert_eq!(again.expect(200).body["id"], e.as_str(), "the key's execution, not a new one");
+        api.get(&t.key, &format!("/executions/{e}")).await.expect(200);
+    }
+
+    // Changed and deleted in either layout, each where it is.
+    let (old, new) = (&earlier[1], &ids[1]);
+    for e in [old, new] {
+        api.post(&t.key, &format!("/executions/{e}/complete"), &json!({"output": {"ok": true}})).await.expect(200);
+    }
+    let stored = stored_at(&env, &t.id, old).await;
+    assert_eq!(stored, Some((t.id.clone(), format!("{}#completed", t.id))));
+    let partition = api_tests::execution_partition(&t.id, new);
+    assert_eq!(stored_at(&env, &t.id, new).await, Some((partition.clone(), format!("{partition}#completed"))));
+    let completed = api.get(&t.key, &format!("/executions?workflow_id={wf}&status=completed")).await;
+    let mut both = vec![old.clone(), new.clone()];
+    both.sort_unstable_by(|a, b| b.cmp(a));
+    assert_eq!((listed(&completed.expect(200).body), completed.body["total"].clone()), (both, json!(2)));
+    let running = api.get(&t.key, "/executions?status=running&page_size=100").await;
+    assert_eq!(running.expect(200).body["total"], 10);
+    assert!(!listed(&running.body).iter().any(|e| e == old || e == new));
+
+    for e in [&earlier[2], &ids[2]] {
+        api.delete(&t.key, &format!("/executions/{e}")).await.expect(204);
+        api.get(&t.key, &format!("/executions/{e}")).await.expect_problem(404, "not_found");
+        assert_eq!(stored_at(&env, &t.id, e).await, None);
+    }
+    let left = api.get(&t.key, "/executions?page_size=100").await;
+    assert_eq!((listed(&left.expect(200).body).len(), left.body["total"].clone()), (10, json!(10)));
 }

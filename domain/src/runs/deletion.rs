@@ -218,7 +218,7 @@ impl HiddenStore {
     /// # Errors
     /// The read's [`StoreError`].
     pub(super) async fn purging(&self, tenant: &TenantId, id: &ExecutionId) -> Result<bool, StoreError> {
-        storage::has(&self.client, self.table(), tenant, &purge_marker(id)).await
+        storage::has(&self.client, self.table(), tenant.as_str(), &purge_marker(id)).await
     }
 
     /// Drops the purge marker of execution `id` and its entry in the tenant's hidden
@@ -274,7 +274,9 @@ impl HiddenStore {
                     let indexed = text("id");
                     let deleted = indexed.starts_with("purge#");
                     let execution = ExecutionId::parse(indexed.strip_prefix("purge#").unwrap_or(&indexed));
-                    let tenant = shared::auth::stored::owner(&text("tenant_id"));
+                    // An execution in one of its tenant's shards: `ten_…#07`.
+                    let partition = text("tenant_id");
+                    let tenant = shared::auth::stored::owner(partition.split('#').next().unwrap_or_default());
                     // One item that is not ours must not stop the others' cleanup.
                     let (Some(execution), Some(tenant)) = (execution, tenant) else {
                         tracing::warn!(item = %indexed, "janitor: an item of {BY_PURGE} names no execution or tenant");
@@ -304,7 +306,7 @@ impl HiddenStore {
     /// are never given again; a deleted execution's id never comes back). Returns the
     /// executions it found with hidden checkpoints.
     ///
-    /// It reads every item of the table (of the tenant's partition): a filter would not
+    /// It reads every item of the table (of the tenant's partitions): a filter would not
     /// make that cheaper, DynamoDB counts what it reads before filtering.
     ///
     /// # Errors
@@ -314,13 +316,26 @@ impl HiddenStore {
         tenant: Option<&TenantId>,
         now: DateTime<Utc>,
     ) -> Result<usize, StoreError> {
+        let mut found = 0;
+        // The tenant's shards and its own partition, or the whole table.
+        let partitions = match tenant {
+            Some(tenant) => storage::tenant_partitions(tenant).map(Some).collect(),
+            None => vec![None],
+        };
+        for partition in partitions {
+            found += self.mirror_partition(partition.as_deref(), now).await?;
+        }
+        Ok(found)
+    }
+
+    /// [`Self::mirror_hidden`] in partition `partition` (the whole table: `None`).
+    async fn mirror_partition(&self, partition: Option<&str>, now: DateTime<Utc>) -> Result<usize, StoreError> {
         let table = self.table();
         let mut found = 0;
         let mut start = None;
         loop {
             let projection = Some("tenant_id, id, discarded, purge_since");
-            let (items, next) =
-                shared::dynamo::page_of(&self.client, table, tenant.map(TenantId::as_str), projection, start).await?;
+            let (items, next) = shared::dynamo::page_of(&self.client, table, partition, projection, start).await?;
             for item in &items {
                 let text = |name: &str| item.get(name).and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
                 let (tenant, id) = (text("tenant_id"), text("id"));
@@ -343,10 +358,12 @@ impl HiddenStore {
                         .ok_or_else(|| StoreError::Corrupt(format!("{raw} has discarded ranges")))?;
                     self.index(&tenant, &raw, &indexed, now).await?;
                 }
+                // The tenant's own item, also for an execution in one of its shards.
+                let owner = tenant.split_once('#').map_or(tenant.as_str(), |(owner, _)| owner);
                 self.client
                     .update_item()
                     .table_name(table)
-                    .key("tenant_id", s(tenant))
+                    .key("tenant_id", s(owner))
                     .key("id", s(HIDDEN))
                     .update_expression("SET #e = if_not_exists(#e, :ranges)")
                     .expression_attribute_names("#e", execution)

@@ -253,10 +253,10 @@ pub const SHARDS: u8 = 16;
 
 /// The partition of the outbox item whose first event is `first`: the tenant's shard of
 /// the id's last hex digit, random in a generated id; the tenant's own while the new
-/// layouts are switched off (`CHECKPOINT_PARTITIONS=tenant`, an upgrade's first deploy,
+/// layouts are switched off (`PARTITIONS=tenant`, an upgrade's first deploy,
 /// while an earlier dispatcher that reads only that may run).
 fn partition(tenant: &TenantId, first: &EventId) -> String {
-    if !shared::config::checkpoints_apart() {
+    if !shared::config::spread() {
         return tenant.as_str().to_owned();
     }
     let digit = first.as_str().bytes().last().and_then(|b| char::from(b).to_digit(16)).unwrap_or(0);

@@ -417,7 +417,7 @@ impl Runs {
             }
             let (old, new, packed) = self.merged_writes(tenant, &stored, writes).await?;
             let mut tx = Transaction::new();
-            tx.push(Part::Execution, self.executions.check_running(tenant, &execution.id)?);
+            tx.push(Part::Execution, self.executions.check_running(tenant, &execution)?);
             self.checkpoints.stage_writes(&mut tx, tenant, (id, stored.layout), &old, &new, &packed)?;
             if let Err(TransactionError::TooLarge { bytes, .. }) = tx.check_limits() {
                 return Err(Error::TooLarge(format!(

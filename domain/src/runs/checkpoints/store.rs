@@ -18,7 +18,7 @@
 //! workflow pointer and writes document in one of the tenant's [`SHARDS`] partitions
 //! (`ten_…#07`, by the checkpoint id's last digit), so that no partition takes a share
 //! of a busy tenant's checkpoints. Executions started before this layout (and while it
-//! is switched off, `CHECKPOINT_PARTITIONS=tenant`) keep every item in the tenant's
+//! is switched off, `PARTITIONS=tenant`) keep every item in the tenant's
 //! partition (`ten_…`), as they always had; the execution says which
 //! (`Execution::checkpoints_apart`), and a read by id looks in both places.
 //!
@@ -44,6 +44,7 @@ use super::model::{
 use super::writes::{writes_entry, writes_part_key};
 use crate::blobs::BlobStore;
 use crate::runs::executions::model::{Discarded, Execution};
+use crate::runs::storage::{shard_of, shard_partition};
 
 /// The stored form of both entries of a checkpoint.
 #[derive(Debug, Serialize, Deserialize)]
@@ -113,7 +114,7 @@ fn by_execution_entry(execution: &ExecutionId, sequence: u64) -> String {
 
 /// How many partitions a tenant's by-id entries, workflow pointers and writes documents
 /// are spread over (of executions whose checkpoints are apart).
-pub const SHARDS: u8 = 16;
+pub const SHARDS: u8 = crate::runs::storage::SHARDS;
 
 /// Where a checkpoint's items are kept, as its execution says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,19 +145,9 @@ impl Layout {
     pub(super) fn checkpoint_partition(self, tenant: &TenantId, id: &CheckpointId) -> String {
         match self {
             Self::Tenant => tenant.as_str().to_owned(),
-            Self::Apart => shard_partition(tenant, shard_of(id)),
+            Self::Apart => shard_partition(tenant, shard_of(id.as_str())),
         }
     }
-}
-
-/// Shard `shard`'s partition of `tenant`.
-fn shard_partition(tenant: &TenantId, shard: u8) -> String {
-    format!("{}#{shard:02}", tenant.as_str())
-}
-
-/// The shard of checkpoint `id`: its last hex digit, random in a generated id.
-fn shard_of(id: &CheckpointId) -> u8 {
-    id.as_str().bytes().last().and_then(|b| char::from(b).to_digit(16)).and_then(|d| u8::try_from(d).ok()).unwrap_or(0)
 }
 
 /// The tenant of a partition key of this table (`ten_…`, `ten_…#07`, `ten_…#exec_…`).
@@ -457,8 +448,7 @@ impl CheckpointStore {
         key: &str,
         limit: usize,
     ) -> Result<Vec<CheckpointId>, StoreError> {
-        let partitions =
-            std::iter::once(tenant.as_str().to_owned()).chain((0..SHARDS).map(|shard| shard_partition(tenant, shard)));
+        let partitions = crate::runs::storage::tenant_partitions(tenant);
         let queries = partitions.map(|partition| {
             let query = self
                 .client

@@ -152,7 +152,8 @@ impl Runs {
             let now = clock.now();
             let mut execution =
                 Execution::start(workflow_id.clone(), key.map(str::to_owned), input.clone(), metadata.clone(), now);
-            execution.checkpoints_apart = shared::config::checkpoints_apart();
+            execution.checkpoints_apart = shared::config::spread();
+            execution.spread = shared::config::spread();
             let account = self.ledger.account(tenant).await?;
             let mut tx = Transaction::new();
             self.ledger.stage(&mut tx, tenant, account, self.charge(&execution, "started"), now)?;

@@ -108,6 +108,11 @@ pub struct Execution {
     /// `checkpoints::store::Layout`): every execution started since that layout, unless
     /// it is switched off; false for executions from before.
     pub checkpoints_apart: bool,
+    /// Whether it is kept in one of the tenant's shards of table `executions` (by its
+    /// id's last digit) rather than in the tenant's one partition: every execution
+    /// started since executions are spread, unless that is switched off; false for
+    /// executions from before.
+    pub spread: bool,
 }
 
 /// The checkpoints with `after < sequence <= through`, discarded by a rollback.
@@ -238,6 +243,7 @@ impl Execution {
             updated_at: now,
             ended_at: None,
             checkpoints_apart: true,
+            spread: true,
         }
     }
 

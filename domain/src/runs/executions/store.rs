@@ -8,6 +8,15 @@
 //! Beside the executions, outside their id ranges: key pointers (`key#…`), and the purge
 //! markers and the tenant's `hidden` item of [`crate::runs::deletion`].
 //!
+//! Where they are: an execution started since executions are spread
+//! ([`Execution::spread`]) is in one of the tenant's [`storage::SHARDS`] partitions
+//! (`tenant_id` = `ten_…#07`, by its id's last digit), and its index keys carry the same
+//! prefix (`ten_…#07#running`), so that no partition of the table or of an index takes
+//! more than a sixteenth of a busy tenant's starts and checkpoints; its key's pointer is
+//! in the shard of the key's hash. An execution from before is in the tenant's partition
+//! (`ten_…`, `ten_…#running`), as it always was. A read by id looks in both places; a
+//! list merges the 17 partitions' queries newest first ([`storage::merged_window`]).
+//!
 //! Every change is a whole-item put conditioned on the version that was read; totals come
 //! from counters changed in the same transaction.
 
@@ -21,16 +30,14 @@ use serde_json::Value;
 use shared::TenantId;
 use shared::body::WireEnum;
 use shared::counters::{self, CounterChange};
-use shared::dynamo::{
-    Item, Part, StoreError, Table, Tables, Transaction, built, get_item, n, newest_first_in, query_window_from, s,
-};
+use shared::dynamo::{Item, Part, StoreError, Table, Tables, Transaction, built, get_item, n, newest_first_in, s};
 use shared::ids::{CheckpointId, ExecutionId, FailureId, WorkflowId, created_millis, id_range};
 
 use super::model::{Discarded, Execution, ExecutionError, ExecutionStatus, counter_name, span_family};
 use crate::blobs::BlobStore;
 use crate::runs::ListExecutions;
 use crate::runs::deletion::{DiscardedRecord, HiddenStore, purge_shard};
-use crate::runs::storage::{self, put_item, start_after, timed_total};
+use crate::runs::storage::{self, Source, merged_window, put_item, start_after, timed_total};
 
 /// Input or output compressed up to this size sits in the execution item.
 pub const INLINE_VALUE_MAX: usize = 96 * 1024;
@@ -149,7 +156,7 @@ const SUMMARY_ATTRIBUTES: &[&str] = &[
 
 impl ExecutionRecord {
     fn new(tenant: &TenantId, e: &Execution) -> (Self, Vec<(String, Vec<u8>)>) {
-        let t = tenant.as_str();
+        let t = &partition(tenant, e);
         let (input, input_blob) = StoredValue::of(e.input.as_ref());
         let (output, output_blob) = StoredValue::of(e.output.as_ref());
         let blobs = [("input", input_blob), ("output", output_blob)]
@@ -157,7 +164,7 @@ impl ExecutionRecord {
             .filter_map(|(name, blob)| blob.map(|data| (format!("{}#{name}", e.id), data)))
             .collect();
         let record = Self {
-            tenant_id: t.to_owned(),
+            tenant_id: t.clone(),
             id: e.id.to_string(),
             workflow_id: e.workflow_id.to_string(),
             status: e.status.wire().to_owned(),
@@ -248,6 +255,7 @@ impl ExecutionRecord {
             updated_at: time(&self.updated_at)?,
             ended_at: self.ended_at.as_deref().map(time).transpose()?,
             checkpoints_apart: self.checkpoints_apart,
+            spread: self.tenant_id.contains('#'),
         })
     }
 }
@@ -264,6 +272,28 @@ struct KeyPointer {
 
 fn key_pointer(workflow: &WorkflowId, key: &str) -> String {
     format!("key#{workflow}#{key}")
+}
+
+/// The partition of execution `e`'s item: one of the tenant's shards, or (from before
+/// executions were spread) the tenant's own.
+fn partition(tenant: &TenantId, e: &Execution) -> String {
+    if e.spread {
+        storage::shard_partition(tenant, storage::shard_of(e.id.as_str()))
+    } else {
+        tenant.as_str().to_owned()
+    }
+}
+
+/// The partitions that may hold the item `id` (an execution's, `shard` its shard, or
+/// a key pointer's), in the order a read looks: where this version writes first.
+fn places(tenant: &TenantId, shard: u8) -> [String; 2] {
+    let (sharded, own) = (storage::shard_partition(tenant, shard), tenant.as_str().to_owned());
+    if shared::config::spread() { [sharded, own] } else { [own, sharded] }
+}
+
+/// The partition of the pointer `pointer` of execution `e`'s key.
+fn pointer_partition(tenant: &TenantId, e: &Execution, pointer: &str) -> String {
+    if e.spread { storage::shard_partition(tenant, storage::shard_of_key(pointer)) } else { tenant.as_str().to_owned() }
 }
 
 /// Executions of every tenant; each call is scoped to the tenant given.
@@ -320,11 +350,9 @@ impl ExecutionStore {
             put_item(self.table(), serde_dynamo::to_item(record)?, "attribute_not_exists(id)", None)?,
         );
         if let Some(key) = &e.key {
-            let pointer = KeyPointer {
-                tenant_id: tenant.as_str().to_owned(),
-                id: key_pointer(&e.workflow_id, key),
-                execution_id: e.id.to_string(),
-            };
+            let id = key_pointer(&e.workflow_id, key);
+            let pointer =
+                KeyPointer { tenant_id: pointer_partition(tenant, e, &id), id, execution_id: e.id.to_string() };
             tx.push(
                 Part::Key,
                 put_item(self.table(), serde_dynamo::to_item(pointer)?, "attribute_not_exists(id)", None)?,
@@ -383,8 +411,13 @@ impl ExecutionStore {
     /// # Errors
     /// The reads' [`StoreError`]s.
     pub async fn get(&self, tenant: &TenantId, id: &ExecutionId) -> Result<Option<Execution>, StoreError> {
-        let item = get_item(&self.client, self.table(), &[("tenant_id", tenant.as_str()), ("id", id.as_str())]).await?;
-        Ok(self.decode(tenant, item.into_iter().collect()).await?.pop())
+        for partition in places(tenant, storage::shard_of(id.as_str())) {
+            let item = get_item(&self.client, self.table(), &[("tenant_id", &partition), ("id", id.as_str())]).await?;
+            if item.is_some() {
+                return Ok(self.decode(tenant, item.into_iter().collect()).await?.pop());
+            }
+        }
+        Ok(None)
     }
 
     /// The window of the tenant's executions that `list` asks for (of `workflow`, its
@@ -400,24 +433,33 @@ impl ExecutionStore {
         list: &ListExecutions,
         workflow: Option<&WorkflowId>,
     ) -> Result<(Vec<Execution>, u64), StoreError> {
-        let t = tenant.as_str();
-        let (index, key, value) = match (&list.status, workflow) {
-            (None, None) => (None, "tenant_id", t.to_owned()),
-            (Some(st), None) => (Some("by_status"), "tenant_status", format!("{t}#{}", st.wire())),
-            (None, Some(w)) => (Some("by_workflow"), "tenant_workflow", format!("{t}#{w}")),
-            (Some(st), Some(w)) => {
-                (Some("by_workflow_status"), "tenant_workflow_status", format!("{t}#{w}#{}", st.wire()))
-            }
+        let (index, key) = match (&list.status, workflow) {
+            (None, None) => (None, "tenant_id"),
+            (Some(_), None) => (Some("by_status"), "tenant_status"),
+            (None, Some(_)) => (Some("by_workflow"), "tenant_workflow"),
+            (Some(_), Some(_)) => (Some("by_workflow_status"), "tenant_workflow_status"),
+        };
+        let value = |p: String| match (&list.status, workflow) {
+            (None, None) => p,
+            (Some(st), None) => format!("{p}#{}", st.wire()),
+            (None, Some(w)) => format!("{p}#{w}"),
+            (Some(st), Some(w)) => format!("{p}#{w}#{}", st.wire()),
         };
         let Some(window) = created_millis(list.created_after, list.created_before) else {
             return Ok((Vec::new(), 0));
         };
         let range = id_range(ExecutionId::PREFIX, window.0, window.1);
-        let Some(start) = start_after(tenant, (key, &value), &range, list.after.as_ref().map(ExecutionId::as_str))
-        else {
-            return Ok((Vec::new(), 0));
-        };
-        let query = newest_first_in(&self.client, self.table(), index, (key, value), range);
+        let after = list.after.as_ref().map(ExecutionId::as_str);
+        let mut sources = Vec::new();
+        for partition in storage::tenant_partitions(tenant) {
+            let value = value(partition.clone());
+            let Some(start) = start_after(&partition, (key, &value), &range, after) else {
+                return Ok((Vec::new(), 0));
+            };
+            let query = newest_first_in(&self.client, self.table(), index, (key, value), range.clone());
+            sources.push(Source { query, start });
+        }
+        let queries: Vec<_> = sources.iter().map(|source| source.query.clone()).collect();
         let timed = list.created_after.is_some() || list.created_before.is_some();
         let total = async {
             if timed {
@@ -427,7 +469,7 @@ impl ExecutionStore {
                     &self.client,
                     &self.tables,
                     tenant,
-                    &query,
+                    &queries,
                     ExecutionId::PREFIX,
                     (&family, attribute),
                     window,
@@ -437,7 +479,8 @@ impl ExecutionStore {
                 counters::read(&self.client, &self.tables, tenant, &counter_name(list.status, workflow)).await
             }
         };
-        let window = query_window_from(query.clone(), "id", start, list.skip, list.take, SUMMARY_ATTRIBUTES);
+        let keys: &[&str] = if index.is_some() { &["tenant_id", "id", key] } else { &["tenant_id", "id"] };
+        let window = merged_window(sources, keys, list.skip, list.take, SUMMARY_ATTRIBUTES);
         let (items, total) = tokio::try_join!(window, total)?;
         Ok((self.decode(tenant, items).await?, total))
     }
@@ -456,10 +499,14 @@ impl ExecutionStore {
     ) -> Result<Option<Execution>, StoreError> {
         let table = self.table();
         let pointer = key_pointer(workflow, key);
-        let Some(item) = get_item(&self.client, table, &[("tenant_id", tenant.as_str()), ("id", &pointer)]).await?
-        else {
-            return Ok(None);
-        };
+        let mut found = None;
+        for partition in places(tenant, storage::shard_of_key(&pointer)) {
+            found = get_item(&self.client, table, &[("tenant_id", &partition), ("id", &pointer)]).await?;
+            if found.is_some() {
+                break;
+            }
+        }
+        let Some(item) = found else { return Ok(None) };
         let pointer: KeyPointer = serde_dynamo::from_item(item)?;
         let id = ExecutionId::parse(&pointer.execution_id)
             .ok_or_else(|| StoreError::Corrupt(format!("key pointer {}: execution_id", pointer.id)))?;
@@ -471,7 +518,12 @@ impl ExecutionStore {
     /// # Errors
     /// The read's [`StoreError`].
     pub async fn exists(&self, tenant: &TenantId, id: &ExecutionId) -> Result<bool, StoreError> {
-        storage::has(&self.client, self.table(), tenant, id.as_str()).await
+        for partition in places(tenant, storage::shard_of(id.as_str())) {
+            if storage::has(&self.client, self.table(), &partition, id.as_str()).await? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// Whether the tenant has ever had executions of `workflow` (its counter exists).
@@ -482,16 +534,16 @@ impl ExecutionStore {
         counters::exists(&self.client, &self.tables, tenant, &counter_name(None, Some(workflow))).await
     }
 
-    /// A condition that execution `id` exists and is running, for a transaction that
-    /// changes what belongs to it without changing it.
+    /// A condition that execution `e` (as read) still exists and is running, for a
+    /// transaction that changes what belongs to it without changing it.
     ///
     /// # Errors
     /// [`StoreError`] if the operation cannot be built.
-    pub fn check_running(&self, tenant: &TenantId, id: &ExecutionId) -> Result<TransactWriteItem, StoreError> {
+    pub fn check_running(&self, tenant: &TenantId, e: &Execution) -> Result<TransactWriteItem, StoreError> {
         let check = ConditionCheck::builder()
             .table_name(self.table())
-            .key("tenant_id", s(tenant.as_str()))
-            .key("id", s(id.as_str()))
+            .key("tenant_id", s(partition(tenant, e)))
+            .key("id", s(e.id.as_str()))
             .condition_expression("#status = :running")
             .expression_attribute_names("#status", "status")
             .expression_attribute_values(":running", s(ExecutionStatus::Running.wire()))
@@ -514,19 +566,17 @@ impl ExecutionStore {
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
         let table = self.table();
-        let key = |id: String| -> Result<TransactWriteItem, StoreError> {
-            let delete = Delete::builder().table_name(table).key("tenant_id", s(tenant.as_str())).key("id", s(id));
-            Ok(TransactWriteItem::builder().delete(built(delete.build())?).build())
-        };
         let delete = Delete::builder()
             .table_name(table)
-            .key("tenant_id", s(tenant.as_str()))
+            .key("tenant_id", s(partition(tenant, e)))
             .key("id", s(e.id.as_str()))
             .condition_expression("version = :expected")
             .expression_attribute_values(":expected", n(e.version));
         tx.push(Part::Execution, TransactWriteItem::builder().delete(built(delete.build())?).build());
         if let Some(k) = &e.key {
-            tx.push(Part::Key, key(key_pointer(&e.workflow_id, k))?);
+            let id = key_pointer(&e.workflow_id, k);
+            let pointer = Delete::builder().table_name(table).key("tenant_id", s(pointer_partition(tenant, e, &id)));
+            tx.push(Part::Key, TransactWriteItem::builder().delete(built(pointer.key("id", s(id)).build())?).build());
         }
         for name in ["input", "output"] {
             self.blobs.stage_delete(tx, Part::Blob, tenant, &format!("{}#{name}", e.id))?;

@@ -91,7 +91,7 @@ impl FailureStore {
     /// # Errors
     /// The read's [`StoreError`].
     pub async fn exists(&self, tenant: &TenantId, id: &FailureId) -> Result<bool, StoreError> {
-        storage::has(&self.client, self.table(), tenant, id.as_str()).await
+        storage::has(&self.client, self.table(), tenant.as_str(), id.as_str()).await
     }
 
     /// The window of the tenant's failures that `list` asks for, newest first, and the
@@ -111,7 +111,9 @@ impl FailureStore {
             return Ok((Vec::new(), 0));
         };
         let range = id_range(FailureId::PREFIX, window.0, window.1);
-        let Some(start) = start_after(tenant, (key, &value), &range, list.after.as_ref().map(FailureId::as_str)) else {
+        let Some(start) =
+            start_after(tenant.as_str(), (key, &value), &range, list.after.as_ref().map(FailureId::as_str))
+        else {
             return Ok((Vec::new(), 0));
         };
         let query = newest_first_in(&self.client, table, index, (key, value), range);
@@ -121,7 +123,16 @@ impl FailureStore {
                 shared::dynamo::count(query.clone(), MAX_COUNTED).await
             } else if timed {
                 let family = (SPAN_FAMILY, shared::spans::ALL);
-                timed_total(&self.client, &self.tables, tenant, &query, FailureId::PREFIX, family, window).await
+                timed_total(
+                    &self.client,
+                    &self.tables,
+                    tenant,
+                    std::slice::from_ref(&query),
+                    FailureId::PREFIX,
+                    family,
+                    window,
+                )
+                .await
             } else {
                 counters::read(&self.client, &self.tables, tenant, &counter_name(status)).await
             }
