@@ -3,12 +3,12 @@
 # with the zig that comes with cargo-lambda's PyPI package), each zipped as
 # target/lambda/<function>/bootstrap.zip; one line per function with its zipped size
 # (bytes and MiB) and its unzipped bootstrap.
-# `make build FUNCTIONS=billing` builds one function alone.
+# Every function of template.yaml; `make build FUNCTIONS=billing` builds one alone.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
 ensure_tools
-read -r -a functions <<<"${FUNCTIONS:-workflows executions checkpoints failures billing keys dashboard janitor}"
+read -r -a functions <<<"${FUNCTIONS:-$(template_functions | tr '\n' ' ')}"
 bins=()
 for function in "${functions[@]}"; do bins+=(--bin "$function"); done
 log "cargo lambda build --release --arm64 --output-format zip ${bins[*]}"

@@ -11,7 +11,7 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
 ensure_tools
-functions=(workflows executions checkpoints failures billing keys dashboard janitor)
+mapfile -t functions < <(template_functions)
 bins=()
 for function in "${functions[@]}"; do bins+=(--bin "$function"); done
 target_dir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')

@@ -159,6 +159,12 @@ require_free_port() {
   fi
 }
 
+# The Lambda functions template.yaml defines, one binary name a line, in its order: the
+# one list of functions the scripts build.
+template_functions() {
+  sed -n 's/^ *Binary: *\([a-z_-]*\) *$/\1/p' "$ROOT/template.yaml"
+}
+
 # Starts DynamoDB Local on port $1 in its own process group; $2 is a data folder
 # (persistent) or empty (in memory). Sets DYNAMODB_PID. Logs go to $3.
 start_dynamodb() {

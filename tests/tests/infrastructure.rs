@@ -102,6 +102,43 @@ fn every_function_in_the_template_is_an_arm64_cargo_lambda_build_of_a_workspace_
     }
 }
 
+/// One list of functions: the template's binaries are every crate under `functions/`,
+/// and the scripts that build or compare every function (`make build`,
+/// `make independent-builds`) take them from the template (`template_functions` in
+/// `infra/scripts/lib.sh`), which lists exactly those, rather than from a list of their own.
+#[test]
+fn the_build_scripts_build_every_function_of_the_template() {
+    let doc: serde_norway::Value = serde_norway::from_str(&read("template.yaml")).expect("template");
+    let binaries: BTreeSet<String> = doc["Resources"]
+        .as_mapping()
+        .expect("resources")
+        .values()
+        .filter(|r| r["Type"].as_str() == Some("AWS::Serverless::Function"))
+        .map(|r| r["Metadata"]["BuildProperties"]["Binary"].as_str().expect("binary").to_owned())
+        .collect();
+    let crates: BTreeSet<String> = std::fs::read_dir(root().join("functions"))
+        .expect("functions/")
+        .map(|entry| entry.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(binaries, crates, "template.yaml's functions vs functions/");
+    let listed = std::process::Command::new("bash")
+        .arg("-c")
+        .arg("source infra/scripts/lib.sh && template_functions")
+        .current_dir(root())
+        .output()
+        .expect("bash");
+    assert!(listed.status.success(), "{}", String::from_utf8_lossy(&listed.stderr));
+    let listed: Vec<String> = String::from_utf8_lossy(&listed.stdout).lines().map(str::to_owned).collect();
+    assert_eq!(listed.iter().cloned().collect::<BTreeSet<_>>(), binaries, "template_functions");
+    assert_eq!(listed.len(), binaries.len(), "each once: {listed:?}");
+    for script in ["infra/scripts/build.sh", "infra/scripts/independent_builds.sh"] {
+        let text = read(script);
+        assert!(text.contains("template_functions"), "{script} takes the functions from the template");
+        let own_list = text.lines().any(|line| line.contains("workflows executions") || line.contains("dispatcher"));
+        assert!(!own_list, "{script} lists functions of its own");
+    }
+}
+
 /// Every Rust source file of the function and domain crates, with its text.
 fn function_and_domain_sources() -> Vec<(PathBuf, String)> {
     let mut sources = Vec::new();
