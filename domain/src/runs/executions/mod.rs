@@ -5,6 +5,7 @@
 pub mod model;
 pub mod store;
 
+use chrono::{DateTime, Utc};
 use shared::TenantId;
 use shared::counters::CounterChange;
 use shared::dynamo::{Attempt, Part, Transaction, TransactionError, retry_races};
@@ -14,7 +15,8 @@ use shared::time::Clock;
 use shared::body::WireEnum;
 use shared::series::Window;
 
-use self::model::{Action, Execution, ExecutionStatus, span_family};
+use self::model::{Action, Discarded, Execution, ExecutionStatus, span_family};
+use super::checkpoints::model::StoredCheckpoint;
 use super::failures::model::{CommandStatus, Failure, SPAN_FAMILY as FAILURE_SPANS};
 use super::rollback::{Disposal, plan_rollback};
 use super::{BeforeCommit, Change, Changed, ListExecutions, NewExecution, ReplayFrom, Runs, Started};
@@ -194,8 +196,9 @@ impl Runs {
         }
     }
 
-    /// Applies `change` to execution `id`: read, check against the rules, build one
-    /// transaction with every effect, commit conditioned on the version read.
+    /// Applies `change` to execution `id`: read, check against the rules, plan the
+    /// action's effects (one step per action below), commit them with the execution in
+    /// one transaction conditioned on the version read.
     ///
     /// # Errors
     /// [`Error::NotFound`] (the execution, or a checkpoint named that is not one of
@@ -214,107 +217,208 @@ impl Runs {
         retry_races(|| async move {
             let current = self.load(tenant, id).await?;
             let now = clock.now();
-            let (action, target) = match change {
-                Change::Plain(action) => (action.clone(), None),
-                Change::Fail { error, .. } => (Action::Fail { error: error.clone() }, None),
-                Change::Replay(from) => {
-                    let from = match from {
-                        ReplayFrom::Current => current.current_checkpoint_id.clone(),
-                        ReplayFrom::Start => None,
-                        ReplayFrom::Checkpoint(cp) => {
-                            Some(self.checkpoint_of(tenant, &current, cp).await?.checkpoint.id)
-                        }
-                    };
-                    (Action::Replay { from }, None)
-                }
-                Change::Rollback(to) => {
-                    let target = self.checkpoint_of(tenant, &current, to).await?;
-                    (Action::Rollback { to: to.clone() }, Some(target))
-                }
+            let plan = match change {
+                Change::Fail { error, details } => self.plan_failure(tenant, &current, error, details, now)?,
+                Change::Replay(from) => self.plan_replay(tenant, &current, from, now).await?,
+                Change::Rollback(to) => self.plan_rollback(tenant, &current, to, now).await?,
+                Change::Plain(action) => match action {
+                    Action::Complete { .. } => self.plan_completion(tenant, &current, action, now).await?,
+                    Action::Replay { .. } => self.charged_replay(tenant, &current, action, now).await?,
+                    _ => Plan::new(&current, action, now)?,
+                },
             };
-            current.check(&action)?;
-            let mut next = current.after(&action, now);
-            let mut tx = Transaction::new();
-            let mut extra = CounterChange::default();
-            let mut discarded = None;
-            let mut cleanup = None;
-            let mut events = Vec::new();
-            match (change, &action) {
-                (Change::Fail { error, details }, _) => {
-                    let failure = Failure::record(
-                        id.clone(),
-                        current.workflow_id.clone(),
-                        error.error_type.clone(),
-                        error.message.clone(),
-                        details.clone(),
-                        now,
-                    );
-                    next.failure_ids.push(failure.id.clone());
-                    self.failures.stage_create(&mut tx, tenant, &failure)?;
-                    events.push(Event::failure(EventType::FailureCreated, &failure, now));
-                }
-                (_, Action::Complete { .. }) => {
-                    for failure in self.open_failures(tenant, &current).await? {
-                        let resolved = failure.resolved(now);
-                        extra.merge(&self.failures.stage_replace(&mut tx, tenant, &failure, &resolved)?);
-                        events.push(Event::failure(EventType::FailureResolved, &resolved, now));
-                    }
-                }
-                (_, Action::Replay { .. }) => {
-                    for failure in self.open_failures(tenant, &current).await? {
-                        let next_failure = failure.with_pending_commands(CommandStatus::Completed);
-                        if next_failure.recovery_commands != failure.recovery_commands {
-                            extra.merge(&self.failures.stage_replace(&mut tx, tenant, &failure, &next_failure)?);
-                        }
-                    }
-                    extra.add(&shared::counters::daily("attempts", now.date_naive()), 1);
-                    let account = self.ledger.account(tenant).await?;
-                    self.ledger.stage(&mut tx, tenant, account, self.charge(&next, "replayed"), now)?;
-                }
-                _ => {}
-            }
-            if let Some(target) = target {
-                // Everything above the target goes (see `rollback`): what fits one
-                // transaction in the rollback's own, else after it, hidden meanwhile.
-                let after = target.checkpoint.sequence;
-                let above = self.above(tenant, &current, after).await?;
-                let plan = plan_rollback(&current, after, &above);
-                next.checkpoint_count = plan.checkpoint_count;
-                next.discarded = plan.ranges;
-                let read = above.into_read();
-                match plan.disposal {
-                    Disposal::InTransaction => {
-                        for stored in &read {
-                            self.checkpoints.stage_delete(&mut tx, tenant, stored)?;
-                        }
-                    }
-                    Disposal::Hidden { range, all } => cleanup = Some((range, read, all)),
-                }
-                discarded = Some(plan.discarded);
-            }
-            let mut whole = Transaction::new();
-            self.executions.stage_replace(&mut whole, tenant, &current, &next, &extra)?;
-            whole.append(tx);
-            events.insert(0, Event::execution(reported(&action), &next, now));
-            crate::webhooks::events::stage(&mut whole, self.failures.tables(), tenant, &events)?;
-            let changed = Changed { execution: next, discarded_checkpoints: discarded };
-            before_commit(&changed);
-            match whole.commit(self.client()).await {
-                Ok(()) => {
-                    if let Some((range, checkpoints, all)) = cleanup {
-                        self.finish_discard(tenant, id, range, &checkpoints, all).await;
-                    }
-                    Ok(Attempt::Done(changed))
-                }
-                Err(e) => Ok(Attempt::raced_on(e, &[Part::Execution, Part::Failure, Part::Account])?),
-            }
+            self.commit_plan(tenant, &current, plan, before_commit).await
         })
         .await
+    }
+
+    /// Fail: a failure record of its own, reported.
+    fn plan_failure(
+        &self,
+        tenant: &TenantId,
+        current: &Execution,
+        error: &super::ExecutionError,
+        details: &serde_json::Map<String, serde_json::Value>,
+        now: DateTime<Utc>,
+    ) -> Result<Plan, Error> {
+        let mut plan = Plan::new(current, &Action::Fail { error: error.clone() }, now)?;
+        let failure = Failure::record(
+            current.id.clone(),
+            current.workflow_id.clone(),
+            error.error_type.clone(),
+            error.message.clone(),
+            details.clone(),
+            now,
+        );
+        plan.next.failure_ids.push(failure.id.clone());
+        self.failures.stage_create(&mut plan.effects, tenant, &failure)?;
+        plan.events.push(Event::failure(EventType::FailureCreated, &failure, now));
+        Ok(plan)
+    }
+
+    /// Complete: every open failure of the execution resolved, each reported.
+    async fn plan_completion(
+        &self,
+        tenant: &TenantId,
+        current: &Execution,
+        action: &Action,
+        now: DateTime<Utc>,
+    ) -> Result<Plan, Error> {
+        let mut plan = Plan::new(current, action, now)?;
+        for failure in self.open_failures(tenant, current).await? {
+            let resolved = failure.resolved(now);
+            plan.counters.merge(&self.failures.stage_replace(&mut plan.effects, tenant, &failure, &resolved)?);
+            plan.events.push(Event::failure(EventType::FailureResolved, &resolved, now));
+        }
+        Ok(plan)
+    }
+
+    /// Replay from where `from` says (a checkpoint named must be the execution's own).
+    async fn plan_replay(
+        &self,
+        tenant: &TenantId,
+        current: &Execution,
+        from: &ReplayFrom,
+        now: DateTime<Utc>,
+    ) -> Result<Plan, Error> {
+        let from = match from {
+            ReplayFrom::Current => current.current_checkpoint_id.clone(),
+            ReplayFrom::Start => None,
+            ReplayFrom::Checkpoint(cp) => Some(self.checkpoint_of(tenant, current, cp).await?.checkpoint.id),
+        };
+        self.charged_replay(tenant, current, &Action::Replay { from }, now).await
+    }
+
+    /// A replay's effects: the open failures' pending recovery commands completed, an
+    /// attempt counted, the replay charged.
+    async fn charged_replay(
+        &self,
+        tenant: &TenantId,
+        current: &Execution,
+        action: &Action,
+        now: DateTime<Utc>,
+    ) -> Result<Plan, Error> {
+        let mut plan = Plan::new(current, action, now)?;
+        for failure in self.open_failures(tenant, current).await? {
+            let next_failure = failure.with_pending_commands(CommandStatus::Completed);
+            if next_failure.recovery_commands != failure.recovery_commands {
+                plan.counters.merge(&self.failures.stage_replace(
+                    &mut plan.effects,
+                    tenant,
+                    &failure,
+                    &next_failure,
+                )?);
+            }
+        }
+        plan.counters.add(&shared::counters::daily("attempts", now.date_naive()), 1);
+        let account = self.ledger.account(tenant).await?;
+        self.ledger.stage(&mut plan.effects, tenant, account, self.charge(&plan.next, "replayed"), now)?;
+        Ok(plan)
+    }
+
+    /// Roll back to checkpoint `to`: everything above it goes (see `rollback`), what fits
+    /// one transaction in the rollback's own, else after it, hidden meanwhile.
+    async fn plan_rollback(
+        &self,
+        tenant: &TenantId,
+        current: &Execution,
+        to: &shared::ids::CheckpointId,
+        now: DateTime<Utc>,
+    ) -> Result<Plan, Error> {
+        let target = self.checkpoint_of(tenant, current, to).await?;
+        let mut plan = Plan::new(current, &Action::Rollback { to: to.clone() }, now)?;
+        let after = target.checkpoint.sequence;
+        let above = self.above(tenant, current, after).await?;
+        let rollback = plan_rollback(current, after, &above);
+        plan.next.checkpoint_count = rollback.checkpoint_count;
+        plan.next.discarded = rollback.ranges;
+        let read = above.into_read();
+        match rollback.disposal {
+            Disposal::InTransaction => {
+                for stored in &read {
+                    self.checkpoints.stage_delete(&mut plan.effects, tenant, stored)?;
+                }
+            }
+            Disposal::Hidden { range, all } => plan.cleanup = Some((range, read, all)),
+        }
+        plan.discarded = Some(rollback.discarded);
+        Ok(plan)
+    }
+
+    /// Commits `plan`: the execution's replacement (with the plan's counters) first, so
+    /// a lost race is recognised as one, then its effects and its events, the
+    /// execution's own first; after the commit, a hidden rollback's cleanup.
+    async fn commit_plan(
+        &self,
+        tenant: &TenantId,
+        current: &Execution,
+        plan: Plan,
+        before_commit: BeforeCommit<'_, Changed>,
+    ) -> Result<Attempt<Changed>, Error> {
+        let Plan { action, next, effects, counters, mut events, discarded, cleanup, now } = plan;
+        let mut whole = Transaction::new();
+        self.executions.stage_replace(&mut whole, tenant, current, &next, &counters)?;
+        whole.append(effects);
+        events.insert(0, Event::execution(reported(&action), &next, now));
+        crate::webhooks::events::stage(&mut whole, self.failures.tables(), tenant, &events)?;
+        let changed = Changed { execution: next, discarded_checkpoints: discarded };
+        before_commit(&changed);
+        match whole.commit(self.client()).await {
+            Ok(()) => {
+                if let Some((range, checkpoints, all)) = cleanup {
+                    self.finish_discard(tenant, &current.id, range, &checkpoints, all).await;
+                }
+                Ok(Attempt::Done(changed))
+            }
+            Err(e) => Ok(Attempt::raced_on(e, &[Part::Execution, Part::Failure, Part::Account])?),
+        }
     }
 
     async fn open_failures(&self, tenant: &TenantId, execution: &Execution) -> Result<Vec<Failure>, Error> {
         let failures = self.failures.get_many(tenant, &execution.failure_ids).await?;
         Ok(failures.into_iter().filter(|f| f.status == super::failures::model::FailureStatus::Open).collect())
+    }
+}
+
+/// What a transition commits: the execution's next state and every effect beside it.
+/// Each action's step ([`Runs::transition`]) fills in its own.
+struct Plan {
+    /// The action, checked against the execution's rules.
+    action: Action,
+    /// The execution after it.
+    next: Execution,
+    /// Its other writes: failure records, the ledger entry, checkpoints deleted.
+    effects: Transaction,
+    /// Counter changes beside the execution's own.
+    counters: CounterChange,
+    /// Events beside the execution's own (reported first).
+    events: Vec<Event>,
+    /// For a rollback: how many checkpoints it discards.
+    discarded: Option<u64>,
+    /// For a rollback too large for one transaction: the range hidden, the checkpoints
+    /// read above the target, and whether they are all of them.
+    cleanup: Option<(Discarded, Vec<StoredCheckpoint>, bool)>,
+    /// When.
+    now: DateTime<Utc>,
+}
+
+impl Plan {
+    /// The plan of `action` on `current`, with no effects yet.
+    ///
+    /// # Errors
+    /// [`Error::InvalidState`] when the rules refuse the action.
+    fn new(current: &Execution, action: &Action, now: DateTime<Utc>) -> Result<Self, Error> {
+        current.check(action)?;
+        Ok(Self {
+            action: action.clone(),
+            next: current.after(action, now),
+            effects: Transaction::new(),
+            counters: CounterChange::default(),
+            events: Vec::new(),
+            discarded: None,
+            cleanup: None,
+            now,
+        })
     }
 }
 
