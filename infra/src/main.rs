@@ -160,6 +160,14 @@ enum MigrateCommand {
         #[arg(long)]
         tenant: Option<String>,
     },
+    /// Gives workflows written before the `by_name` index its key (`tenant_name`), so
+    /// `GET /workflows?name=` finds them. Run once right after deploying the index; safe
+    /// while the service runs, and again.
+    WorkflowNames {
+        /// Only this tenant's (default: every tenant's, one scan of the table).
+        #[arg(long)]
+        tenant: Option<String>,
+    },
 }
 
 #[tokio::main]
@@ -236,6 +244,14 @@ async fn run(cli: Cli) -> Result<()> {
             }
             let folded = shared::counters::fold_legacy(&client, tables, tenant.as_deref()).await?;
             eprintln!("folded {folded} counter items into their tenant's first shard");
+        }
+        Command::Migrate { command: MigrateCommand::WorkflowNames { tenant } } => {
+            if let Some(id) = &tenant {
+                shared::ids::TenantKey::parse(id).with_context(|| format!("unknown tenant {id}"))?;
+            }
+            let store = domain::workflows::store::WorkflowStore::new(client.clone(), tables.clone());
+            let changed = store.index_names(tenant.as_deref()).await?;
+            eprintln!("indexed the names of {changed} workflows");
         }
         Command::Janitor => {
             let runs =

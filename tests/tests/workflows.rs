@@ -18,6 +18,7 @@ both_paths!(
     list_items_are_summaries_without_definition,
     list_filters_by_status_and_type_with_matching_totals,
     list_refuses_invalid_query_parameters,
+    list_by_name_finds_exactly_that_name_with_other_filters_and_cursors,
     update_replaces_given_fields_and_bumps_version,
     update_with_stale_if_match_is_412_and_changes_nothing,
     update_follows_the_status_transitions_of_the_contract,
@@ -269,6 +270,7 @@ async fn list_refuses_invalid_query_parameters(api: Api, env: Env) {
         ("?status=deleted", "status"),
         ("?workflow_type=airflow", "workflow_type"),
         ("?status=draft&status=published", "status"),
+        ("?name=", "name"),
     ];
     for (query, field) in cases {
         let reply = api.get(&t.key, &format!("/workflows{query}")).await;
@@ -277,6 +279,48 @@ async fn list_refuses_invalid_query_parameters(api: Api, env: Env) {
     }
     let ok = api.get(&t.key, "/workflows?page_size=100&unknown=1").await;
     ok.expect(200);
+    let long = "n".repeat(201);
+    let reply = api.get(&t.key, &format!("/workflows?name={long}")).await;
+    reply.expect_problem(422, "validation_failed");
+    assert_eq!(reply.error_fields(), ["name"]);
+}
+
+async fn list_by_name_finds_exactly_that_name_with_other_filters_and_cursors(api: Api, env: Env) {
+    let (t, other) = (env.tenant().await, env.tenant().await);
+    let older = create(&api, &t.key, json!({"name": "triage bot", "workflow_type": "crewai"})).await;
+    create(&api, &t.key, json!({"name": "triage", "workflow_type": "crewai"})).await;
+    create(&api, &t.key, json!({"name": "Triage bot", "workflow_type": "crewai"})).await;
+    let newer =
+        create(&api, &t.key, json!({"name": "triage bot", "workflow_type": "langgraph", "status": "published"})).await;
+    create(&api, &other.key, json!({"name": "triage bot", "workflow_type": "crewai"})).await;
+    let ids =
+        |reply: &Reply| -> Vec<String> { reply.body["items"].as_array().expect("items").iter().map(id_of).collect() };
+    let named = api.get(&t.key, "/workflows?name=triage%20bot").await;
+    named.expect(200);
+    assert_eq!(ids(&named), [id_of(&newer), id_of(&older)], "exactly the name, newest first, this tenant's");
+    assert_eq!(named.body["total"], 2);
+    let cases = [
+        ("&status=published", vec![id_of(&newer)]),
+        ("&workflow_type=crewai", vec![id_of(&older)]),
+        ("&status=archived", vec![]),
+        ("&page_size=1", vec![id_of(&newer)]),
+        ("&page_size=1&page=2", vec![id_of(&older)]),
+        (&*format!("&starting_after={}", id_of(&newer)), vec![id_of(&older)]),
+    ];
+    for (query, expected) in cases {
+        let reply = api.get(&t.key, &format!("/workflows?name=triage%20bot{query}")).await;
+        reply.expect(200);
+        assert_eq!(ids(&reply), expected, "{query}");
+        let total = if query.contains("status") || query.contains("type") { expected.len() } else { 2 };
+        assert_eq!(reply.body["total"], total, "{query}");
+    }
+    // Renamed: found by its new name only.
+    let path = format!("/workflows/{}", id_of(&older));
+    api.put(&t.key, &path, &json!({"name": "escalation"})).await.expect(200);
+    assert_eq!(ids(&api.get(&t.key, "/workflows?name=triage%20bot").await), [id_of(&newer)]);
+    assert_eq!(ids(&api.get(&t.key, "/workflows?name=escalation").await), [id_of(&older)]);
+    let none = api.get(&t.key, "/workflows?name=nobody").await;
+    assert_eq!((none.body["items"].clone(), none.body["total"].clone()), (json!([]), json!(0)));
 }
 
 async fn update_replaces_given_fields_and_bumps_version(api: Api, env: Env) {
@@ -551,4 +595,37 @@ async fn answers_are_gzipped_for_clients_that_accept_it(api: Api, env: Env) {
     flate2::read::GzDecoder::new(gzipped.raw.as_slice()).read_to_string(&mut text).expect("gzip");
     let body: Value = serde_json::from_str(&text).expect("json");
     assert_eq!(body, plain.body);
+}
+
+/// In process only: `cairn-admin migrate workflow-names` gives a workflow written before
+/// the `by_name` index (its item without `tenant_name`) its key, once.
+#[tokio::test]
+async fn the_name_migration_makes_earlier_workflows_found_by_name() {
+    let env = api_tests::env().await;
+    let api = Api::new(api_tests::Transport::in_process(&env));
+    let t = env.tenant().await;
+    let earlier = create(&api, &t.key, json!({"name": "nightly", "workflow_type": "custom"})).await;
+    let table = env.tables.name(shared::dynamo::Table::Workflows);
+    // As the earlier version wrote it: no `tenant_name`.
+    env.client
+        .update_item()
+        .table_name(table)
+        .key("tenant_id", shared::dynamo::s(&t.id))
+        .key("id", shared::dynamo::s(id_of(&earlier)))
+        .update_expression("REMOVE tenant_name")
+        .send()
+        .await
+        .expect("remove");
+    let newer = create(&api, &t.key, json!({"name": "nightly", "workflow_type": "custom"})).await;
+    let ids =
+        |reply: Reply| -> Vec<String> { reply.body["items"].as_array().expect("items").iter().map(id_of).collect() };
+    assert_eq!(ids(api.get(&t.key, "/workflows?name=nightly").await), [id_of(&newer)], "not indexed yet");
+
+    let store = domain::workflows::store::WorkflowStore::new(env.client.clone(), env.tables.clone());
+    assert_eq!(store.index_names(Some(&t.id)).await.expect("migrate"), 1, "the earlier one alone");
+    let found = api.get(&t.key, "/workflows?name=nightly").await;
+    assert_eq!(ids(found), [id_of(&newer), id_of(&earlier)]);
+    assert_eq!(store.index_names(Some(&t.id)).await.expect("migrate"), 0, "a second run changes nothing");
+    let whole = api.get(&t.key, &format!("/workflows/{}", id_of(&earlier))).await;
+    assert_eq!(whole.expect(200).body, earlier, "the workflow itself unchanged");
 }

@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from typing import Any
 
+import httpx
 import pytest
 
 from cairn import AsyncCairn, Cairn, Run, errors
@@ -140,6 +142,46 @@ async def test_the_async_client_traces_too(key: str) -> None:
         assert await flow(20) == 41
         executions = [e async for e in client.executions.list()]
         assert [e.status for e in executions] == ["completed"]
+
+
+def test_an_async_client_made_outside_a_loop_works_in_one_loop_after_another(key: str) -> None:
+    client = AsyncCairn(key, base_url=URL)  # no loop runs here: notebooks and CLIs do this
+
+    async def write(name: str) -> str:
+        return (await client.workflows.create(name=name, workflow_type="custom")).id
+
+    made = [asyncio.run(write(f"loop {n}")) for n in range(3)]  # each asyncio.run a new loop
+    listed = asyncio.run(_names(client))
+    assert sorted(listed) == ["loop 0", "loop 1", "loop 2"], made
+    asyncio.run(client.close())
+
+
+async def _names(client: AsyncCairn) -> list[str]:
+    return [w.name async for w in client.workflows.list()]
+
+
+async def test_an_async_client_given_its_own_http_client_says_so_in_another_loop(key: str) -> None:
+    http = httpx.AsyncClient()
+    client = AsyncCairn(key, base_url=URL, http_client=http)
+    assert (await client.billing.balance()).credits_balance == 100
+
+    def elsewhere() -> None:
+        asyncio.run(client.billing.balance())
+
+    with pytest.raises(errors.LoopMismatch, match="http_client"):
+        await asyncio.to_thread(elsewhere)
+    await client.close()
+
+
+def test_workflows_are_listed_by_exact_name(client: Cairn) -> None:
+    first = client.workflows.create(name="support agent", workflow_type="custom")
+    client.workflows.create(name="Support agent", workflow_type="custom")
+    second = client.workflows.create(name="support agent", workflow_type="crewai")
+    page = client.workflows.list(name="support agent").first_page()
+    assert [w.id for w in page.items] == [second.id, first.id]
+    assert page.total == 2
+    assert [w.id for w in client.workflows.list(name="support agent", workflow_type="crewai")] == [second.id]
+    assert list(client.workflows.list(name="nobody")) == []
 
 
 def test_keys_are_created_listed_revoked_and_the_last_live_one_stays(client: Cairn, key: str) -> None:

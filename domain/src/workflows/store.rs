@@ -4,7 +4,10 @@
 //! order is newest first). Three sparse-free GSIs serve the filters without filter
 //! expressions: `by_status` (`tenant_status`), `by_type` (`tenant_type`) and
 //! `by_status_type` (`tenant_status_type`), each sorted by `id`. Totals come from
-//! counters written in the same transaction as every create, change and delete.
+//! counters written in the same transaction as every create, change and delete. A fourth,
+//! `by_name` (`tenant_name`, `ten_…#<name>`), finds a name's workflows; items written
+//! before it existed get `tenant_name` from `cairn-admin migrate workflow-names`
+//! ([`WorkflowStore::index_names`]).
 //!
 //! A workflow archived or deleted has [`MARKERS`] closed markers (`tenant_id` =
 //! `ten_…#07`, `id` = `wf_…#closed`, no attribute an index reads), written in the
@@ -50,6 +53,9 @@ struct WorkflowRecord {
     tenant_status: String,
     tenant_type: String,
     tenant_status_type: String,
+    /// `None` in items written before the `by_name` index (until migrated).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tenant_name: Option<String>,
 }
 
 /// The attributes a list reads: every one but `definition`, so list items are summaries.
@@ -89,6 +95,7 @@ impl WorkflowRecord {
             tenant_status: format!("{t}#{}", w.status.wire()),
             tenant_type: format!("{t}#{}", w.workflow_type.wire()),
             tenant_status_type: format!("{t}#{}#{}", w.status.wire(), w.workflow_type.wire()),
+            tenant_name: Some(name_key(t, &w.name)),
         })
     }
 
@@ -136,12 +143,23 @@ pub struct WorkflowStore {
 }
 
 /// Filters of the workflow list.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct ListFilter {
     /// Only this status.
     pub status: Option<WorkflowStatus>,
     /// Only this type.
     pub workflow_type: Option<WorkflowType>,
+    /// Only workflows of exactly this name.
+    pub name: Option<String>,
+}
+
+/// The most workflows of one name a list with `name` reads (and counts): a name's
+/// workflows are read together, since no counter exists per name.
+pub const NAME_MATCHES_MAX: usize = 10_000;
+
+/// The `by_name` index key of workflow name `name` of tenant `t`.
+fn name_key(t: &str, name: &str) -> String {
+    format!("{t}#{name}")
 }
 
 /// How many closed markers an archived or deleted workflow has.
@@ -308,6 +326,9 @@ impl WorkflowStore {
         page: PageRequest,
         after: Option<&WorkflowId>,
     ) -> Result<(Vec<Workflow>, u64), StoreError> {
+        if let Some(name) = &filter.name {
+            return self.list_named(tenant, name, &filter, page, after).await;
+        }
         let t = tenant.as_str();
         let (index, key, value) = match (filter.status, filter.workflow_type) {
             (None, None) => (None, "tenant_id", t.to_owned()),
@@ -326,6 +347,82 @@ impl WorkflowStore {
         )?;
         let workflows = items.into_iter().map(decode).collect::<Result<Vec<_>, _>>()?;
         Ok((workflows, total))
+    }
+
+    /// [`WorkflowStore::list`] with a name: the name's workflows (at most
+    /// [`NAME_MATCHES_MAX`], newest first) are read from `by_name`, then filtered, counted
+    /// and paged here.
+    async fn list_named(
+        &self,
+        tenant: &TenantId,
+        name: &str,
+        filter: &ListFilter,
+        page: PageRequest,
+        after: Option<&WorkflowId>,
+    ) -> Result<(Vec<Workflow>, u64), StoreError> {
+        let query =
+            newest_first(&self.client, self.table(), Some("by_name"), ("tenant_name", name_key(tenant.as_str(), name)));
+        let items = query_window_from(query, "id", None, 0, NAME_MATCHES_MAX, SUMMARY_ATTRIBUTES).await?;
+        let mut matching = Vec::new();
+        for item in items {
+            let w = decode(item)?;
+            if filter.status.is_none_or(|s| w.status == s) && filter.workflow_type.is_none_or(|t| w.workflow_type == t)
+            {
+                matching.push(w);
+            }
+        }
+        let total = matching.len() as u64;
+        let from = after.map_or(0, |a| matching.iter().take_while(|w| w.id >= *a).count());
+        let window = matching.into_iter().skip(from + page.skip()).take(page.page_size as usize).collect();
+        Ok((window, total))
+    }
+
+    /// Gives every workflow item written before the `by_name` index its `tenant_name`
+    /// (one scan of the table, or one tenant's partition), so lists by name find it.
+    /// Returns how many it changed. Safe while the service runs, and again: an item is
+    /// changed only while it still has the name read and no `tenant_name`.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub async fn index_names(&self, tenant: Option<&str>) -> Result<u64, StoreError> {
+        let mut changed = 0;
+        let mut start = None;
+        loop {
+            let (items, next) = shared::dynamo::page_of(&self.client, self.table(), tenant, None, start).await?;
+            for item in items {
+                let text = |name: &str| item.get(name).and_then(|v| v.as_s().ok()).cloned();
+                let (Some(owner), Some(id), Some(name)) = (text("tenant_id"), text("id"), text("name")) else {
+                    continue;
+                };
+                if owner.contains('#') || item.contains_key("tenant_name") {
+                    continue;
+                }
+                let set = self
+                    .client
+                    .update_item()
+                    .table_name(self.table())
+                    .key("tenant_id", s(&owner))
+                    .key("id", s(&id))
+                    .update_expression("SET tenant_name = :key")
+                    .condition_expression("#name = :name AND attribute_not_exists(tenant_name)")
+                    .expression_attribute_names("#name", "name")
+                    .expression_attribute_values(":key", s(name_key(&owner, &name)))
+                    .expression_attribute_values(":name", s(&name))
+                    .send()
+                    .await;
+                match set.map_err(shared::dynamo::classify) {
+                    Ok(_) => changed += 1,
+                    // Renamed or deleted since the scan read it: the write that did so
+                    // put the whole item, `tenant_name` included.
+                    Err(StoreError::ConditionFailed { .. }) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            match next {
+                Some(key) => start = Some(key),
+                None => return Ok(changed),
+            }
+        }
     }
 }
 

@@ -207,7 +207,17 @@ pub async fn list(
     tenant: TenantId,
     mut query: Query,
 ) -> Result<Json<PageBody<WorkflowSummary>>, ApiError> {
-    let filter = ListFilter { status: query.one_of("status"), workflow_type: query.one_of("workflow_type") };
+    let filter = ListFilter {
+        status: query.one_of("status"),
+        workflow_type: query.one_of("workflow_type"),
+        name: query.string("name").filter(|name| {
+            let fits = name.chars().count() <= NAME_MAX;
+            if !fits {
+                query.reject("name", format!("must be at most {NAME_MAX} characters"));
+            }
+            fits
+        }),
+    };
     let page = PageRequest::read(&mut query, DEFAULT_PAGE_SIZE);
     let after = shared::pagination::starting_after(&mut query);
     query.finish()?;

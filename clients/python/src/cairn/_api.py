@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import weakref
 from typing import Any, TypeVar
 
 import httpx
@@ -76,10 +77,39 @@ class API:
 
 
 class AsyncAPI:
-    """:class:`API` over one ``httpx.AsyncClient``: each method awaited."""
+    """:class:`API` over ``httpx.AsyncClient``: each method awaited.
 
-    def __init__(self, settings: Settings, http: httpx.AsyncClient) -> None:
-        self.settings, self.http = settings, http
+    An ``httpx.AsyncClient`` holds connections of the event loop that opened them, so
+    this keeps one of its own per event loop: an :class:`~cairn.AsyncCairn` (and every
+    integration object on one) made outside a loop, or used by one ``asyncio.run`` after
+    another, works in each. A client given by the caller (``http_client=``) is used in
+    the first loop only; another loop gets :class:`~cairn.errors.LoopMismatch`."""
+
+    def __init__(self, settings: Settings, http: httpx.AsyncClient | None, timeout: float) -> None:
+        self.settings, self._given, self._timeout = settings, http, timeout
+        self._given_loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    @property
+    def http(self) -> httpx.AsyncClient:
+        """The HTTP client of the running event loop."""
+        loop = asyncio.get_running_loop()
+        if self._given is not None:
+            bound = self._given_loop() if self._given_loop is not None else None
+            if bound is None or bound.is_closed():
+                self._given_loop = weakref.ref(loop)
+            elif bound is not loop:
+                raise errors.LoopMismatch(
+                    "this AsyncCairn was given its own http_client, which works in the event loop that "
+                    "first used it only; make the AsyncCairn without http_client to use it in any loop"
+                )
+            return self._given
+        client = self._clients.get(loop)
+        if client is None:
+            client = self._clients[loop] = httpx.AsyncClient(timeout=self._timeout)
+        return client
 
     async def send(self, c: Call) -> Any:
         url, headers, content, params = encode(c, self.settings)
@@ -103,4 +133,15 @@ class AsyncAPI:
         return read_page(spec.item, await self.send(spec.page_call(after)))
 
     async def close(self) -> None:
-        await self.http.aclose()
+        """Closes the client of the running loop (or the given one) and lets go of those
+        of loops closed already; a loop still running elsewhere keeps its own."""
+        if self._given is not None:
+            await self._given.aclose()
+            return
+        loop = asyncio.get_running_loop()
+        for owner, client in list(self._clients.items()):
+            if owner is loop:
+                del self._clients[owner]
+                await client.aclose()
+            elif owner.is_closed():
+                del self._clients[owner]

@@ -78,7 +78,7 @@ class AsyncCairn(AsyncResources):
         self._settings: Settings = settings(
             api_key, base_url, timeout, max_retries, max_elapsed, allow_insecure
         )
-        super().__init__(AsyncAPI(self._settings, http_client or httpx.AsyncClient(timeout=timeout)))
+        super().__init__(AsyncAPI(self._settings, http_client, timeout))
 
     def __repr__(self) -> str:
         return f"AsyncCairn(base_url={self._settings.base_url!r})"

@@ -30,8 +30,7 @@ class Spec(Generic[R]):
 
 @dataclass(frozen=True)
 class ListSpec(Generic[M]):
-    """A list route: its first page's call, how to ask for the page after an id, and
-    the model of its items."""
+    """A list route: its first page's call, how to ask for the page after an id, its items."""
 
     path: str
     params: dict[str, Any]
@@ -159,11 +158,12 @@ def workflows_list(
     *,
     status: models.WorkflowStatus | None = None,
     workflow_type: models.WorkflowType | None = None,
+    name: str | None = None,
     page_size: int = 100,
 ) -> ListSpec[models.WorkflowSummary]:
-    """The workflows, newest first (``GET /workflows``)."""
-    params = {"status": status, "workflow_type": workflow_type}
-    return ListSpec("/workflows", _clean(params), "page_size", page_size, models.WorkflowSummary)
+    """The workflows, newest first (``GET /workflows``); ``name``: only that exact name."""
+    params = _clean({"status": status, "workflow_type": workflow_type, "name": name})
+    return ListSpec("/workflows", params, "page_size", page_size, models.WorkflowSummary)
 
 
 # ---- executions ----

@@ -164,6 +164,15 @@ class InsecureURL(CairnError):
     code = "insecure_url"
 
 
+class LoopMismatch(CairnError):
+    """An :class:`~cairn.AsyncCairn` given its own ``http_client`` used in an event loop
+    other than the one that first used it (an ``httpx.AsyncClient``'s connections belong
+    to one loop). Made without ``http_client``, an ``AsyncCairn`` works in any loop.
+    Raised before anything is sent."""
+
+    code = "loop_mismatch"
+
+
 class DeletionIncomplete(CairnError):
     """A deletion still had more to purge after the most requests allowed (each answered
     202); sending DELETE again continues it, and the service finishes it by itself once

@@ -23,10 +23,11 @@ def workflows() -> None:
 @command(workflows, "list")
 @click.option("--status", type=click.Choice(WORKFLOW_STATUSES))
 @click.option("--type", "workflow_type", type=click.Choice(WORKFLOW_TYPES))
+@click.option("--name", help="Only workflows of exactly this name.")
 @click.option("--all", "follow", is_flag=True, help="Every page, not only the first.")
-def workflows_list(status: Any, workflow_type: Any, follow: bool) -> None:
+def workflows_list(status: Any, workflow_type: Any, name: str | None, follow: bool) -> None:
     """The workflows, newest first."""
-    pager = state().client().workflows.list(status=status, workflow_type=workflow_type)
+    pager = state().client().workflows.list(status=status, workflow_type=workflow_type, name=name)
     show_list(
         pager,
         follow,
