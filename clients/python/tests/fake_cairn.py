@@ -11,16 +11,26 @@ import gzip
 import itertools
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 import httpx
+import pytest
 import respx
 
 BASE = "https://cairn.test/api/v1"
 IDS = itertools.count(1)
 NOW = "2026-11-24T10:00:00.000Z"
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeCairn]:
+    """A test's own in-memory Cairn, answering every request to :data:`BASE`."""
+    api = FakeCairn()
+    with respx.mock(assert_all_called=False) as router:
+        api.install(router)
+        yield api
 
 
 class Problem(Exception):

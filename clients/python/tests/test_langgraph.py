@@ -14,7 +14,6 @@ from datetime import datetime, timezone
 from typing import Annotated, Any, TypedDict
 
 import pytest
-import respx
 from langgraph.checkpoint.base import Checkpoint, CheckpointMetadata
 from langgraph.checkpoint.base.id import uuid6
 from langgraph.checkpoint.conformance import checkpointer_test, validate
@@ -26,15 +25,10 @@ from pydantic import BaseModel
 from cairn import AsyncCairn, Cairn, errors
 from cairn.langgraph import FORMAT, TYPED, CairnSaver, ThreadEnded
 
+from . import fake_cairn
 from .fake_cairn import BASE, FakeCairn, Problem
 
-
-@pytest.fixture
-def fake() -> Iterator[FakeCairn]:
-    api = FakeCairn()
-    with respx.mock(assert_all_called=False) as router:
-        api.install(router)
-        yield api
+fake = fake_cairn.fake  # the fixture
 
 
 @pytest.fixture

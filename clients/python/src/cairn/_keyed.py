@@ -14,23 +14,19 @@ from typing import Any
 
 from . import errors, models
 from ._client import AsyncCairn
-from ._workflows import async_workflow_id, check_workflow
+from ._runs import KEY_MAX, async_workflow_id, check_workflow, key_ok
 from .tracing import error_type
 
 log = logging.getLogger("cairn")
 
-#: An execution or checkpoint key's longest form (the API's bound).
-KEY_MAX = 256
-
-
-class ExecutionEnded(RuntimeError):
-    """The execution of a key is completed or cancelled: it takes no more checkpoints
-    (delete it to start the key over)."""
+#: The execution of a key is completed or cancelled (the run core's one ended error).
+ExecutionEnded = errors.ExecutionEnded
 
 
 def execution_key(name: str) -> str:
-    """The Cairn key of a framework's name for a run: the name, or for one the API would
-    not take as a key (too long, control characters), its start and a hash of the whole."""
+    """The Cairn key of a framework's name for a run: the name, or for one that is too
+    long or not printable, its start and a hash of the whole. (Stricter than the API's
+    rule, :func:`~cairn._runs.key_ok`: the keys runs already have stay as they are.)"""
     if 0 < len(name) <= KEY_MAX and name.isprintable():
         return name
     digest = hashlib.sha256(name.encode()).hexdigest()
@@ -40,7 +36,7 @@ def execution_key(name: str) -> str:
 
 def usable_key(key: str) -> bool:
     """Whether a checkpoint or execution could have ``key`` (else none has it)."""
-    return 0 < len(key) <= KEY_MAX and key.isprintable()
+    return key_ok(key)
 
 
 class KeyedExecutions:

@@ -125,6 +125,19 @@ class IdempotencyKeyReused(CairnError):
     code = "idempotency_key_reused"
 
 
+class ExecutionEnded(InvalidState, RuntimeError):
+    """The run's execution is completed or cancelled (through the API, the command line
+    or the dashboard) and takes no more checkpoints, raised by every integration before
+    it writes: a LangGraph thread, a CrewAI flow, an Agents SDK session, a keyed run of
+    Agent Framework, AutoGen or Semantic Kernel. Delete the execution (or use a new
+    key) to start over. An :class:`InvalidState`, and a ``RuntimeError`` as it was
+    (``cairn.langgraph.ThreadEnded``, ``cairn.crewai.FlowEnded``,
+    ``cairn.openai_agents.SessionEnded`` and ``ExecutionEnded`` of the others are its
+    names there)."""
+
+    code = "execution_ended"
+
+
 class RateLimited(CairnError):
     """429: over the tenant's request rate; ``retry_after`` says when to try again."""
 

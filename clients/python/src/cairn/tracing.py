@@ -39,7 +39,7 @@ import traceback
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from . import errors, models
+from . import _runs, errors, models
 from ._resources import AsyncResources, Resources
 from ._specs import jsonable
 
@@ -204,10 +204,7 @@ class _Workflow:
     def workflow_id(self) -> str:
         """The workflow's id: found by name (the newest of that name), else created."""
         if self._id is None:
-            found = next((w for w in self._client.workflows.list() if w.name == self._name), None)
-            if found is None:
-                found = self._client.workflows.create(name=self._name, workflow_type=self._type)
-            self._id = found.id
+            self._id = _runs.workflow_id(self._client, self._name, self._type)
         return self._id
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -256,14 +253,7 @@ class _AsyncWorkflow:
 
     async def workflow_id(self) -> str:
         if self._id is None:
-            found = None
-            async for w in self._client.workflows.list():
-                if w.name == self._name:
-                    found = w
-                    break
-            if found is None:
-                found = await self._client.workflows.create(name=self._name, workflow_type=self._type)
-            self._id = found.id
+            self._id = await _runs.async_workflow_id(self._client, self._name, self._type)
         return self._id
 
     async def __call__(self, *args: Any, **kwargs: Any) -> Any:

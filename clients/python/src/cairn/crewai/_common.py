@@ -6,7 +6,6 @@ into JSON the way CrewAI's SQLite backend stores them."""
 from __future__ import annotations
 
 import json
-import re
 import threading
 import weakref
 from collections import OrderedDict
@@ -16,10 +15,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from cairn import Cairn, errors, models
+from cairn import Cairn, _runs, errors, models
 
-#: A workflow given by id rather than by name.
-_WORKFLOW_ID = re.compile(r"wf_[0-9a-f]{32}")  # as the API makes them; anything else is a name
 #: Executions remembered per client (least recently used go first).
 _CACHE_SIZE = 10_000
 _STRIPES = 64
@@ -107,12 +104,10 @@ class Known:
 
 
 class Registry:
-    """One client's workflows by name and executions by ``(workflow id, key)``."""
+    """One client's executions by ``(workflow id, key)``."""
 
     def __init__(self) -> None:
         self.mutex = threading.Lock()
-        self.workflow_lock = threading.Lock()
-        self.workflows: dict[str, str] = {}
         self.executions: OrderedDict[tuple[str, str], Known] = OrderedDict()
         self._stripes = [threading.RLock() for _ in range(_STRIPES)]
 
@@ -156,25 +151,8 @@ def registry(client: Cairn) -> Registry:
 
 def workflow_id(client: Cairn, workflow: str) -> str:
     """The id of ``workflow`` (an id, or a name: found, else created as a ``crewai``
-    workflow); a name is looked up once per client."""
-    if _WORKFLOW_ID.fullmatch(workflow):
-        return workflow
-    reg = registry(client)
-    with reg.mutex:
-        cached = reg.workflows.get(workflow)
-    if cached is not None:
-        return cached
-    with reg.workflow_lock:
-        with reg.mutex:
-            cached = reg.workflows.get(workflow)
-        if cached is not None:
-            return cached
-        found = next((w.id for w in client.workflows.list() if w.name == workflow), None)
-        if found is None:
-            found = client.workflows.create(name=workflow, workflow_type="crewai").id
-        with reg.mutex:
-            reg.workflows[workflow] = found
-        return found
+    workflow); a name is looked up once per client (the run core's rule)."""
+    return _runs.workflow_id(client, workflow, "crewai")
 
 
 def quietly_ended(call: Any, *args: Any, **kwargs: Any) -> models.Execution | None:

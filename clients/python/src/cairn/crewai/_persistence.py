@@ -36,10 +36,9 @@ PENDING_KEY = "crewai_pending_feedback"
 PENDING_TASK, PENDING_CHANNEL = "crewai", "pending_feedback"
 
 
-class FlowEnded(errors.InvalidState):
-    """The flow's execution is completed or cancelled: it takes no more states."""
-
-    code = "flow_ended"
+#: The flow's execution is completed or cancelled: it takes no more states (the run
+#: core's one ended error, :class:`cairn.errors.ExecutionEnded`).
+FlowEnded = errors.ExecutionEnded
 
 
 class CairnFlowPersistence(FlowPersistence):

@@ -14,23 +14,16 @@ from typing import Any, TypeVar
 
 from langgraph.checkpoint.base import CheckpointTuple
 
+from .. import _runs, errors
 from .. import _specs as specs
-from .. import errors
 from .._resources import AsyncResources, Resources
+from .._runs import Page as Page
 
 T = TypeVar("T")
 #: How long the saver waits out the API's rate limit (429, after the client's own
 #: retries) before it raises: a graph is not failed for being throttled for a while.
 THROTTLE_PATIENCE = 600.0
 _log = logging.getLogger("cairn.langgraph")
-
-
-@dataclass(frozen=True)
-class Page:
-    """One page of a list."""
-
-    spec: specs.ListSpec[Any]
-    after: str | None = None
 
 
 @dataclass(frozen=True)
@@ -109,37 +102,14 @@ async def aperform(client: AsyncResources, op: Op) -> Any:
 
 
 def run(client: Resources, flow: Flow[T]) -> T:
-    """The flow's result, its calls made on ``client``."""
-    value: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            op = flow.send(value) if error is None else flow.throw(error)
-        except StopIteration as stop:
-            result: T = stop.value
-            return result
-        value, error = None, None
-        try:
-            value = perform(client, op)
-        except errors.CairnError as e:
-            error = e
+    """The flow's result, its calls made on ``client`` (the run core's driver, with
+    LangGraph's ops and patience)."""
+    return _runs.run(client, flow, perform)
 
 
 async def arun(client: AsyncResources, flow: Flow[T]) -> T:
     """:func:`run` on an async client."""
-    value: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            op = flow.send(value) if error is None else flow.throw(error)
-        except StopIteration as stop:
-            result: T = stop.value
-            return result
-        value, error = None, None
-        try:
-            value = await aperform(client, op)
-        except errors.CairnError as e:
-            error = e
+    return await _runs.arun(client, flow, aperform)
 
 
 def iterate(client: Resources, flow: Listing) -> Iterator[CheckpointTuple]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import builtins
 import logging
-import re
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -27,6 +26,7 @@ from langgraph.checkpoint.serde.types import ERROR
 
 from .. import _specs as specs
 from .. import errors, models
+from .._runs import WORKFLOW_ID, find_or_create_workflow
 from ._driver import Flow, Page
 from ._encoding import checkpoint_state, checkpoint_tuple, encode
 from ._held import Held, HeldTask, Where, fits
@@ -41,7 +41,6 @@ _log = logging.getLogger("cairn.langgraph")
 
 #: The most writes one request stores.
 WRITES_PER_REQUEST = 1000
-_WORKFLOW_ID = re.compile(r"wf_[0-9A-Za-z]+")
 
 
 class Flows(BaseCheckpointSaver[int]):
@@ -53,7 +52,7 @@ class Flows(BaseCheckpointSaver[int]):
         if not workflow:
             raise ValueError("workflow must be a workflow id (wf_...) or a name")
         self.workflow = workflow
-        self._workflow_id: str | None = workflow if _WORKFLOW_ID.fullmatch(workflow) else None
+        self._workflow_id: str | None = workflow if WORKFLOW_ID.fullmatch(workflow) else None
         self._memory = Memory()
         self._traffic = Traffic()
         self._held = Held(self._flush_held)
@@ -65,24 +64,9 @@ class Flows(BaseCheckpointSaver[int]):
     # ---- flows: lookups ----
 
     def _workflow_flow(self) -> Flow[str]:
-        if self._workflow_id is not None:
-            return self._workflow_id
-        spec = specs.workflows_list(None)
-        after: str | None = None
-        found: str | None = None
-        while found is None:
-            page: models.Page[models.WorkflowSummary] = yield Page(spec, after)
-            found = next((w.id for w in page.items if w.name == self.workflow), None)
-            after = page.after(spec.size)
-            if after is None:
-                break
-        if found is None:
-            created: models.Workflow = yield specs.workflows_create(
-                None, name=self.workflow, workflow_type="langgraph"
-            )
-            found = created.id
-        self._workflow_id = found
-        return found
+        if self._workflow_id is None:
+            self._workflow_id = yield from find_or_create_workflow(self.workflow, "langgraph")
+        return self._workflow_id
 
     def _find(self, thread_id: str, *, fresh: bool = False) -> Flow[Thread | None]:
         """The thread's execution, if it has one."""

@@ -21,10 +21,9 @@ from ._text import key_ok
 CACHE_SIZE = 10_000
 
 
-class ThreadEnded(errors.InvalidState):
-    """The thread's execution is completed or cancelled: it takes no more writes."""
-
-    code = "thread_ended"
+#: The thread's execution is completed or cancelled: it takes no more writes (the run
+#: core's one ended error, :class:`cairn.errors.ExecutionEnded`).
+ThreadEnded = errors.ExecutionEnded
 
 
 def thread_key(thread_id: Any) -> str:

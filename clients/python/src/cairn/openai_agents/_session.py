@@ -18,7 +18,7 @@ from agents.memory.session_settings import coerce_session_settings, resolve_sess
 from agents.run_context import RunContextWrapper
 
 from cairn import AsyncCairn, Cairn, errors, models
-from cairn._workflows import async_workflow_id, check_workflow, workflow_id
+from cairn._runs import async_workflow_id, check_workflow, workflow_id
 
 T = TypeVar("T")
 
@@ -36,10 +36,10 @@ class SessionTooLarge(errors.PayloadTooLarge):
     summary of this one), or shorten this one (``pop_item``, ``clear_session``)."""
 
 
-class SessionEnded(errors.InvalidState):
-    """The session's execution was completed or cancelled (through the API, the CLI or
-    the dashboard): it takes no more items. Use a new session id, or ``clear_session()``
-    to start this one again."""
+#: The session's execution was completed or cancelled (through the API, the CLI or the
+#: dashboard): it takes no more items. Use a new session id, or ``clear_session()`` to
+#: start this one again (the run core's one ended error, :class:`cairn.errors.ExecutionEnded`).
+SessionEnded = errors.ExecutionEnded
 
 
 @dataclass

@@ -22,7 +22,7 @@ from agents.tracing import (
 )
 
 from cairn import Cairn, errors
-from cairn._workflows import check_workflow, workflow_id
+from cairn._runs import check_workflow, workflow_id
 
 logger = logging.getLogger("cairn.openai_agents")
 

@@ -1,0 +1,220 @@
+"""The run core: the rules every integration follows about a Cairn run, written once.
+
+- **Flows.** A rule that needs API calls is written once as a *flow*: a generator that
+  yields the calls it needs (a :class:`~cairn._specs.Spec`, or a :class:`Page` of a list)
+  and gets each answer back (or its error thrown in). :func:`run` and :func:`arun` run a
+  flow on a sync or an async client, so sync and async share one definition. The
+  LangGraph saver's flows are flows of this kind.
+- **A workflow by name** (:func:`find_or_create_workflow`): the newest workflow of
+  exactly that name (``GET /workflows?name=``), else a new one. :func:`workflow_id` and
+  :func:`async_workflow_id` run it once per client and name, one lookup at a time, so
+  objects used at once for the first time make one workflow, not one each.
+- **Keys** (:func:`key_ok`): what the API accepts as an execution or checkpoint key.
+- **An ended run** is :class:`~cairn.errors.ExecutionEnded` in every integration.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import threading
+import weakref
+from collections.abc import Awaitable, Callable, Generator
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from . import _specs as specs
+from . import errors, models
+from ._resources import AsyncResources, Resources
+
+T = TypeVar("T")
+
+#: A workflow id as the API makes them (``wf_`` and 32 hex digits); anything else is a name.
+WORKFLOW_ID = re.compile(r"wf_[0-9a-f]{32}")
+#: The longest key the API accepts (execution and checkpoint keys, task ids, channels).
+KEY_MAX = 256
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of a list, after the item ``after`` (the first page when ``None``)."""
+
+    spec: specs.ListSpec[Any]
+    after: str | None = None
+
+
+Op = specs.Spec[Any] | Page
+Flow = Generator[Op, Any, T]
+
+
+def perform(client: Resources, op: Op) -> Any:
+    """The answer to one call of a flow."""
+    if isinstance(op, Page):
+        return client.api.page(op.spec, op.after)
+    return client.api.answer(op)
+
+
+async def aperform(client: AsyncResources, op: Op) -> Any:
+    """:func:`perform` on an async client."""
+    if isinstance(op, Page):
+        return await client.api.page(op.spec, op.after)
+    return await client.api.answer(op)
+
+
+def run(
+    client: Resources, flow: Generator[Any, Any, T], perform: Callable[[Resources, Any], Any] = perform
+) -> T:
+    """The flow's result, its calls made on ``client`` by ``perform`` (a call's
+    :class:`~cairn.errors.CairnError` is thrown into the flow)."""
+    value: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            op = flow.send(value) if error is None else flow.throw(error)
+        except StopIteration as stop:
+            result: T = stop.value
+            return result
+        value, error = None, None
+        try:
+            value = perform(client, op)
+        except errors.CairnError as e:
+            error = e
+
+
+async def arun(
+    client: AsyncResources,
+    flow: Generator[Any, Any, T],
+    perform: Callable[[AsyncResources, Any], Awaitable[Any]] = aperform,
+) -> T:
+    """:func:`run` on an async client."""
+    value: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            op = flow.send(value) if error is None else flow.throw(error)
+        except StopIteration as stop:
+            result: T = stop.value
+            return result
+        value, error = None, None
+        try:
+            value = await perform(client, op)
+        except errors.CairnError as e:
+            error = e
+
+
+# ---- keys ----
+
+
+def key_ok(key: str) -> bool:
+    """Whether the API accepts ``key`` as a key: 1 to 256 characters, valid UTF-8, no
+    control characters (execution and checkpoint keys; LangGraph's task ids, channels)."""
+    return 1 <= len(key) <= KEY_MAX and utf8(key) and not any(control(c) for c in key)
+
+
+def utf8(s: str) -> bool:
+    """Whether ``s`` is valid UTF-8 (no lone surrogates)."""
+    try:
+        s.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def control(c: str) -> bool:
+    """Whether ``c`` is a control character (Unicode's Cc, as the API counts them)."""
+    return c < " " or "\x7f" <= c <= "\x9f"
+
+
+# ---- workflows by name ----
+
+
+def check_workflow(workflow: str) -> None:
+    """Refuses what can be neither a workflow id nor a workflow's name."""
+    if not workflow or len(workflow) > 200:
+        raise ValueError("workflow must be a workflow id (wf_...) or a name of 1 to 200 characters")
+
+
+def find_or_create_workflow(name: str, workflow_type: models.WorkflowType) -> Flow[str]:
+    """The id of the newest workflow named exactly ``name``, else of a new
+    ``workflow_type`` workflow of that name. The names are checked here too: an API
+    from before the ``name`` filter answers every workflow, page by page."""
+    spec = specs.workflows_list(None, name=name)
+    after: str | None = None
+    while True:
+        page: models.Page[models.WorkflowSummary] = yield Page(spec, after)
+        found = next((w.id for w in page.items if w.name == name), None)
+        if found is not None:
+            return found
+        after = page.after(spec.size)
+        if after is None:
+            break
+    created: models.Workflow = yield specs.workflows_create(None, name=name, workflow_type=workflow_type)
+    return created.id
+
+
+class _Names:
+    """One client's workflows found by name, and the lookups under way."""
+
+    def __init__(self) -> None:
+        self.found: dict[str, str] = {}
+        self.locks: dict[str, threading.Lock] = {}
+        # An asyncio lock belongs to one event loop: one set per loop.
+        self.async_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Lock]] = (
+            weakref.WeakKeyDictionary()
+        )
+
+
+_mutex = threading.Lock()
+_names: weakref.WeakKeyDictionary[Resources | AsyncResources, _Names] = weakref.WeakKeyDictionary()
+
+
+def _of(client: Resources | AsyncResources) -> _Names:
+    with _mutex:
+        found = _names.get(client)
+        if found is None:
+            found = _names[client] = _Names()
+        return found
+
+
+def _cached(names: _Names, workflow: str) -> str | None:
+    if WORKFLOW_ID.fullmatch(workflow):
+        return workflow
+    with _mutex:
+        return names.found.get(workflow)
+
+
+def _remember(names: _Names, workflow: str, workflow_id: str) -> str:
+    with _mutex:
+        names.found[workflow] = workflow_id
+    return workflow_id
+
+
+def workflow_id(client: Resources, workflow: str, workflow_type: models.WorkflowType = "custom") -> str:
+    """The id of ``workflow``: an id as it is, a name by :func:`find_or_create_workflow`,
+    looked up once per client and name, one lookup at a time."""
+    names = _of(client)
+    if (cached := _cached(names, workflow)) is not None:
+        return cached
+    with _mutex:
+        looking = names.locks.setdefault(workflow, threading.Lock())
+    with looking:
+        if (cached := _cached(names, workflow)) is not None:
+            return cached  # found by the lookup this one waited for
+        return _remember(names, workflow, run(client, find_or_create_workflow(workflow, workflow_type)))
+
+
+async def async_workflow_id(
+    client: AsyncResources, workflow: str, workflow_type: models.WorkflowType = "custom"
+) -> str:
+    """:func:`workflow_id` on an async client (in any event loop)."""
+    names = _of(client)
+    if (cached := _cached(names, workflow)) is not None:
+        return cached
+    loop = asyncio.get_running_loop()
+    with _mutex:
+        looking = names.async_locks.setdefault(loop, {}).setdefault(workflow, asyncio.Lock())
+    async with looking:
+        if (cached := _cached(names, workflow)) is not None:
+            return cached
+        found = await arun(client, find_or_create_workflow(workflow, workflow_type))
+        return _remember(names, workflow, found)
