@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from cairn import AsyncCairn, Cairn, Run, errors
+from cairn._keyed import KeyedExecutions
 
 pytestmark = pytest.mark.live
 
@@ -154,6 +155,20 @@ def test_an_async_client_made_outside_a_loop_works_in_one_loop_after_another(key
     listed = asyncio.run(_names(client))
     assert sorted(listed) == ["loop 0", "loop 1", "loop 2"], made
     asyncio.run(client.close())
+
+
+def test_a_keyed_run_made_outside_a_loop_is_written_from_one_loop_after_another(key: str) -> None:
+    # What the async integrations (Agent Framework, AutoGen, Semantic Kernel) are built on.
+    runs = KeyedExecutions(AsyncCairn(key, base_url=URL), "notebook", "custom", "test")
+
+    async def two_at_once(n: int) -> list[int]:
+        async def one(i: int) -> int:
+            async with runs.lock("cell"):  # both wait on the name's lock of this loop
+                return (await runs.write("cell", {"n": n, "i": i})).sequence
+
+        return sorted(await asyncio.gather(one(0), one(1)))
+
+    assert [asyncio.run(two_at_once(n)) for n in range(3)] == [[1, 2], [3, 4], [5, 6]]
 
 
 async def _names(client: AsyncCairn) -> list[str]:

@@ -6,7 +6,6 @@ failed with the failing agent's name."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import hashlib
 import logging
@@ -14,7 +13,7 @@ from typing import Any
 
 from . import errors, models
 from ._client import AsyncCairn
-from ._runs import KEY_MAX, async_workflow_id, check_workflow, key_ok
+from ._runs import KEY_MAX, LoopLocks, async_workflow_id, check_workflow, key_ok
 from .tracing import error_type
 
 log = logging.getLogger("cairn")
@@ -53,10 +52,7 @@ class KeyedExecutions:
         self._type: models.WorkflowType = workflow_type
         self._framework = framework
         self._ids: dict[str, str] = {}
-        self._locks: dict[str, asyncio.Lock] = {}
-
-    def lock(self, name: str) -> asyncio.Lock:
-        return self._locks.setdefault(name, asyncio.Lock())
+        self.lock = LoopLocks()  # one lock per name and event loop: calls about a name one at a time
 
     async def workflow_id(self) -> str:
         return await async_workflow_id(self.client, self._workflow, self._type)

@@ -125,6 +125,27 @@ def control(c: str) -> bool:
     return c < " " or "\x7f" <= c <= "\x9f"
 
 
+# ---- locks of event loops ----
+
+
+class LoopLocks:
+    """``asyncio.Lock``s by name, one set per event loop: an asyncio lock belongs to the
+    loop it first waited in, so an object made outside a loop, then used by one
+    ``asyncio.run`` after another, needs a lock of each loop."""
+
+    def __init__(self) -> None:
+        self._mutex = threading.Lock()
+        self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Lock]] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def __call__(self, name: str) -> asyncio.Lock:
+        """The lock of ``name`` in the running loop."""
+        loop = asyncio.get_running_loop()
+        with self._mutex:
+            return self._locks.setdefault(loop, {}).setdefault(name, asyncio.Lock())
+
+
 # ---- workflows by name ----
 
 
@@ -158,10 +179,7 @@ class _Names:
     def __init__(self) -> None:
         self.found: dict[str, str] = {}
         self.locks: dict[str, threading.Lock] = {}
-        # An asyncio lock belongs to one event loop: one set per loop.
-        self.async_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Lock]] = (
-            weakref.WeakKeyDictionary()
-        )
+        self.async_locks = LoopLocks()
 
 
 _mutex = threading.Lock()
@@ -210,10 +228,7 @@ async def async_workflow_id(
     names = _of(client)
     if (cached := _cached(names, workflow)) is not None:
         return cached
-    loop = asyncio.get_running_loop()
-    with _mutex:
-        looking = names.async_locks.setdefault(loop, {}).setdefault(workflow, asyncio.Lock())
-    async with looking:
+    async with names.async_locks(workflow):
         if (cached := _cached(names, workflow)) is not None:
             return cached
         found = await arun(client, find_or_create_workflow(workflow, workflow_type))
