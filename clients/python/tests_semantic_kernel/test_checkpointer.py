@@ -4,6 +4,7 @@ finished step, and a rollback with ``cairn`` that changes where the next run sta
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from pydantic import BaseModel
@@ -24,7 +25,7 @@ from cairn import AsyncCairn
 from cairn.semantic_kernel import ProcessCheckpointer
 from tests.conftest import run_cairn
 
-from .conftest import Checkpointer, Requests
+from .conftest import URL, Checkpointer, Requests
 
 
 class Done(BaseModel):
@@ -121,6 +122,16 @@ async def test_the_latest_save_is_loaded_and_keys_are_apart(checkpointer: Checkp
 
 
 # ---- Cairn's own ----
+
+
+def test_one_made_outside_an_event_loop_works_in_one_after_another(key: str, workflow_name: str) -> None:
+    # As a notebook or a CLI does: made at the top, then each call in an asyncio.run of its own.
+    checkpointer = ProcessCheckpointer(AsyncCairn(key, base_url=URL), workflow=workflow_name)
+    RUN.update(calls=[], broken=False)
+    planned = asyncio.run(run(None, supersteps=1))
+    asyncio.run(checkpointer.save(planned, "notebook"))
+    loaded = asyncio.run(checkpointer.load("notebook"))
+    assert results(loaded) == {"PlanStep": "CATS", "DraftStep": None}
 
 
 async def test_a_key_is_an_execution_and_each_save_a_checkpoint(
