@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import threading
 
+import pytest
+
 from cairn import AsyncCairn, Cairn, _runs, errors
 
 from . import fake_cairn
@@ -89,3 +91,26 @@ def test_every_integration_ends_with_one_error() -> None:
     from cairn.langgraph import ThreadEnded
 
     assert ThreadEnded is errors.ExecutionEnded
+
+
+def _ended(execution_id: str, status: str) -> str:
+    return f"{execution_id} is {status}"
+
+
+def test_a_run_is_replayed_before_a_write_and_an_ended_one_refused(fake: FakeCairn) -> None:
+    client = Cairn("k", base_url=BASE)
+    wf = client.workflows.create(name="w", workflow_type="custom").id
+    paused = client.executions.create(workflow_id=wf)
+    client.executions.pause(paused.id)
+    replayed = _runs.run(client, _runs.running(paused.id, "paused", _ended))
+    assert replayed is not None
+    assert (replayed.status, replayed.attempt) == ("running", 2)
+    assert _runs.run(client, _runs.running(paused.id, "running", _ended)) is None, "no call"
+    # Seen paused, replayed since by another process: the refused replay is read again.
+    assert _runs.run(client, _runs.running(paused.id, "paused", _ended)).status == "running"
+    client.executions.complete(paused.id)
+    with pytest.raises(errors.ExecutionEnded, match=f"{paused.id} is completed"):
+        _runs.run(client, _runs.running(paused.id, "completed", _ended))
+    # Seen failed but completed since: refused, read again, and ended.
+    with pytest.raises(errors.ExecutionEnded):
+        _runs.run(client, _runs.running(paused.id, "failed", _ended))

@@ -13,13 +13,21 @@ from typing import Any
 
 from . import errors, models
 from ._client import AsyncCairn
-from ._runs import KEY_MAX, LoopLocks, async_workflow_id, check_workflow, key_ok
+from ._runs import KEY_MAX, LoopLocks, arun, async_workflow_id, check_workflow, key_ok, running
+from ._specs import OMIT
 from .tracing import error_type
 
 log = logging.getLogger("cairn")
 
 #: The execution of a key is completed or cancelled (the run core's one ended error).
 ExecutionEnded = errors.ExecutionEnded
+
+
+def _ended(execution_id: str, status: str) -> str:
+    return (
+        f"execution {execution_id} is {status} in Cairn and takes no checkpoint; delete it "
+        f"(cairn executions delete {execution_id}) to start this key over"
+    )
 
 
 def execution_key(name: str) -> str:
@@ -121,24 +129,14 @@ class KeyedExecutions:
         raise errors.CairnError(f"the execution of {name!r} kept changing; the checkpoint was not written")
 
     async def _resume(self, execution_id: str, resume_from: str | None) -> None:
+        """The run core's :func:`~cairn._runs.running`, from the checkpoint keyed
+        ``resume_from`` when the execution has one."""
         execution = await self.client.executions.get(execution_id)
-        if execution.status == "running":
-            return  # replayed meanwhile
-        if execution.status not in ("failed", "paused"):
-            raise ExecutionEnded(
-                f"execution {execution_id} is {execution.status} in Cairn and takes no checkpoint; delete it "
-                f"(cairn executions delete {execution_id}) to start this key over"
-            )
-        point = None
-        if resume_from is not None and usable_key(resume_from):
+        point: str | None = OMIT
+        if execution.status in ("failed", "paused") and resume_from is not None and usable_key(resume_from):
             page = await self.client.checkpoints.list(execution_id=execution_id, key=resume_from).first_page()
-            point = page.items[0].id if page.items else None
-        # Replayed by another process meanwhile: the write is sent again all the same.
-        with contextlib.suppress(errors.InvalidState):
-            if point is None:
-                await self.client.executions.replay(execution_id)
-            else:
-                await self.client.executions.replay(execution_id, checkpoint_id=point)
+            point = page.items[0].id if page.items else OMIT
+        await arun(self.client, running(execution_id, execution.status, _ended, point))
 
     async def fail(
         self, name: str, kind: str, message: str, agent: str | None, traceback: str | None

@@ -9,8 +9,10 @@
   exactly that name (``GET /workflows?name=``), else a new one. :func:`workflow_id` and
   :func:`async_workflow_id` run it once per client and name, one lookup at a time, so
   objects used at once for the first time make one workflow, not one each.
+- **A run kept running** (:func:`running`): a failed or paused execution is replayed
+  before a write; a completed or cancelled one is :class:`~cairn.errors.ExecutionEnded`
+  in every integration.
 - **Keys** (:func:`key_ok`): what the API accepts as an execution or checkpoint key.
-- **An ended run** is :class:`~cairn.errors.ExecutionEnded` in every integration.
 """
 
 from __future__ import annotations
@@ -100,6 +102,39 @@ async def arun(
             value = await perform(client, op)
         except errors.CairnError as e:
             error = e
+
+
+# ---- a run kept running ----
+
+#: The statuses in which an execution takes no more checkpoints.
+ENDED = ("completed", "cancelled")
+
+
+def running(
+    execution_id: str, status: str, ended: Callable[[str, str], str], point: str | None = specs.OMIT
+) -> Flow[models.Execution | None]:
+    """Makes execution ``execution_id``, last seen in ``status``, running before a write:
+    a failed or paused one is replayed (from checkpoint ``point`` when given, else from
+    its current one); a completed or cancelled one raises
+    :class:`~cairn.errors.ExecutionEnded` with ``ended(execution_id, status)`` as its
+    message. A replay refused is read again: refused as it is (its attempts used up),
+    the refusal is raised; changed meanwhile (another process replayed it), it goes on
+    from what it is now. The execution as last answered (None without a call)."""
+    latest: models.Execution | None = None
+    for _ in range(3):
+        if status == "running":
+            break
+        if status in ENDED:
+            raise errors.ExecutionEnded(ended(execution_id, status), status=409)
+        try:
+            latest = yield specs.executions_replay(None, execution_id, checkpoint_id=point)
+        except errors.InvalidState:
+            current: models.Execution = yield specs.executions_get(None, execution_id)
+            if current.status == status:
+                raise
+            latest = current
+        status = latest.status
+    return latest
 
 
 # ---- keys ----

@@ -12,7 +12,7 @@ from crewai.flow.runtime import Flow
 from crewai.flow.types import CompletedMethodData, FlowExecutionData
 from pydantic import BaseModel, Field, PrivateAttr
 
-from cairn import Cairn, errors, models
+from cairn import Cairn, _runs, errors, models
 
 from ._common import (
     NAME_CHARS,
@@ -98,26 +98,18 @@ class CairnFlowPersistence(FlowPersistence):
 
     def _running(self, flow_uuid: str, known: Known) -> Known:
         """Makes the execution running: a replay from its current checkpoint when it is
-        paused (rolled back, or waiting for feedback) or failed."""
+        paused (rolled back, or waiting for feedback) or failed (the run core's rule)."""
         client, reg, wf = self._registry()
-        for _ in range(3):
-            if known.status == "running":
-                return known
-            if known.status in ("completed", "cancelled"):
-                raise FlowEnded(
-                    f"flow {flow_uuid!r} (execution {known.id}) is {known.status}: it takes no more "
-                    "states; kick the flow off with a new id, or fork it with "
-                    f"kickoff(restore_from_state_id={flow_uuid!r})",
-                    status=409,
-                )
-            try:
-                known = reg.remember(wf, flow_uuid, client.executions.replay(known.id))
-            except errors.InvalidState:
-                current = reg.remember(wf, flow_uuid, client.executions.get(known.id))
-                if current.status == known.status:
-                    raise  # refused as it is (its 50 attempts are used up), not changed meanwhile
-                known = current
-        return known
+
+        def ended(execution_id: str, status: str) -> str:
+            return (
+                f"flow {flow_uuid!r} (execution {execution_id}) is {status}: it takes no more "
+                "states; kick the flow off with a new id, or fork it with "
+                f"kickoff(restore_from_state_id={flow_uuid!r})"
+            )
+
+        latest = _runs.run(client, _runs.running(known.id, known.status, ended))
+        return known if latest is None else reg.remember(wf, flow_uuid, latest)
 
     def _write(self, flow_uuid: str, send: Callable[[Known], T]) -> T:
         """``send`` on the flow's running execution (started by key, or replayed), once
