@@ -104,6 +104,14 @@ async def arun(
             error = e
 
 
+async def arun_on(client: Resources | AsyncResources, flow: Flow[T]) -> T:
+    """A flow run from async code on either client (a sync one's calls in a worker
+    thread, so any event loop may use it)."""
+    if isinstance(client, AsyncResources):
+        return await arun(client, flow)
+    return await asyncio.to_thread(run, client, flow)
+
+
 # ---- a run kept running ----
 
 #: The statuses in which an execution takes no more checkpoints.

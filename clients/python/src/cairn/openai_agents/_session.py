@@ -18,7 +18,7 @@ from agents.memory.session_settings import coerce_session_settings, resolve_sess
 from agents.run_context import RunContextWrapper
 
 from cairn import AsyncCairn, Cairn, errors, models
-from cairn._runs import async_workflow_id, check_workflow, workflow_id
+from cairn._runs import arun_on, async_workflow_id, check_workflow, running, workflow_id
 
 T = TypeVar("T")
 
@@ -299,9 +299,8 @@ class CairnSession:
 
     async def _running(self) -> _Seen:
         """The execution, running: started when the session has none, replayed from its
-        current checkpoint when paused or failed (a rollback pauses it). A replay refused
-        because the execution changed behind this object (replayed, or ended, meanwhile)
-        reads it again and decides anew."""
+        current checkpoint when paused or failed (a rollback pauses it), by the run core's
+        rule; one deleted behind this object is started again."""
         for _ in range(_ATTEMPTS):
             seen = self._seen
             if seen is None:
@@ -309,23 +308,26 @@ class CairnSession:
                     self._client.executions.create, workflow_id=await self._workflow_id(), key=self.session_id
                 )
                 seen = cast(_Seen, self._know(await self._view(started)))
-            if seen.status in ("completed", "cancelled"):
-                raise SessionEnded(
-                    f"session {self.session_id!r} (execution {seen.execution_id}) is {seen.status}: it takes "
-                    "no more items; use a new session id, or clear_session() to start it again",
-                    status=409,
-                )
-            if seen.status == "running":
-                return seen
             try:
-                replayed = await self._call(self._client.executions.replay, seen.execution_id)
-            except errors.InvalidState:
+                latest = await arun_on(self._client, running(seen.execution_id, seen.status, self._ended))
+            except errors.NotFound:
+                self._know(None)
+                continue
+            if latest is None:
+                return seen
+            if latest.status != "running":  # replayed and ended again meanwhile: decided anew
                 self._know(await self._read())
                 continue
-            return cast(_Seen, self._know(await self._view(replayed)))
+            return cast(_Seen, self._know(await self._view(latest)))
         raise errors.InvalidState(
             f"session {self.session_id!r} changed behind each of {_ATTEMPTS} replays: it has other writers "
             "at the same moment; try again"
+        )
+
+    def _ended(self, execution_id: str, status: str) -> str:
+        return (
+            f"session {self.session_id!r} (execution {execution_id}) is {status}: it takes "
+            "no more items; use a new session id, or clear_session() to start it again"
         )
 
     async def _write(self, name: str, change: Callable[[list[Any]], tuple[list[Any] | None, T]]) -> T:
