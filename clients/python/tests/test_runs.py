@@ -102,12 +102,17 @@ def test_a_run_is_replayed_before_a_write_and_an_ended_one_refused(fake: FakeCai
     wf = client.workflows.create(name="w", workflow_type="custom").id
     paused = client.executions.create(workflow_id=wf)
     client.executions.pause(paused.id)
-    replayed = _runs.run(client, _runs.running(paused.id, "paused", _ended))
-    assert replayed is not None
-    assert (replayed.status, replayed.attempt) == ("running", 2)
-    assert _runs.run(client, _runs.running(paused.id, "running", _ended)) is None, "no call"
+    ran = _runs.run(client, _runs.running(paused.id, "paused", _ended))
+    assert ran.replayed
+    assert ran.execution is not None
+    assert (ran.execution.status, ran.execution.attempt) == ("running", 2)
+    no_call = _runs.run(client, _runs.running(paused.id, "running", _ended))
+    assert no_call == _runs.Running(None, False)
     # Seen paused, replayed since by another process: the refused replay is read again.
-    assert _runs.run(client, _runs.running(paused.id, "paused", _ended)).status == "running"
+    again = _runs.run(client, _runs.running(paused.id, "paused", _ended))
+    assert not again.replayed
+    assert again.execution is not None
+    assert again.execution.status == "running"
     client.executions.complete(paused.id)
     with pytest.raises(errors.ExecutionEnded, match=f"{paused.id} is completed"):
         _runs.run(client, _runs.running(paused.id, "completed", _ended))

@@ -118,17 +118,28 @@ async def arun_on(client: Resources | AsyncResources, flow: Flow[T]) -> T:
 ENDED = ("completed", "cancelled")
 
 
+@dataclass(frozen=True)
+class Running:
+    """What :func:`running` did."""
+
+    #: The execution as last answered (None when no call was needed).
+    execution: models.Execution | None
+    #: Whether this replayed it (else it was running, or another process replayed it).
+    replayed: bool
+
+
 def running(
     execution_id: str, status: str, ended: Callable[[str, str], str], point: str | None = specs.OMIT
-) -> Flow[models.Execution | None]:
+) -> Flow[Running]:
     """Makes execution ``execution_id``, last seen in ``status``, running before a write:
     a failed or paused one is replayed (from checkpoint ``point`` when given, else from
     its current one); a completed or cancelled one raises
     :class:`~cairn.errors.ExecutionEnded` with ``ended(execution_id, status)`` as its
     message. A replay refused is read again: refused as it is (its attempts used up),
     the refusal is raised; changed meanwhile (another process replayed it), it goes on
-    from what it is now. The execution as last answered (None without a call)."""
+    from what it is now."""
     latest: models.Execution | None = None
+    replayed = False
     for _ in range(3):
         if status == "running":
             break
@@ -136,13 +147,14 @@ def running(
             raise errors.ExecutionEnded(ended(execution_id, status), status=409)
         try:
             latest = yield specs.executions_replay(None, execution_id, checkpoint_id=point)
+            replayed = True
         except errors.InvalidState:
             current: models.Execution = yield specs.executions_get(None, execution_id)
             if current.status == status:
                 raise
             latest = current
         status = latest.status
-    return latest
+    return Running(latest, replayed)
 
 
 # ---- keys ----

@@ -108,7 +108,7 @@ class CairnFlowPersistence(FlowPersistence):
                 f"kickoff(restore_from_state_id={flow_uuid!r})"
             )
 
-        latest = _runs.run(client, _runs.running(known.id, known.status, ended))
+        latest = _runs.run(client, _runs.running(known.id, known.status, ended)).execution
         return known if latest is None else reg.remember(wf, flow_uuid, latest)
 
     def _write(self, flow_uuid: str, send: Callable[[Known], T]) -> T:

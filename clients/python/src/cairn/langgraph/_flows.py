@@ -26,7 +26,7 @@ from langgraph.checkpoint.serde.types import ERROR
 
 from .. import _specs as specs
 from .. import errors, models
-from .._runs import WORKFLOW_ID, find_or_create_workflow
+from .._runs import WORKFLOW_ID, find_or_create_workflow, running
 from ._driver import Flow, Page
 from ._encoding import checkpoint_state, checkpoint_tuple, encode
 from ._held import Held, HeldTask, Where, fits
@@ -108,34 +108,24 @@ class Flows(BaseCheckpointSaver[int]):
     # ---- flows: the status of the execution ----
 
     def _resume(self, thread_id: str, thread: Thread, at: str | None) -> Flow[bool]:
-        """Makes the execution running: a replay when paused or failed. Whether it
-        replayed."""
-        if thread.status in ("completed", "cancelled"):
-            raise ThreadEnded(
-                f"thread {thread_id!r} (execution {thread.execution_id}) is {thread.status}: "
-                "it takes no more checkpoints; use a new thread_id",
-                status=409,
-            )
-        if thread.status == "running":
-            return False
-        point: Any = None  # from the start
-        if at is not None:
+        """Makes the execution running by the run core's rule: a replay when paused or
+        failed, from the checkpoint keyed ``at`` (else from the start; from its current
+        one when ``at`` is not among its checkpoints). Whether this replayed it."""
+        point: Any = None
+        if at is not None and thread.status in ("failed", "paused"):
             found = yield from self._by_key(thread.execution_id, at)
-            point = found.id if found is not None else specs.OMIT  # else from its current checkpoint
-        try:
-            replayed: models.Execution = yield specs.executions_replay(
-                None, thread.execution_id, checkpoint_id=point
+            point = found.id if found is not None else specs.OMIT
+
+        def ended(execution_id: str, status: str) -> str:
+            return (
+                f"thread {thread_id!r} (execution {execution_id}) is {status}: "
+                "it takes no more checkpoints; use a new thread_id"
             )
-        except errors.InvalidState:
-            current: models.Execution = yield specs.executions_get(None, thread.execution_id)
-            thread.status = current.status
-            if thread.status == "running":
-                return False
-            if thread.status in ("completed", "cancelled"):
-                return (yield from self._resume(thread_id, thread, at))
-            raise
-        thread.status = replayed.status
-        return True
+
+        ran = yield from running(thread.execution_id, thread.status, ended, point)
+        if ran.execution is not None:
+            thread.status = ran.execution.status
+        return ran.replayed
 
     def _apply(self, thread: Thread, stop: Stop) -> Flow[None]:
         try:

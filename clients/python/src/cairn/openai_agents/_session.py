@@ -309,10 +309,11 @@ class CairnSession:
                 )
                 seen = cast(_Seen, self._know(await self._view(started)))
             try:
-                latest = await arun_on(self._client, running(seen.execution_id, seen.status, self._ended))
+                ran = await arun_on(self._client, running(seen.execution_id, seen.status, self._ended))
             except errors.NotFound:
                 self._know(None)
                 continue
+            latest = ran.execution
             if latest is None:
                 return seen
             if latest.status != "running":  # replayed and ended again meanwhile: decided anew
