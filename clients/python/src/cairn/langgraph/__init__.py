@@ -106,10 +106,11 @@ without their threads). A checkpoint id is stored once: putting it again changes
 
 **The modules.** ``_saver``: :class:`CairnSaver`, LangGraph's interface, sync and async.
 Each method's API calls are written once as a *flow* (a generator of calls) that
-``_driver`` runs on the sync or the async client through the clients' internal
-interface (:mod:`cairn._api`): ``_flows`` (lookups, the execution's status, ``put``,
-``put_writes``, ``get_tuple``, ``complete``), ``_listing`` (``list``) and
-``_housekeeping`` (deleting, copying, pruning); ``_migrate``: :func:`migrate`.
+``_driver`` runs on the sync or the async client with the run core's driver
+(:mod:`cairn._runs`): ``_flows`` (lookups, the execution's status, ``put``,
+``put_writes``, ``get_tuple``, ``complete``; the saver is a ``Flows``), and two parts the
+saver holds, each on those flows: ``_listing`` (``list``) and ``_housekeeping``
+(deleting, copying, pruning); ``_migrate``: :func:`migrate`.
 ``_encoding``: values and checkpoint states; ``_metadata``: the Cairn metadata of a
 checkpoint and which filters the server applies; ``_threads``: thread and execution,
 configs, what the saver remembers; ``_status``: the pauses and failures writes call

@@ -16,20 +16,23 @@ from ._metadata import NS_KEY, PARTIAL_KEY, index_value
 from ._threads import Thread
 
 
-class Housekeeping(Flows):
+class Housekeeping:
     """The flows of deleting and copying threads and checkpoints."""
 
-    def _delete_flow(self, thread_id: str) -> Flow[None]:
-        thread = yield from self._find(thread_id, fresh=True)
+    def __init__(self, flows: Flows) -> None:
+        self.flows = flows
+
+    def delete_flow(self, thread_id: str) -> Flow[None]:
+        thread = yield from self.flows._find(thread_id, fresh=True)
         if thread is None:
             return None
         with contextlib.suppress(errors.NotFound):
             yield Delete(thread.execution_id)
-        self._memory.forget(thread_id)
+        self.flows._memory.forget(thread_id)
         return None
 
-    def _copy_flow(self, source: str, target: str) -> Flow[None]:
-        thread = yield from self._find(source, fresh=True)
+    def copy_flow(self, source: str, target: str) -> Flow[None]:
+        thread = yield from self.flows._find(source, fresh=True)
         if thread is None:
             return None
         spec = specs.checkpoints_list(None, execution_id=thread.execution_id, order="asc")
@@ -68,7 +71,7 @@ class Housekeeping(Flows):
                 metadata=checkpoint.metadata,
                 key=key,
             )
-            self._memory.remember_checkpoint(thread.execution_id, key, stored.id)
+            self.flows._memory.remember_checkpoint(thread.execution_id, key, stored.id)
             for (task_id, task_path), items in by_task.items():
                 for start in range(0, len(items), WRITES_PER_REQUEST):
                     yield specs.checkpoints_put_writes(
@@ -79,7 +82,7 @@ class Housekeeping(Flows):
                         writes=items[start : start + WRITES_PER_REQUEST],
                     )
 
-        yield from self._write(target, parent if isinstance(parent, str) else None, send)
+        yield from self.flows._write(target, parent if isinstance(parent, str) else None, send)
         return None
 
     def _checkpoints_of(
@@ -104,16 +107,16 @@ class Housekeeping(Flows):
         for checkpoint in sorted(doomed, key=lambda c: c.sequence, reverse=True):
             with contextlib.suppress(errors.NotFound):
                 yield specs.checkpoints_delete(None, checkpoint.id)
-        self._memory.forget_checkpoints(execution_id)
+        self.flows._memory.forget_checkpoints(execution_id)
         return None
 
-    def _prune_flow(self, thread_id: str, strategy: str) -> Flow[None]:
+    def prune_flow(self, thread_id: str, strategy: str) -> Flow[None]:
         if strategy == "delete":
-            yield from self._delete_flow(thread_id)
+            yield from self.delete_flow(thread_id)
             return None
         if strategy != "keep_latest":
             raise ValueError(f"strategy must be 'keep_latest' or 'delete', not {strategy!r}")
-        thread = yield from self._find(thread_id, fresh=True)
+        thread = yield from self.flows._find(thread_id, fresh=True)
         if thread is None:
             return None
         newest: set[str | None] = set()
@@ -127,14 +130,14 @@ class Housekeeping(Flows):
         yield from self._delete_checkpoints(thread.execution_id, doomed)
         return None
 
-    def _delete_runs_flow(self, run_ids: Sequence[str]) -> Flow[None]:
+    def delete_runs_flow(self, run_ids: Sequence[str]) -> Flow[None]:
         """The checkpoints whose metadata names one of the runs, in every thread of the
         workflow: LangGraph names runs without their threads, and Cairn indexes
         checkpoints per execution, so this reads each thread (once per run)."""
         wanted = {str(r) for r in run_ids}
         if not wanted:
             return None
-        workflow_id = yield from self._workflow_flow()
+        workflow_id = yield from self.flows._workflow_flow()
         spec = specs.executions_list(None, workflow_id=workflow_id)
         after: str | None = None
         while True:
@@ -153,7 +156,7 @@ class Housekeeping(Flows):
                 for checkpoint in (yield from self._checkpoints_of(execution.id, {PARTIAL_KEY: "true"})):
                     if checkpoint.id in doomed:
                         continue
-                    tup = yield from self._tuple(execution.key, checkpoint)
+                    tup = yield from self.flows._tuple(execution.key, checkpoint)
                     if tup is not None and tup.metadata.get("run_id") in wanted:
                         doomed[checkpoint.id] = checkpoint
                 yield from self._delete_checkpoints(execution.id, builtins.list(doomed.values()))

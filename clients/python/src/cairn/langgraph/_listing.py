@@ -19,10 +19,13 @@ from ._metadata import NS_KEY, PARTIAL_KEY, matches, ns_value, server_filter
 from ._threads import Thread, thread_of
 
 
-class Lists(Flows):
+class Lists:
     """The flow of ``list`` and ``alist``."""
 
-    def _list_flow(
+    def __init__(self, flows: Flows) -> None:
+        self.flows = flows
+
+    def list_flow(
         self,
         config: RunnableConfig | None,
         filter: dict[str, Any] | None,
@@ -38,13 +41,13 @@ class Lists(Flows):
             thread_id = thread_of(cast(RunnableConfig, config))
             key = get_checkpoint_id(cast(RunnableConfig, config))
             for fresh in (False, True):
-                thread = yield from self._find(thread_id, fresh=fresh)
+                thread = yield from self.flows._find(thread_id, fresh=fresh)
                 if thread is None:
                     return
                 if not (yield from self._list_thread(thread_id, thread, ns, key, filter, before, left)):
                     return
             return
-        workflow_id = yield from self._workflow_flow()
+        workflow_id = yield from self.flows._workflow_flow()
         spec = specs.executions_list(None, workflow_id=workflow_id)
         after: str | None = None
         while True:
@@ -52,7 +55,7 @@ class Lists(Flows):
             for execution in page.items:
                 if execution.key is None:
                     continue
-                thread = self._memory.remember(execution.key, execution)
+                thread = self.flows._memory.remember(execution.key, execution)
                 yield from self._list_thread(execution.key, thread, ns, None, filter, before, left)
                 if left[0] == 0:
                     return
@@ -84,7 +87,7 @@ class Lists(Flows):
         older_than: str | None = None  # compare LangGraph ids when the cursor is not stored
         try:
             if before_key:
-                cursor = yield from self._by_key(execution_id, before_key)
+                cursor = yield from self.flows._by_key(execution_id, before_key)
                 if cursor is not None:
                     starting_after = cursor.id
                 else:
@@ -138,7 +141,7 @@ class Lists(Flows):
                     seen.add(checkpoint.id)
                     if older_than is not None and checkpoint.key >= older_than:
                         continue
-                    tup = yield from self._tuple(thread_id, checkpoint)
+                    tup = yield from self.flows._tuple(thread_id, checkpoint)
                     if tup is None or not matches(tup.metadata, filter):
                         continue
                     if ns is not None and tup.config["configurable"]["checkpoint_ns"] != ns:
@@ -153,6 +156,6 @@ class Lists(Flows):
                     return False
                 after = following
         except errors.NotFound:
-            self._memory.forget(thread_id)  # the execution went
+            self.flows._memory.forget(thread_id)  # the execution went
             return not produced
         return False

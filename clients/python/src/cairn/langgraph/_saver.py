@@ -30,6 +30,7 @@ from .. import errors, models
 from .._client import AsyncCairn, Cairn
 from . import _held
 from ._driver import Flow, aiterate, arun, iterate, run
+from ._flows import Flows
 from ._held import Where
 from ._housekeeping import Housekeeping
 from ._listing import Lists
@@ -54,7 +55,7 @@ def _like(kind: type[C], other: Cairn | AsyncCairn) -> C:
     return kind(s.api_key, base_url=url, timeout=s.timeout, max_retries=retries, max_elapsed=elapsed)
 
 
-class CairnSaver(Lists, Housekeeping):
+class CairnSaver(Flows):
     """A LangGraph checkpointer on Cairn (see :mod:`cairn.langgraph`).
 
     ``client`` and ``async_client`` default to ``Cairn()`` from the environment
@@ -82,6 +83,9 @@ class CairnSaver(Lists, Housekeeping):
         self.async_client = async_client
         self._mutex = threading.Lock()
         self._flushing = threading.Lock()
+        # The saver's parts, each on the flows it shares: composed, not inherited.
+        self._lists = Lists(self)
+        self._housekeeping = Housekeeping(self)
 
     def __repr__(self) -> str:
         return f"CairnSaver(workflow={self.workflow!r})"
@@ -341,7 +345,7 @@ class CairnSaver(Lists, Housekeeping):
         given), else of every thread of the workflow; ``filter`` on the metadata,
         ``before`` a checkpoint, at most ``limit``."""
         self._flush_thread(_thread_or_all(config))
-        return iterate(self._sync_client(), self._list_flow(config, filter, before, limit))
+        return iterate(self._sync_client(), self._lists.list_flow(config, filter, before, limit))
 
     async def alist(
         self,
@@ -352,7 +356,9 @@ class CairnSaver(Lists, Housekeeping):
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
         await self._aflush_thread(_thread_or_all(config))
-        async for item in aiterate(self._async_client(), self._list_flow(config, filter, before, limit)):
+        async for item in aiterate(
+            self._async_client(), self._lists.list_flow(config, filter, before, limit)
+        ):
             yield item
 
     def delete_thread(self, thread_id: str) -> None:
@@ -360,13 +366,13 @@ class CairnSaver(Lists, Housekeeping):
         thread_id = thread_key(thread_id)
         self._forget_held(thread_id)
         with self._traffic.lock(thread_id):
-            run(self._sync_client(), self._delete_flow(thread_id))
+            run(self._sync_client(), self._housekeeping.delete_flow(thread_id))
 
     async def adelete_thread(self, thread_id: str) -> None:
         thread_id = thread_key(thread_id)
         await asyncio.to_thread(self._forget_held, thread_id)
         async with self._traffic.alock(thread_id):
-            await arun(self._async_client(), self._delete_flow(thread_id))
+            await arun(self._async_client(), self._housekeeping.delete_flow(thread_id))
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copies a thread's checkpoints, oldest first, with their ids, metadata,
@@ -374,13 +380,13 @@ class CairnSaver(Lists, Housekeeping):
         source, target = thread_key(source_thread_id), thread_key(target_thread_id)
         self._flush_thread(source)
         with self._traffic.lock(target):
-            run(self._sync_client(), self._copy_flow(source, target))
+            run(self._sync_client(), self._housekeeping.copy_flow(source, target))
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         source, target = thread_key(source_thread_id), thread_key(target_thread_id)
         await self._aflush_thread(source)
         async with self._traffic.alock(target):
-            await arun(self._async_client(), self._copy_flow(source, target))
+            await arun(self._async_client(), self._housekeeping.copy_flow(source, target))
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """``keep_latest``: each thread keeps its newest checkpoint per namespace (with its
@@ -388,22 +394,22 @@ class CairnSaver(Lists, Housekeeping):
         for thread_id in [thread_key(t) for t in thread_ids]:
             self._flush_thread(thread_id)
             with self._traffic.lock(thread_id):
-                run(self._sync_client(), self._prune_flow(thread_id, strategy))
+                run(self._sync_client(), self._housekeeping.prune_flow(thread_id, strategy))
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         for thread_id in [thread_key(t) for t in thread_ids]:
             await self._aflush_thread(thread_id)
             async with self._traffic.alock(thread_id):
-                await arun(self._async_client(), self._prune_flow(thread_id, strategy))
+                await arun(self._async_client(), self._housekeeping.prune_flow(thread_id, strategy))
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Deletes the checkpoints (and their writes) whose metadata names one of these
         runs, in every thread of the workflow: a read of each thread per run, so meant
         for occasional clean-up."""
-        run(self._sync_client(), self._delete_runs_flow(run_ids))
+        run(self._sync_client(), self._housekeeping.delete_runs_flow(run_ids))
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        await arun(self._async_client(), self._delete_runs_flow(run_ids))
+        await arun(self._async_client(), self._housekeeping.delete_runs_flow(run_ids))
 
     def complete(self, config: RunnableConfig, output: Any = None) -> models.Execution:
         """Completes the thread's execution with ``output`` (JSON): the thread is done
