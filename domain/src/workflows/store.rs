@@ -349,9 +349,10 @@ impl WorkflowStore {
         Ok((workflows, total))
     }
 
-    /// [`WorkflowStore::list`] with a name: the name's workflows (at most
-    /// [`NAME_MATCHES_MAX`], newest first) are read from `by_name`, then filtered, counted
-    /// and paged here.
+    /// [`WorkflowStore::list`] with a name: the keys, status and type of the name's
+    /// workflows (at most [`NAME_MATCHES_MAX`], newest first) are read from `by_name`,
+    /// filtered, counted and paged here, then the page's workflows are read by key (so
+    /// what is held at once is small whatever the name's workflows hold).
     async fn list_named(
         &self,
         tenant: &TenantId,
@@ -360,21 +361,34 @@ impl WorkflowStore {
         page: PageRequest,
         after: Option<&WorkflowId>,
     ) -> Result<(Vec<Workflow>, u64), StoreError> {
-        let query =
-            newest_first(&self.client, self.table(), Some("by_name"), ("tenant_name", name_key(tenant.as_str(), name)));
-        let items = query_window_from(query, "id", None, 0, NAME_MATCHES_MAX, SUMMARY_ATTRIBUTES).await?;
-        let mut matching = Vec::new();
-        for item in items {
-            let w = decode(item)?;
-            if filter.status.is_none_or(|s| w.status == s) && filter.workflow_type.is_none_or(|t| w.workflow_type == t)
-            {
-                matching.push(w);
-            }
-        }
+        let t = tenant.as_str();
+        let query = newest_first(&self.client, self.table(), Some("by_name"), ("tenant_name", name_key(t, name)));
+        let entries =
+            query_window_from(query, "id", None, 0, NAME_MATCHES_MAX, &["id", "status", "workflow_type"]).await?;
+        let text = |item: &Item, name: &str| item.get(name).and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
+        let matching: Vec<String> = entries
+            .iter()
+            .filter(|item| {
+                filter.status.is_none_or(|s| text(item, "status") == s.wire())
+                    && filter.workflow_type.is_none_or(|w| text(item, "workflow_type") == w.wire())
+            })
+            .map(|item| text(item, "id"))
+            .collect();
         let total = matching.len() as u64;
-        let from = after.map_or(0, |a| matching.iter().take_while(|w| w.id >= *a).count());
-        let window = matching.into_iter().skip(from + page.skip()).take(page.page_size as usize).collect();
-        Ok((window, total))
+        let from = after.map_or(0, |a| matching.iter().take_while(|id| id.as_str() >= a.as_str()).count());
+        let window: Vec<String> = matching.into_iter().skip(from + page.skip()).take(page.page_size as usize).collect();
+        let keys = window
+            .iter()
+            .map(|id| std::collections::HashMap::from([("tenant_id".to_owned(), s(t)), ("id".to_owned(), s(id))]))
+            .collect();
+        let mut found: BTreeMap<String, Workflow> = BTreeMap::new();
+        for item in shared::dynamo::batch_get(&self.client, self.table(), keys).await? {
+            let mut workflow = decode(item)?;
+            workflow.definition = None; // a list's items are summaries
+            found.insert(workflow.id.to_string(), workflow);
+        }
+        // In the window's order; one deleted since the index was read is left out.
+        Ok((window.iter().filter_map(|id| found.remove(id)).collect(), total))
     }
 
     /// Gives every workflow item written before the `by_name` index its `tenant_name`
