@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from cairn import AsyncCairn, Cairn, _runs, errors
+from cairn import AsyncCairn, Cairn, _runs, _specs, errors, models
 
 from . import fake_cairn
 from .fake_cairn import BASE, FakeCairn
@@ -119,3 +119,37 @@ def test_a_run_is_replayed_before_a_write_and_an_ended_one_refused(fake: FakeCai
     # Seen failed but completed since: refused, read again, and ended.
     with pytest.raises(errors.ExecutionEnded):
         _runs.run(client, _runs.running(paused.id, "failed", _ended))
+
+
+def test_a_write_by_key_starts_replays_and_starts_again_as_needed(fake: FakeCairn) -> None:
+    client = Cairn("k", base_url=BASE)
+    wf = client.workflows.create(name="w", workflow_type="custom").id
+
+    def start() -> _specs.Spec[models.Execution]:
+        return _specs.executions_create(None, workflow_id=wf, key="ticket-7")
+
+    def send(execution_id: str) -> _runs.Flow[str]:
+        made: models.Checkpoint = yield _specs.checkpoints_create(None, execution_id=execution_id, state={})
+        return made.id
+
+    def write(seen: _runs.Seen) -> str:
+        return _runs.run(client, _runs.write_running(seen, start, send, _ended))
+
+    seen = _runs.Seen()
+    write(seen)
+    assert seen.id is not None
+    first = seen.id
+    fake.requests.clear()
+    write(seen)
+    assert [m for m, _ in fake.requests] == ["POST"], "known and running: the write alone"
+    client.executions.pause(first)  # a rollback, say, behind this process
+    fake.requests.clear()
+    write(seen)
+    assert [p.rsplit("/", 1)[-1] for _, p in fake.requests] == ["checkpoints", first, "replay", "checkpoints"]
+    assert client.executions.get(first).attempt == 2
+    client.executions.delete(first)
+    write(seen)
+    assert seen.id != first, "deleted: started again by its key"
+    client.executions.cancel(seen.id)
+    with pytest.raises(errors.ExecutionEnded, match="is cancelled"):
+        write(seen)

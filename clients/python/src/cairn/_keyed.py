@@ -11,9 +11,21 @@ import hashlib
 import logging
 from typing import Any
 
+from . import _specs as specs
 from . import errors, models
 from ._client import AsyncCairn
-from ._runs import KEY_MAX, LoopLocks, arun, async_workflow_id, check_workflow, key_ok, running
+from ._runs import (
+    KEY_MAX,
+    Flow,
+    LoopLocks,
+    Page,
+    Seen,
+    arun,
+    async_workflow_id,
+    check_workflow,
+    key_ok,
+    write_running,
+)
 from ._specs import OMIT
 from .tracing import error_type
 
@@ -59,7 +71,7 @@ class KeyedExecutions:
         self._workflow = workflow
         self._type: models.WorkflowType = workflow_type
         self._framework = framework
-        self._ids: dict[str, str] = {}
+        self._seen: dict[str, Seen] = {}
         self.lock = LoopLocks()  # one lock per name and event loop: calls about a name one at a time
 
     async def workflow_id(self) -> str:
@@ -68,17 +80,11 @@ class KeyedExecutions:
     async def execution_id(self, name: str) -> str:
         """The id of ``name``'s execution, started if it has none (idempotent by key: a
         start finds the execution a concurrent one made)."""
-        known = self._ids.get(name)
-        if known is not None:
-            return known
-        started = await self.client.executions.create(
-            workflow_id=await self.workflow_id(),
-            key=execution_key(name),
-            input={"name": name},
-            metadata={"framework": self._framework},
-        )
-        self._ids[name] = started.id
-        return started.id
+        seen = self._seen.setdefault(name, Seen())
+        if seen.id is None:
+            started = await self.client.api.answer(self._start(await self.workflow_id(), name))
+            seen.id, seen.status = started.id, started.status
+        return seen.id
 
     async def find(self, name: str) -> models.ExecutionSummary | None:
         """``name``'s execution as it is now, if it has one (one request)."""
@@ -108,35 +114,43 @@ class KeyedExecutions:
         key: str | None = None,
         resume_from: str | None = None,
     ) -> models.Checkpoint:
-        """A checkpoint of ``name``'s execution (the one recorded when ``key`` is taken).
-        A failed or paused execution is replayed first, from its checkpoint keyed
-        ``resume_from`` when it has one, else from its current one; a deleted one is
-        started again. Call it holding :meth:`lock` of ``name``."""
-        for _ in range(3):
-            execution_id = await self.execution_id(name)
-            try:
-                optional: dict[str, Any] = {"name": checkpoint_name, "metadata": metadata}
-                return await self.client.checkpoints.create(
-                    execution_id=execution_id,
-                    state=state,
-                    key=key,
-                    **{k: v for k, v in optional.items() if v is not None},
-                )
-            except errors.NotFound:  # the execution was deleted: started again
-                self._ids.pop(name, None)
-            except errors.InvalidState:  # not running: replayed, then sent again
-                await self._resume(execution_id, resume_from)
-        raise errors.CairnError(f"the execution of {name!r} kept changing; the checkpoint was not written")
+        """A checkpoint of ``name``'s execution (the one recorded when ``key`` is taken),
+        by the run core's :func:`~cairn._runs.write_running`: a failed or paused execution
+        is replayed first, from its checkpoint keyed ``resume_from`` when it has one, else
+        from its current one; a deleted one is started again. Call it holding
+        :meth:`lock` of ``name``."""
+        workflow_id = await self.workflow_id()
+        optional: dict[str, Any] = {"name": checkpoint_name, "metadata": metadata}
+        given = {k: v for k, v in optional.items() if v is not None}
 
-    async def _resume(self, execution_id: str, resume_from: str | None) -> None:
-        """The run core's :func:`~cairn._runs.running`, from the checkpoint keyed
-        ``resume_from`` when the execution has one."""
-        execution = await self.client.executions.get(execution_id)
-        point: str | None = OMIT
-        if execution.status in ("failed", "paused") and resume_from is not None and usable_key(resume_from):
-            page = await self.client.checkpoints.list(execution_id=execution_id, key=resume_from).first_page()
-            point = page.items[0].id if page.items else OMIT
-        await arun(self.client, running(execution_id, execution.status, _ended, point))
+        def start() -> specs.Spec[models.Execution]:
+            return self._start(workflow_id, name)
+
+        def send(execution_id: str) -> Flow[models.Checkpoint]:
+            created: models.Checkpoint = yield specs.checkpoints_create(
+                None, execution_id=execution_id, state=state, key=key, **given
+            )
+            return created
+
+        def point(execution_id: str) -> Flow[Any]:
+            if resume_from is None or not usable_key(resume_from):
+                return OMIT
+            page: models.Page[models.Checkpoint] = yield Page(
+                specs.checkpoints_list(None, execution_id=execution_id, key=resume_from)
+            )
+            return page.items[0].id if page.items else OMIT
+
+        seen = self._seen.setdefault(name, Seen())
+        return await arun(self.client, write_running(seen, start, send, _ended, point))
+
+    def _start(self, workflow_id: str, name: str) -> specs.Spec[models.Execution]:
+        return specs.executions_create(
+            None,
+            workflow_id=workflow_id,
+            key=execution_key(name),
+            input={"name": name},
+            metadata={"framework": self._framework},
+        )
 
     async def fail(
         self, name: str, kind: str, message: str, agent: str | None, traceback: str | None

@@ -11,7 +11,8 @@
   objects used at once for the first time make one workflow, not one each.
 - **A run kept running** (:func:`running`): a failed or paused execution is replayed
   before a write; a completed or cancelled one is :class:`~cairn.errors.ExecutionEnded`
-  in every integration.
+  in every integration. **A write by key** (:func:`write_running`): started by key when
+  none is known, made running, sent, and resolved again after a 404 or a 409.
 - **Keys** (:func:`key_ok`): what the API accepts as an execution or checkpoint key.
 """
 
@@ -155,6 +156,56 @@ def running(
             latest = current
         status = latest.status
     return Running(latest, replayed)
+
+
+@dataclass
+class Seen:
+    """What a caller knows of a key's execution: its id (None: none known yet) and its
+    status as last seen ("running" when only its id is known: a write finds out)."""
+
+    id: str | None = None
+    status: str = "running"
+
+
+def write_running(
+    seen: Seen,
+    start: Callable[[], specs.Spec[models.Execution]],
+    send: Callable[[str], Flow[T]],
+    ended: Callable[[str, str], str],
+    point: Callable[[str], Flow[Any]] | None = None,
+) -> Flow[T]:
+    """``send`` (a flow given the execution's id) on a key's execution made running:
+    ``start`` (a start by key, which answers the key's execution when one exists) when
+    ``seen`` knows none; :func:`running` when it was seen failed or paused (replayed from
+    the checkpoint ``point`` names, else its current one); then ``send``. Sent again, up
+    to three times, after a 404 (the execution was deleted: started again) or a 409 (its
+    status changed behind this process: read again, made running). ``seen`` ends as the
+    execution was last seen."""
+    for _ in range(3):
+        if seen.id is None:
+            started: models.Execution = yield start()
+            seen.id, seen.status = started.id, started.status
+        at = specs.OMIT
+        if point is not None and seen.status in ("failed", "paused"):
+            at = yield from point(seen.id)
+        ran = yield from running(seen.id, seen.status, ended, at)
+        if ran.execution is not None:
+            seen.status = ran.execution.status
+        try:
+            result: T = yield from send(seen.id)
+            return result
+        except errors.ExecutionEnded:
+            raise
+        except errors.NotFound:
+            seen.id = None
+        except errors.InvalidState:
+            try:
+                current: models.Execution = yield specs.executions_get(None, seen.id)
+            except errors.NotFound:
+                seen.id = None
+            else:
+                seen.status = current.status
+    raise errors.InvalidState("the execution kept changing behind this write; it was not sent", status=409)
 
 
 # ---- keys ----

@@ -123,7 +123,9 @@ class Registry:
             return found
 
     def remember(self, workflow_id: str, key: str, execution: models.ExecutionSummary) -> Known:
-        known = Known.of(execution)
+        return self.keep(workflow_id, key, Known.of(execution))
+
+    def keep(self, workflow_id: str, key: str, known: Known) -> Known:
         with self.mutex:
             self.executions[(workflow_id, key)] = known
             self.executions.move_to_end((workflow_id, key))

@@ -13,6 +13,7 @@ from crewai.flow.types import CompletedMethodData, FlowExecutionData
 from pydantic import BaseModel, Field, PrivateAttr
 
 from cairn import Cairn, _runs, errors, models
+from cairn import _specs as specs
 
 from ._common import (
     NAME_CHARS,
@@ -96,11 +97,7 @@ class CairnFlowPersistence(FlowPersistence):
             return None
         return reg.remember(wf, flow_uuid, page.items[0])
 
-    def _running(self, flow_uuid: str, known: Known) -> Known:
-        """Makes the execution running: a replay from its current checkpoint when it is
-        paused (rolled back, or waiting for feedback) or failed (the run core's rule)."""
-        client, reg, wf = self._registry()
-
+    def _ended(self, flow_uuid: str) -> Callable[[str, str], str]:
         def ended(execution_id: str, status: str) -> str:
             return (
                 f"flow {flow_uuid!r} (execution {execution_id}) is {status}: it takes no more "
@@ -108,37 +105,48 @@ class CairnFlowPersistence(FlowPersistence):
                 f"kickoff(restore_from_state_id={flow_uuid!r})"
             )
 
-        latest = _runs.run(client, _runs.running(known.id, known.status, ended)).execution
+        return ended
+
+    def _running(self, flow_uuid: str, known: Known) -> Known:
+        """Makes the execution running: a replay from its current checkpoint when it is
+        paused (rolled back, or waiting for feedback) or failed (the run core's rule)."""
+        client, reg, wf = self._registry()
+        latest = _runs.run(client, _runs.running(known.id, known.status, self._ended(flow_uuid))).execution
         return known if latest is None else reg.remember(wf, flow_uuid, latest)
 
-    def _write(self, flow_uuid: str, send: Callable[[Known], T]) -> T:
-        """``send`` on the flow's running execution (started by key, or replayed), once
-        more after a 409 or 404 (its status changed behind this process: a rollback
+    def _write(self, flow_uuid: str, send: Callable[[str], _runs.Flow[T]]) -> T:
+        """``send`` (a flow given the execution's id) on the flow's running execution, by
+        the run core's :func:`~cairn._runs.write_running`: started by key, or replayed;
+        sent again after a 409 or 404 (its status changed behind this process: a rollback
         paused it, or it was deleted)."""
         client, reg, wf = self._registry()
         with reg.lock(flow_uuid):
             known = reg.known(wf, flow_uuid)
-            if known is None:
-                known = reg.remember(wf, flow_uuid, client.executions.create(workflow_id=wf, key=flow_uuid))
-            known = self._running(flow_uuid, known)
-            try:
-                return send(known)
-            except (errors.InvalidState, errors.NotFound) as e:
-                if isinstance(e, FlowEnded):
-                    raise
-                try:
-                    known = reg.remember(wf, flow_uuid, client.executions.get(known.id))
-                except errors.NotFound:
-                    created = client.executions.create(workflow_id=wf, key=flow_uuid)
-                    known = reg.remember(wf, flow_uuid, created)
-                return send(self._running(flow_uuid, known))
+            seen = _runs.Seen(known.id, known.status) if known is not None else _runs.Seen()
 
-    def _checkpoint(self, known: Known, state: dict[str, Any], name: str, **kwargs: Any) -> models.Checkpoint:
-        stored = self.client.checkpoints.create(
-            execution_id=known.id, state=state, name=text(name, NAME_CHARS) or "state", **kwargs
-        )
-        known.current = stored.id
-        return stored
+            def start() -> specs.Spec[models.Execution]:
+                return specs.executions_create(None, workflow_id=wf, key=flow_uuid)
+
+            try:
+                return _runs.run(client, _runs.write_running(seen, start, send, self._ended(flow_uuid)))
+            finally:
+                if seen.id is None:
+                    reg.forget(wf, flow_uuid)
+                elif known is not None and known.id == seen.id:
+                    known.status = seen.status
+                else:
+                    reg.keep(wf, flow_uuid, Known(seen.id, seen.status, None))
+
+    def _checkpoint(
+        self, state: dict[str, Any], name: str, **kwargs: Any
+    ) -> Callable[[str], _runs.Flow[models.Checkpoint]]:
+        def send(execution_id: str) -> _runs.Flow[models.Checkpoint]:
+            stored: models.Checkpoint = yield specs.checkpoints_create(
+                None, execution_id=execution_id, state=state, name=text(name, NAME_CHARS) or "state", **kwargs
+            )
+            return stored
+
+        return send
 
     # ---- FlowPersistence ----
 
@@ -150,7 +158,7 @@ class CairnFlowPersistence(FlowPersistence):
         """A checkpoint of the flow's execution named after the method (one request
         once the execution is known in this process)."""
         state = state_dict(state_data)
-        self._write(flow_uuid, lambda known: self._checkpoint(known, state, method_name))
+        self._write(flow_uuid, self._checkpoint(state, method_name))
 
     def load_state(self, flow_uuid: str) -> dict[str, Any] | None:
         """The state of the execution's current checkpoint (two requests), or None."""
@@ -173,9 +181,12 @@ class CairnFlowPersistence(FlowPersistence):
         state = state_dict(state_data)
         pending = to_json(context.to_dict())
 
-        def send(known: Known) -> None:
-            stored = self._checkpoint(known, state, context.method_name, metadata={PENDING_KEY: "true"})
-            self.client.checkpoints.put_writes(
+        checkpoint = self._checkpoint(state, context.method_name, metadata={PENDING_KEY: "true"})
+
+        def send(execution_id: str) -> _runs.Flow[None]:
+            stored = yield from checkpoint(execution_id)
+            yield specs.checkpoints_put_writes(
+                None,
                 stored.id,
                 task_id=PENDING_TASK,
                 writes=[{"index": 0, "channel": PENDING_CHANNEL, "value": pending}],
