@@ -61,7 +61,7 @@ def usable_key(key: str) -> bool:
 class KeyedExecutions:
     """The executions of one Cairn workflow (an id, or a name: found, else created as a
     ``workflow_type`` workflow), each found by a key; one object per integration object.
-    Calls about one key are made one at a time (:meth:`lock`)."""
+    Calls about one key are made one at a time (:attr:`lock`)."""
 
     def __init__(
         self, client: AsyncCairn, workflow: str, workflow_type: models.WorkflowType, framework: str
@@ -118,7 +118,7 @@ class KeyedExecutions:
         by the run core's :func:`~cairn._runs.write_running`: a failed or paused execution
         is replayed first, from its checkpoint keyed ``resume_from`` when it has one, else
         from its current one; a deleted one is started again. Call it holding
-        :meth:`lock` of ``name``."""
+        :attr:`lock` of ``name``."""
         workflow_id = await self.workflow_id()
         optional: dict[str, Any] = {"name": checkpoint_name, "metadata": metadata}
         given = {k: v for k, v in optional.items() if v is not None}

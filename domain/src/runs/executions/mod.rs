@@ -267,7 +267,7 @@ impl Runs {
         let mut plan = Plan::new(current, action, now)?;
         for failure in self.open_failures(tenant, current).await? {
             let resolved = failure.resolved(now);
-            plan.counters.merge(&self.failures.stage_replace(&mut plan.effects, tenant, &failure, &resolved)?);
+            self.replace_failure(&mut plan, tenant, &failure, &resolved)?;
             plan.events.push(Event::failure(EventType::FailureResolved, &resolved, now));
         }
         Ok(plan)
@@ -302,18 +302,19 @@ impl Runs {
         for failure in self.open_failures(tenant, current).await? {
             let next_failure = failure.with_pending_commands(CommandStatus::Completed);
             if next_failure.recovery_commands != failure.recovery_commands {
-                plan.counters.merge(&self.failures.stage_replace(
-                    &mut plan.effects,
-                    tenant,
-                    &failure,
-                    &next_failure,
-                )?);
+                self.replace_failure(&mut plan, tenant, &failure, &next_failure)?;
             }
         }
         plan.counters.add(&shared::counters::daily("attempts", now.date_naive()), 1);
         let account = self.ledger.account(tenant).await?;
         self.ledger.stage(&mut plan.effects, tenant, account, self.charge(&plan.next, "replayed"), now)?;
         Ok(plan)
+    }
+
+    /// Adds the replacement of failure `old` by `new` (and its counter changes) to `plan`.
+    fn replace_failure(&self, plan: &mut Plan, tenant: &TenantId, old: &Failure, new: &Failure) -> Result<(), Error> {
+        plan.counters.merge(&self.failures.stage_replace(&mut plan.effects, tenant, old, new)?);
+        Ok(())
     }
 
     /// Roll back to checkpoint `to`: everything above it goes (see `rollback`), what fits
