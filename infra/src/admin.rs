@@ -247,6 +247,7 @@ pub async fn history(
             key: None,
             input: None,
             metadata: std::collections::BTreeMap::new(),
+            tags: std::collections::BTreeMap::new(),
         };
         let execution = match runs.start(&tenant, &new, &clock, &|_| {}).await? {
             domain::runs::Started::New(e) | domain::runs::Started::Existing(e) => e,

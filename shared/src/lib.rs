@@ -25,6 +25,7 @@ pub mod request_id;
 pub mod scopes;
 pub mod series;
 pub mod spans;
+pub mod tags;
 pub mod time;
 pub mod tls;
 

@@ -148,6 +148,27 @@ impl Query {
         entries
     }
 
+    /// The `key:value` pairs of a repeatable tag filter (`tag=team:search&tag=env:prod`),
+    /// each read by [`crate::tags::parse_filter`]; at most [`crate::tags::TAGS_MAX`],
+    /// none twice.
+    pub fn tags(&mut self, name: &str) -> Vec<(String, String)> {
+        let raw = self.values.get(name).cloned().unwrap_or_default();
+        let mut found: Vec<(String, String)> = Vec::new();
+        for value in raw {
+            match crate::tags::parse_filter(&value) {
+                Ok(pair) if found.iter().any(|(k, _)| *k == pair.0) => {
+                    self.reject(name, format!("tag {:?} is given more than once", pair.0));
+                }
+                Ok(pair) => found.push(pair),
+                Err(message) => self.reject(name, message),
+            }
+        }
+        if found.len() > crate::tags::TAGS_MAX {
+            self.reject(name, format!("at most {} tags", crate::tags::TAGS_MAX));
+        }
+        found
+    }
+
     /// An RFC 3339 timestamp, if given.
     pub fn timestamp(&mut self, name: &str) -> Option<DateTime<Utc>> {
         let raw = self.single(name)?;

@@ -180,7 +180,8 @@ class Seeded:
 
 @pytest.fixture(scope="session")
 def seeded(api: Api) -> Seeded:
-    """A workflow; an execution with two checkpoints, paused; another execution, failed."""
+    """A workflow; an execution with two checkpoints, paused (tagged team:billing); another
+    execution, failed (tagged team:search and model:offline)."""
     name = "Support triage (browser test)"
     wf = api.call(
         "POST",
@@ -194,7 +195,12 @@ def seeded(api: Api) -> Seeded:
         expect=(201,),
     )
 
-    paused = api.call("POST", "/executions", json={"workflow_id": wf["id"], "input": {"ticket": 4711}}, expect=(201,))
+    paused = api.call(
+        "POST",
+        "/executions",
+        json={"workflow_id": wf["id"], "input": {"ticket": 4711}, "tags": {"team": "billing"}},
+        expect=(201,),
+    )
     checkpoints = []
     for step, cp_name in enumerate(["plan", "draft-reply"], start=1):
         cp = api.call(
@@ -206,7 +212,12 @@ def seeded(api: Api) -> Seeded:
         checkpoints.append(cp["id"])
     api.call("POST", f"/executions/{paused['id']}/pause", expect=(200,))
 
-    failed = api.call("POST", "/executions", json={"workflow_id": wf["id"], "input": {"ticket": 4712}}, expect=(201,))
+    failed = api.call(
+        "POST",
+        "/executions",
+        json={"workflow_id": wf["id"], "input": {"ticket": 4712}, "tags": {"team": "search", "model": "offline"}},
+        expect=(201,),
+    )
     api.call(
         "POST",
         f"/executions/{failed['id']}/fail",

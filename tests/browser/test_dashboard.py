@@ -202,6 +202,28 @@ def test_dashboard_walkthrough(
     expect(tid(page, "execution-row", id=seeded.paused_id)).to_have_count(0)
     page.goto(at(dashboard_url, "/executions"))
 
+    # tags: a row's chip filters by its tag, the form adds one, an active tag's chip removes it
+    tid(tid(page, "execution-row", id=seeded.failed_id), "tag-chip", tag="team:search").click()
+    expect(page).to_have_url(re.compile(r"#/executions\?tag=team%3Asearch$"))
+    expect(tid(page, "execution-row")).to_have_count(1)
+    expect(tid(page, "execution-row", id=seeded.failed_id)).to_be_visible()
+    screenshot(page, "executions-by-tag")
+    tid(page, "execution-filter-tag").fill("model:offline")
+    tid(page, "execution-filter-submit").click()
+    expect(page).to_have_url(re.compile(r"tag=team%3Asearch&tag=model%3Aoffline$"))
+    expect(tid(page, "active-tag")).to_have_count(2)
+    expect(tid(page, "execution-row", id=seeded.failed_id)).to_be_visible()
+    tid(page, "active-tag", tag="team:search").click()
+    expect(page).to_have_url(re.compile(r"#/executions\?tag=model%3Aoffline$"))
+    expect(tid(page, "active-tag")).to_have_count(1)
+    expect(tid(page, "execution-row")).to_have_count(1)
+    tid(page, "execution-filter-tag").fill("team:billing")
+    tid(page, "execution-filter-submit").click()
+    expect(page).to_have_url(re.compile(r"tag=model%3Aoffline&tag=team%3Abilling$"))
+    expect(tid(page, "execution-row")).to_have_count(0)  # every tag must match: none has both
+    expect(page.get_by_text("No executions match these filters.")).to_be_visible()
+    page.goto(at(dashboard_url, "/executions"))
+
     # ---- one execution: fields, checkpoints, state
     tid(page, "execution-row", id=seeded.paused_id).get_by_role("link", name=seeded.paused_id).click()
     expect(page).to_have_url(re.compile(rf"#/executions/{seeded.paused_id}$"))

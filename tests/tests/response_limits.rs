@@ -404,7 +404,9 @@ async fn a_state_too_incompressible_for_one_transaction_is_413_and_changes_nothi
 #[tokio::test]
 async fn an_execution_has_at_most_50_attempts_so_completing_it_fits_one_transaction() {
     let (_env, t, api, wf) = running_workflow().await;
-    let e = api.post(&t.key, "/executions", &json!({"workflow_id": wf})).await.expect(201).body["id"].clone();
+    // With the most tags, each at its longest (every change moves their entries and counts).
+    let body = json!({"workflow_id": wf, "tags": heaviest_tags()});
+    let e = api.post(&t.key, "/executions", &body).await.expect(201).body["id"].clone();
     let e = e.as_str().expect("id").to_owned();
     let fail = json!({"error_type": "AGENT_ERROR", "message": "boom"});
     for _ in 1..50 {
@@ -412,7 +414,8 @@ async fn an_execution_has_at_most_50_attempts_so_completing_it_fits_one_transact
         api.post(&t.key, &format!("/executions/{e}/replay"), &json!({})).await.expect(200);
     }
     // Attempt 50 with 49 open failures: completing resolves all of them in its own
-    // transaction (49 failures, the execution and its counters: well under 100 items).
+    // transaction (49 failures, the execution, its tags' entries and its counters:
+    // under 100 items, which the transaction checks before it is sent).
     let done = api.post(&t.key, &format!("/executions/{e}/complete"), &json!({"output": 1})).await;
     assert_eq!(
         (done.expect(200).body["attempt"].clone(), done.body["status"].clone()),
@@ -436,6 +439,16 @@ async fn an_execution_has_at_most_50_attempts_so_completing_it_fits_one_transact
     assert!(refused.body["detail"].as_str().is_some_and(|d| d.contains("50 attempts")), "{}", refused.body);
     let after = api.get(&t.key, &format!("/executions/{e}")).await;
     assert_eq!((after.body["attempt"].clone(), after.body["status"].clone()), (json!(50), json!("failed")));
+}
+
+/// The most tags an execution may have, each key and value at its longest (values of
+/// 4-byte characters).
+fn heaviest_tags() -> Value {
+    use shared::tags::{TAG_KEY_MAX, TAG_VALUE_MAX, TAGS_MAX};
+    let tags: serde_json::Map<String, Value> = (0..TAGS_MAX)
+        .map(|i| (format!("{i:02}{}", "k".repeat(TAG_KEY_MAX - 2)), json!("\u{1F600}".repeat(TAG_VALUE_MAX))))
+        .collect();
+    Value::Object(tags)
 }
 
 /// The largest JSON value of the form `{"s": noise}` whose compressed form is at most

@@ -290,6 +290,7 @@ async fn a_workflow_archived_while_a_start_runs_refuses_it_by_its_closed_markers
         key: None,
         input: None,
         metadata: BTreeMap::new(),
+        tags: BTreeMap::new(),
     };
     let archived = AtomicBool::new(false);
     let handle = tokio::runtime::Handle::current();

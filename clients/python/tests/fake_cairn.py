@@ -214,6 +214,7 @@ class FakeCairn:
             "cancel_reason": None,
             "key": key,
             "metadata": check_metadata("metadata", body.get("metadata", {})),
+            "tags": body.get("tags", {}),
             "attempt": 1,
             "current_checkpoint_id": None,
             "checkpoint_count": 0,

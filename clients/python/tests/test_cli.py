@@ -101,6 +101,7 @@ def summary(n: int = 1, **fields: Any) -> dict[str, Any]:
         "cancel_reason": None,
         "key": None,
         "metadata": {},
+        "tags": {},
         "attempt": 1,
         "current_checkpoint_id": None,
         "checkpoint_count": 0,
@@ -311,6 +312,26 @@ def test_start_sends_the_input_as_json_and_omits_it_when_not_given(run: Any) -> 
     assert bad.exit_code == 2
     assert "not JSON" in bad.stderr
     assert route.call_count == 2
+
+
+def test_executions_are_started_and_listed_with_tags(run: Any) -> None:
+    tagged = summary(tags={"team": "search", "url": "https://x"})
+    with respx.mock:
+        started = respx.post(f"{BASE}/executions").respond(201, json=execution())
+        listed = respx.get(f"{BASE}/executions").mock(return_value=page([tagged]))
+        start = run("executions", "start", "wf_1", "--tag", "team:search", "--tag", "url:https://x")
+        shown = run("executions", "list", "--tag", "team:search", "--status", "running")
+        bad = run("executions", "start", "wf_1", "--tag", "team")
+        twice = run("executions", "list", "--tag", "team:a", "--tag", "team:b")
+    assert start.exit_code == 0, printed(start)
+    body = json.loads(started.calls[0].request.content)
+    assert body == {"workflow_id": "wf_1", "tags": {"team": "search", "url": "https://x"}}
+    assert shown.exit_code == 0, printed(shown)
+    assert listed.calls[0].request.url.params.get_list("tag") == ["team:search"]
+    assert "team:search url:https://x" in shown.stdout
+    assert (bad.exit_code, twice.exit_code) == (2, 2)
+    assert "KEY:VALUE" in bad.stderr
+    assert (started.call_count, listed.call_count) == (1, 1), "a bad --tag sends nothing"
 
 
 def test_replay_from_the_current_checkpoint_a_given_one_or_the_start(run: Any) -> None:

@@ -33,6 +33,7 @@ def execution(id: str = "exec_1", status: str = "running", **fields: Any) -> dic
         "cancel_reason": None,
         "key": None,
         "metadata": {},
+        "tags": {},
         "attempt": 1,
         "current_checkpoint_id": None,
         "checkpoint_count": 0,
@@ -376,6 +377,25 @@ def test_executions_by_key(client: Cairn) -> None:
     assert [e.key for e in found.items] == ["t"]
     params = route.calls.last.request.url.params
     assert (params["workflow_id"], params["key"]) == ("wf_1", "t")
+
+
+def test_tags_are_sent_at_the_start_and_as_one_filter_each(client: Cairn) -> None:
+    tags = {"team": "search", "url": "https://a.example/x"}
+    with respx.mock:
+        started = respx.post(f"{BASE}/executions").respond(201, json=execution(tags=tags))
+        listed = respx.get(f"{BASE}/executions").respond(
+            200, json={"items": [summary(1) | {"tags": tags}], "total": 1, "page": 1, "page_size": 100}
+        )
+        e = client.executions.create(workflow_id="wf_1", tags=tags)
+        client.executions.create(workflow_id="wf_1")
+        found = client.executions.list(tags=tags, status="failed").first_page()
+    assert e.tags == tags
+    assert json.loads(started.calls[0].request.content) == {"workflow_id": "wf_1", "tags": tags}
+    assert "tags" not in json.loads(started.calls[1].request.content), "no tags: none are sent"
+    params = listed.calls.last.request.url.params
+    assert params.get_list("tag") == ["team:search", "url:https://a.example/x"]
+    assert params["status"] == "failed"
+    assert found.items[0].tags == tags
 
 
 def test_delete_sends_delete_again_while_the_api_answers_202(client: Cairn) -> None:

@@ -199,6 +199,30 @@ def test_workflows_are_listed_by_exact_name(client: Cairn) -> None:
     assert list(client.workflows.list(name="nobody")) == []
 
 
+def test_runs_are_tagged_by_the_decorator_and_trace_and_found_by_tag(client: Cairn) -> None:
+    @client.workflow("tagged-triage", tags={"team": "search", "model": "offline"})
+    def triage(run: Run, ticket: str) -> str:
+        return run.step("answer", lambda: f"answered {ticket}")
+
+    triage("T-1")
+    triage("T-2")
+    wf = triage.workflow_id()
+    with client.trace(wf, input={"ticket": "T-3"}, tags={"team": "billing"}) as run:
+        run.step("answer", lambda: "ok")
+    search = client.executions.list(tags={"team": "search"}).first_page()
+    assert search.total == 2
+    assert {e.tags["model"] for e in search.items} == {"offline"}
+    both = client.executions.list(tags={"team": "search", "model": "offline"}, status="completed")
+    assert len(list(both)) == 2
+    billing = list(client.executions.list(tags={"team": "billing"}))
+    assert [e.tags for e in billing] == [{"team": "billing"}]
+    assert client.executions.get(billing[0].id).tags == {"team": "billing"}
+    with pytest.raises(errors.ValidationFailed) as refused:
+        client.executions.create(workflow_id=wf, tags={"bad:key": "x"})
+    assert "tags" in str(refused.value)
+    assert client.executions.list(workflow_id=wf).first_page().total == 3, "the refused start made nothing"
+
+
 def test_keys_are_created_listed_revoked_and_the_last_live_one_stays(client: Cairn, key: str) -> None:
     first = client.keys.list()
     assert [(k.revoked_at, key.startswith(k.prefix)) for k in first] == [(None, True)]

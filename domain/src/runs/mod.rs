@@ -104,6 +104,8 @@ pub struct NewExecution {
     pub input: Option<Value>,
     /// String labels.
     pub metadata: BTreeMap<String, String>,
+    /// Tags, checked (`shared::tags`).
+    pub tags: BTreeMap<String, String>,
 }
 
 /// What a start did.
@@ -130,6 +132,8 @@ pub struct ListExecutions {
     pub created_before: Option<DateTime<Utc>>,
     /// With `workflow`: only the execution with this key (at most one).
     pub key: Option<String>,
+    /// Only those with every one of these tags (keys distinct).
+    pub tags: Vec<(String, String)>,
     /// Only those after this execution of the tenant, newest first (404 for any other).
     pub after: Option<ExecutionId>,
     /// Items skipped.

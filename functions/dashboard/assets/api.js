@@ -36,7 +36,9 @@ export async function api(method, path, opts = {}) {
   const key = opts.key ?? getKey();
   const url = new URL(API + path, window.location.origin);
   for (const [name, value] of Object.entries(opts.query || {})) {
-    if (value !== undefined && value !== null && value !== '') url.searchParams.set(name, String(value));
+    for (const one of Array.isArray(value) ? value : [value]) {
+      if (one !== undefined && one !== null && one !== '') url.searchParams.append(name, String(one));
+    }
   }
   const headers = { Accept: 'application/json, application/problem+json', ...(opts.headers || {}) };
   if (key) headers['X-API-Key'] = key;

@@ -55,7 +55,9 @@ export function enc(id) {
 export function hashFor(path, params) {
   const query = new URLSearchParams();
   for (const [key, value] of Object.entries(params || {})) {
-    if (value !== undefined && value !== null && value !== '') query.set(key, String(value));
+    for (const one of Array.isArray(value) ? value : [value]) {
+      if (one !== undefined && one !== null && one !== '') query.append(key, String(one));
+    }
   }
   const qs = query.toString();
   return `#${path}${qs ? `?${qs}` : ''}`;

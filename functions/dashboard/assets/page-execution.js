@@ -13,7 +13,7 @@ import { live } from './live.js';
 import { confirmDialog, report } from './messages.js';
 import { navigate, rerender, section } from './router.js';
 import {
-  backLink, badge, code, emptyState, field, jsonBlock, labelled, loadingState, pageHeader, pager, tableWrap, timeEl,
+  backLink, badge, code, emptyState, field, jsonBlock, labelled, loadingState, pageHeader, pager, tableWrap, tagChips, timeEl,
 } from './ui.js';
 
 /** A value as one line of compact JSON, cut at `max` characters. */
@@ -71,6 +71,7 @@ function fieldsOf(ex) {
     field('Checkpoints', fmtNumber(ex.checkpoint_count)),
     field('Current checkpoint', ex.current_checkpoint_id ? code(ex.current_checkpoint_id) : h('span', { class: 'muted' }, 'none (the start)')),
     ex.key ? field('Key', code(ex.key)) : null,
+    ex.tags && Object.keys(ex.tags).length ? field('Tags', tagChips(ex.tags)) : null,
     field('Created', timeEl(ex.created_at)),
     field('Updated', timeEl(ex.updated_at)),
     field('Ended', timeEl(ex.ended_at)),

@@ -7,7 +7,7 @@ import { enc, h, hashFor, link, positiveInt } from './dom.js';
 import { live, swapKeepingFocus } from './live.js';
 import { fmtNumber } from './format.js';
 import { navigate, section } from './router.js';
-import { badge, code, emptyState, labelled, pageHeader, pager, selectEl, tableWrap, timeEl } from './ui.js';
+import { badge, code, emptyState, labelled, pageHeader, pager, selectEl, tableWrap, tagChips, timeEl } from './ui.js';
 
 function toIso(localValue, label) {
   if (!localValue) return undefined;
@@ -52,16 +52,19 @@ export async function pageExecutions(ctx) {
     workflow_id: (p.get('workflow_id') || '').trim(),
     after: p.get('after') || '',
     before: p.get('before') || '',
+    tags: p.getAll('tag').filter(Boolean),
   };
   const page = positiveInt(p.get('page'), 1);
   const pageSize = PAGE_SIZES.includes(Number(p.get('page_size'))) ? Number(p.get('page_size')) : 20;
-  const filtered = Boolean(filters.status || filters.workflow_id || filters.after || filters.before);
+  const filtered = Boolean(filters.status || filters.workflow_id || filters.after || filters.before || filters.tags.length);
 
   const statusSelect = selectEl({ id: 'ex-status', name: 'status', testid: 'execution-filter-status' },
     [['', 'Any status'], ...EXECUTION_STATUSES.map((s) => [s, s[0].toUpperCase() + s.slice(1)])], filters.status);
   const workflowInput = h('input', { id: 'ex-workflow', name: 'workflow_id', type: 'text', testid: 'execution-filter-workflow', value: filters.workflow_id, placeholder: 'wf_…', autocomplete: 'off', spellcheck: 'false' });
   const afterInput = h('input', { id: 'ex-after', name: 'after', type: 'datetime-local', step: '1', testid: 'execution-filter-after', value: filters.after });
   const beforeInput = h('input', { id: 'ex-before', name: 'before', type: 'datetime-local', step: '1', testid: 'execution-filter-before', value: filters.before });
+  // One more tag to filter by; those already chosen are chips below the form.
+  const tagInput = h('input', { id: 'ex-tag', name: 'tag', type: 'text', testid: 'execution-filter-tag', placeholder: 'team:search', autocomplete: 'off', spellcheck: 'false' });
   const sizeSelect = selectEl({ id: 'ex-size', name: 'page_size', testid: 'execution-filter-page-size' },
     PAGE_SIZES.map((n) => [String(n), String(n)]), String(pageSize));
 
@@ -70,6 +73,7 @@ export async function pageExecutions(ctx) {
     labelled('ex-workflow', 'Workflow id', workflowInput),
     labelled('ex-after', 'Created after', afterInput),
     labelled('ex-before', 'Created before', beforeInput),
+    labelled('ex-tag', 'Tag', tagInput),
     labelled('ex-size', 'Per page', sizeSelect),
     h('div', { class: 'filter-actions' },
       h('button', { type: 'submit', class: 'button button-primary', testid: 'execution-filter-submit' }, 'Apply'),
@@ -81,9 +85,18 @@ export async function pageExecutions(ctx) {
       workflow_id: workflowInput.value.trim(),
       after: afterInput.value,
       before: beforeInput.value,
+      tag: [...filters.tags, tagInput.value.trim()].filter((t, i, all) => t && all.indexOf(t) === i),
       page_size: sizeSelect.value === '20' ? '' : sizeSelect.value,
     }));
   });
+  const without = (tag) => hashFor('/executions', {
+    status: filters.status, workflow_id: filters.workflow_id, after: filters.after, before: filters.before,
+    tag: filters.tags.filter((t) => t !== tag), page_size: pageSize === 20 ? '' : pageSize,
+  });
+  const activeTags = filters.tags.length
+    ? h('p', { class: 'tags', testid: 'active-tags' }, 'Tagged ', filters.tags.map((tag) =>
+      h('a', { class: 'tag', href: without(tag), testid: 'active-tag', 'data-tag': tag, 'aria-label': `Remove the filter ${tag}` }, `${tag} ×`)))
+    : null;
 
   const results = h('div', { class: 'results' });
   // A time in the address that is not one is this section's error (the form stays).
@@ -92,6 +105,7 @@ export async function pageExecutions(ctx) {
     workflow_id: filters.workflow_id,
     created_after: toIso(filters.after, 'Created after'),
     created_before: toIso(filters.before, 'Created before'),
+    tag: filters.tags,
     page,
     page_size: pageSize,
   });
@@ -106,12 +120,12 @@ export async function pageExecutions(ctx) {
     swapKeepingFocus(results, showPage(found));
     return true;
   }, { what: 'this list' });
-  ctx.mount(pageHeader('Executions'), form, status, results);
+  ctx.mount(pageHeader('Executions'), form, activeTags, status, results);
 
   const showPage = ([data, names]) => {
     const items = Array.isArray(data.items) ? data.items : [];
     const goPage = (n) => navigate(hashFor('/executions', {
-      ...{ status: filters.status, workflow_id: filters.workflow_id, after: filters.after, before: filters.before },
+      ...{ status: filters.status, workflow_id: filters.workflow_id, after: filters.after, before: filters.before, tag: filters.tags },
       page: n === 1 ? '' : n,
       page_size: pageSize === 20 ? '' : pageSize,
     }));
@@ -134,11 +148,12 @@ export async function pageExecutions(ctx) {
         h('td', {}, badge(ex.status, null, 'execution-status')),
         h('td', { class: 'num' }, fmtNumber(ex.attempt)),
         h('td', { class: 'num' }, fmtNumber(ex.checkpoint_count)),
-        h('td', {}, timeEl(ex.created_at)));
+        h('td', {}, timeEl(ex.created_at)),
+        h('td', {}, tagChips(ex.tags, filters.tags)));
     });
     const table = h('table', { class: 'table', testid: 'executions-table' },
       h('caption', { class: 'visually-hidden' }, 'Executions, newest first'),
-      h('thead', {}, h('tr', {}, ['Execution', 'Workflow', 'Status', 'Attempt', 'Checkpoints', 'Created'].map((t, i) =>
+      h('thead', {}, h('tr', {}, ['Execution', 'Workflow', 'Status', 'Attempt', 'Checkpoints', 'Created', 'Tags'].map((t, i) =>
         h('th', { scope: 'col', class: i === 3 || i === 4 ? 'num' : null }, t)))),
       h('tbody', {}, rows));
     return [tableWrap(table, 'Executions table'), pager({ page, pageSize, total: data.total ?? items.length, noun: 'executions', onPage: goPage })];

@@ -2,7 +2,7 @@
 // loading states, page headers, form fields and the pager.
 
 import { KNOWN_BADGES } from './constants.js';
-import { h, link } from './dom.js';
+import { h, hashFor, link } from './dom.js';
 import { dateFormat, dateTimeFormat, fmtNumber, prettyJson } from './format.js';
 
 /** A <time> element for an RFC 3339 timestamp (local time shown, UTC in the title). */
@@ -97,4 +97,18 @@ export function labelled(id, label, control, hint) {
     h('label', { for: id }, label),
     control,
     hint ? h('p', { class: 'hint', id: `${id}-hint` }, hint) : null);
+}
+
+/**
+ * An execution's tags as chips, each a link to the executions with that tag added to
+ * `active` (the tag filters shown now); none: nothing.
+ */
+export function tagChips(tags, active = []) {
+  const pairs = Object.entries(tags || {});
+  if (pairs.length === 0) return null;
+  return h('span', { class: 'tags', testid: 'execution-tags' }, pairs.map(([k, v]) => {
+    const tag = `${k}:${v}`;
+    const wanted = active.includes(tag) ? active : [...active, tag];
+    return h('a', { class: 'tag', href: hashFor('/executions', { tag: wanted }), testid: 'tag-chip', 'data-tag': tag }, tag);
+  }));
 }

@@ -53,6 +53,7 @@ pub struct ExecutionSummary {
     cancel_reason: Option<String>,
     key: Option<String>,
     metadata: BTreeMap<String, String>,
+    tags: BTreeMap<String, String>,
     attempt: u32,
     current_checkpoint_id: Option<String>,
     checkpoint_count: u64,
@@ -90,6 +91,7 @@ impl From<Execution> for ExecutionSummary {
             cancel_reason: e.cancel_reason,
             key: e.key,
             metadata: e.metadata,
+            tags: e.tags,
             attempt: e.attempt,
             current_checkpoint_id: e.current_checkpoint_id.map(|c| c.to_string()),
             checkpoint_count: e.checkpoint_count,
@@ -126,12 +128,14 @@ pub async fn create(
     let key = f.nullable("key", client_key);
     let input = f.nullable("input", json_value(VALUE_MAX_BYTES));
     let metadata = f.optional("metadata", string_map(METADATA_MAX_KEYS));
+    let tags = f.optional("tags", shared::tags::read);
     f.finish()?;
     let new = NewExecution {
         workflow_id: body_id(&workflow.unwrap_or_default(), "workflow", WorkflowId::parse)?,
         key: key.into_update().flatten(),
         input: input.into_update().flatten(),
         metadata: metadata.unwrap_or_default(),
+        tags: tags.unwrap_or_default(),
     };
     // The answer is known before the write commits: with an Idempotency-Key it is
     // stored in the write's own transaction (no round trip after it).
@@ -153,6 +157,7 @@ pub async fn list(State(state): State<AppState>, tenant: TenantId, mut query: Qu
     let created_after = query.timestamp("created_after");
     let created_before = query.timestamp("created_before");
     let key = query.key("key");
+    let tags = query.tags("tag");
     let page = PageRequest::read(&mut query, DEFAULT_PAGE_SIZE);
     let after = shared::pagination::starting_after(&mut query);
     if key.is_some() && workflow.is_none() {
@@ -165,6 +170,7 @@ pub async fn list(State(state): State<AppState>, tenant: TenantId, mut query: Qu
         created_after,
         created_before,
         key,
+        tags,
         after: after.map(|raw| parse_id(&raw)).transpose()?,
         skip: page.skip(),
         take: page.page_size as usize,

@@ -49,12 +49,24 @@ pub async fn get_batch(
     client: &Client,
     keys: HashMap<String, Vec<Item>>,
 ) -> Result<HashMap<String, Vec<Item>>, StoreError> {
+    get_batch_of(client, keys, &[]).await
+}
+
+/// [`get_batch`] reading only `attributes` of each item (all of them when empty).
+async fn get_batch_of(
+    client: &Client,
+    keys: HashMap<String, Vec<Item>>,
+    attributes: &[&str],
+) -> Result<HashMap<String, Vec<Item>>, StoreError> {
     let consistent = |keys: Vec<Item>| {
-        KeysAndAttributes::builder()
-            .set_keys(Some(keys))
-            .consistent_read(true)
-            .build()
-            .map_err(|e| StoreError::Other(Box::new(e)))
+        let mut read = KeysAndAttributes::builder().set_keys(Some(keys)).consistent_read(true);
+        if !attributes.is_empty() {
+            let names: Vec<String> = (0..attributes.len()).map(|i| format!("#a{i}")).collect();
+            read = read.projection_expression(names.join(", ")).set_expression_attribute_names(Some(
+                names.into_iter().zip(attributes.iter().map(|a| (*a).to_owned())).collect(),
+            ));
+        }
+        read.build().map_err(|e| StoreError::Other(Box::new(e)))
     };
     let mut left: HashMap<String, Vec<Item>> = keys.into_iter().filter(|(_, keys)| !keys.is_empty()).collect();
     let mut found: HashMap<String, Vec<Item>> = HashMap::new();
@@ -146,15 +158,28 @@ pub async fn batch_get(client: &Client, table: &str, keys: Vec<Item>) -> Result<
     batch_get_alone(client, table, keys).await
 }
 
-/// [`batch_get`] with nothing carried.
-async fn batch_get_alone(client: &Client, table: &str, keys: Vec<Item>) -> Result<Vec<Item>, StoreError> {
+/// [`batch_get`] of only `attributes` of each item (nothing carried).
+///
+/// # Errors
+/// As [`get_batch`]'s.
+pub async fn batch_get_projected(
+    client: &Client,
+    table: &str,
+    keys: Vec<Item>,
+    attributes: &[&str],
+) -> Result<Vec<Item>, StoreError> {
     let mut found = Vec::with_capacity(keys.len());
     let mut keys = keys;
     while !keys.is_empty() {
         let rest = keys.split_off(keys.len().min(100));
-        let mut read = get_batch(client, HashMap::from([(table.to_owned(), keys)])).await?;
+        let mut read = get_batch_of(client, HashMap::from([(table.to_owned(), keys)]), attributes).await?;
         found.extend(read.remove(table).unwrap_or_default());
         keys = rest;
     }
     Ok(found)
+}
+
+/// [`batch_get`] with nothing carried.
+async fn batch_get_alone(client: &Client, table: &str, keys: Vec<Item>) -> Result<Vec<Item>, StoreError> {
+    batch_get_projected(client, table, keys, &[]).await
 }

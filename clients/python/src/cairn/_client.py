@@ -3,7 +3,7 @@ per route, over the client's :class:`~cairn._api.API`; and tracing (``tracing``)
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import httpx
@@ -52,13 +52,27 @@ class Cairn(Resources):
     def close(self) -> None:
         self.api.close()
 
-    def workflow(self, name: str, *, workflow_type: models.WorkflowType = "custom") -> Callable[[Any], Any]:
-        """Decorates ``fn(run, *args, **kwargs)`` as a traced workflow: see :mod:`cairn.tracing`."""
-        return tracing.workflow(self, name, workflow_type)
+    def workflow(
+        self,
+        name: str,
+        *,
+        workflow_type: models.WorkflowType = "custom",
+        tags: Mapping[str, str] | None = None,
+    ) -> Callable[[Any], Any]:
+        """Decorates ``fn(run, *args, **kwargs)`` as a traced workflow whose executions get
+        ``tags``: see :mod:`cairn.tracing`."""
+        return tracing.workflow(self, name, workflow_type, tags)
 
-    def trace(self, workflow_id: str, *, input: Any = None, metadata: dict[str, str] | None = None) -> Any:
+    def trace(
+        self,
+        workflow_id: str,
+        *,
+        input: Any = None,
+        metadata: dict[str, str] | None = None,
+        tags: Mapping[str, str] | None = None,
+    ) -> Any:
         """A context manager around one execution of ``workflow_id``: see :mod:`cairn.tracing`."""
-        return tracing.Trace(self, workflow_id, input, metadata)
+        return tracing.Trace(self, workflow_id, input, metadata, tags)
 
 
 class AsyncCairn(AsyncResources):
@@ -92,10 +106,23 @@ class AsyncCairn(AsyncResources):
     async def close(self) -> None:
         await self.api.close()
 
-    def workflow(self, name: str, *, workflow_type: models.WorkflowType = "custom") -> Callable[[Any], Any]:
+    def workflow(
+        self,
+        name: str,
+        *,
+        workflow_type: models.WorkflowType = "custom",
+        tags: Mapping[str, str] | None = None,
+    ) -> Callable[[Any], Any]:
         """Decorates ``async def fn(run, *args, **kwargs)`` as a traced workflow."""
-        return tracing.async_workflow(self, name, workflow_type)
+        return tracing.async_workflow(self, name, workflow_type, tags)
 
-    def trace(self, workflow_id: str, *, input: Any = None, metadata: dict[str, str] | None = None) -> Any:
+    def trace(
+        self,
+        workflow_id: str,
+        *,
+        input: Any = None,
+        metadata: dict[str, str] | None = None,
+        tags: Mapping[str, str] | None = None,
+    ) -> Any:
         """An async context manager around one execution of ``workflow_id``."""
-        return tracing.AsyncTrace(self, workflow_id, input, metadata)
+        return tracing.AsyncTrace(self, workflow_id, input, metadata, tags)

@@ -177,15 +177,18 @@ def executions_create(
     metadata: dict[str, str] | None = OMIT,
     key: str | None = None,
     idempotency_key: str | None = None,
+    tags: Mapping[str, str] | None = None,
 ) -> Spec[models.Execution]:
     """Starts an execution and charges it (``POST /executions``).
 
     ``key`` (1 to 256 characters, no control characters) is unique within the workflow:
     when an execution of ``workflow_id`` already has it, that execution is answered as
     it is now, whatever its status, and nothing is charged or changed (the rest of the
-    call is ignored).
+    call is ignored). ``tags`` (at most 16; keys of 1 to 64 of ``A-Z a-z 0-9 _ - . /``,
+    values of 1 to 128 characters) stay with the execution; lists filter by them.
     """
-    body = _body(workflow_id=workflow_id, input=input, metadata=metadata, key=_given(key))
+    tagged = _given(dict(tags) if tags else None)
+    body = _body(workflow_id=workflow_id, input=input, metadata=metadata, key=_given(key), tags=tagged)
     return Spec(
         call("POST", "/executions", body=body, idempotency_key=idempotency_key), model(models.Execution)
     )
@@ -225,17 +228,14 @@ def executions_list(
     created_before: datetime | None = None,
     key: str | None = None,
     page_size: int = 100,
+    tags: Mapping[str, str] | None = None,
 ) -> ListSpec[models.ExecutionSummary]:
     """The executions, newest first (``GET /executions``); with ``key`` (and
     ``workflow_id``, which a key needs) the one execution of the workflow with that key,
-    if any."""
-    params = {
-        "status": status,
-        "workflow_id": workflow_id,
-        "created_after": created_after,
-        "created_before": created_before,
-        "key": key,
-    }
+    if any; with ``tags``, those that have every one of them."""
+    tag = [f"{k}:{v}" for k, v in (tags or {}).items()] or None
+    params: dict[str, Any] = {"status": status, "workflow_id": workflow_id, "key": key, "tag": tag}
+    params |= {"created_after": created_after, "created_before": created_before}
     return ListSpec("/executions", _clean(params), "page_size", page_size, models.ExecutionSummary)
 
 

@@ -73,6 +73,7 @@ class ExecutionSummary(Model):
     cancel_reason: str | None
     key: str | None
     metadata: dict[str, str]
+    tags: dict[str, str]
     attempt: int
     current_checkpoint_id: str | None
     checkpoint_count: int

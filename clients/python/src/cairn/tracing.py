@@ -36,7 +36,7 @@ import functools
 import inspect
 import re
 import traceback
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from . import _runs, errors, models
@@ -195,9 +195,15 @@ class _Workflow:
     """A traced workflow function (see the module's documentation)."""
 
     def __init__(
-        self, client: Resources, name: str, workflow_type: models.WorkflowType, fn: Callable[..., Any]
+        self,
+        client: Resources,
+        name: str,
+        workflow_type: models.WorkflowType,
+        fn: Callable[..., Any],
+        tags: Mapping[str, str] | None = None,
     ) -> None:
         self._client, self._name, self._type, self._fn = client, name, workflow_type, fn
+        self._tags = dict(tags or {})
         self._id: str | None = None
         functools.update_wrapper(self, fn)
 
@@ -208,7 +214,9 @@ class _Workflow:
         return self._id
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        execution = self._client.executions.create(workflow_id=self.workflow_id(), input=_input(args, kwargs))
+        execution = self._client.executions.create(
+            workflow_id=self.workflow_id(), input=_input(args, kwargs), tags=self._tags
+        )
         return self._run(execution, [], args, kwargs)
 
     def resume(self, execution_id: str) -> Any:
@@ -246,8 +254,10 @@ class _AsyncWorkflow:
         name: str,
         workflow_type: models.WorkflowType,
         fn: Callable[..., Awaitable[Any]],
+        tags: Mapping[str, str] | None = None,
     ) -> None:
         self._client, self._name, self._type, self._fn = client, name, workflow_type, fn
+        self._tags = dict(tags or {})
         self._id: str | None = None
         functools.update_wrapper(self, fn)
 
@@ -258,7 +268,9 @@ class _AsyncWorkflow:
 
     async def __call__(self, *args: Any, **kwargs: Any) -> Any:
         workflow_id = await self.workflow_id()
-        execution = await self._client.executions.create(workflow_id=workflow_id, input=_input(args, kwargs))
+        execution = await self._client.executions.create(
+            workflow_id=workflow_id, input=_input(args, kwargs), tags=self._tags
+        )
         return await self._run(execution, [], args, kwargs)
 
     async def resume(self, execution_id: str) -> Any:
@@ -286,24 +298,29 @@ class _AsyncWorkflow:
         return result
 
 
-def workflow(client: Resources, name: str, workflow_type: models.WorkflowType) -> Callable[[Any], _Workflow]:
+def workflow(
+    client: Resources, name: str, workflow_type: models.WorkflowType, tags: Mapping[str, str] | None = None
+) -> Callable[[Any], _Workflow]:
     def decorate(fn: Callable[..., Any]) -> _Workflow:
         if inspect.iscoroutinefunction(fn):
             raise TypeError(f"{fn.__name__} is async: decorate it with AsyncCairn().workflow(...)")
-        return _Workflow(client, name, workflow_type, fn)
+        return _Workflow(client, name, workflow_type, fn, tags)
 
     return decorate
 
 
 def async_workflow(
-    client: AsyncResources, name: str, workflow_type: models.WorkflowType
+    client: AsyncResources,
+    name: str,
+    workflow_type: models.WorkflowType,
+    tags: Mapping[str, str] | None = None,
 ) -> Callable[[Any], _AsyncWorkflow]:
     def decorate(fn: Callable[..., Awaitable[Any]]) -> _AsyncWorkflow:
         if not inspect.iscoroutinefunction(fn):
             raise TypeError(
                 f"{getattr(fn, '__name__', fn)} is not async: decorate it with Cairn().workflow(...)"
             )
-        return _AsyncWorkflow(client, name, workflow_type, fn)
+        return _AsyncWorkflow(client, name, workflow_type, fn, tags)
 
     return decorate
 
@@ -312,9 +329,15 @@ class Trace:
     """``with client.trace(workflow_id, input=...) as run:`` one execution."""
 
     def __init__(
-        self, client: Resources, workflow_id: str, input: Any, metadata: dict[str, str] | None
+        self,
+        client: Resources,
+        workflow_id: str,
+        input: Any,
+        metadata: dict[str, str] | None,
+        tags: Mapping[str, str] | None = None,
     ) -> None:
         self._client, self._workflow_id, self._input, self._metadata = client, workflow_id, input, metadata
+        self._tags = dict(tags or {})
         self._run: Run | None = None
 
     def __enter__(self) -> Run:
@@ -322,6 +345,7 @@ class Trace:
             workflow_id=self._workflow_id,
             input=jsonable(self._input, "the input"),
             metadata=self._metadata or {},
+            tags=self._tags,
         )
         self._run = Run(self._client, execution, [])
         return self._run
@@ -340,9 +364,15 @@ class AsyncTrace:
     """``async with client.trace(workflow_id, input=...) as run:`` one execution."""
 
     def __init__(
-        self, client: AsyncResources, workflow_id: str, input: Any, metadata: dict[str, str] | None
+        self,
+        client: AsyncResources,
+        workflow_id: str,
+        input: Any,
+        metadata: dict[str, str] | None,
+        tags: Mapping[str, str] | None = None,
     ) -> None:
         self._client, self._workflow_id, self._input, self._metadata = client, workflow_id, input, metadata
+        self._tags = dict(tags or {})
         self._run: AsyncRun | None = None
 
     async def __aenter__(self) -> AsyncRun:
@@ -350,6 +380,7 @@ class AsyncTrace:
             workflow_id=self._workflow_id,
             input=jsonable(self._input, "the input"),
             metadata=self._metadata or {},
+            tags=self._tags,
         )
         self._run = AsyncRun(self._client, execution, [])
         return self._run

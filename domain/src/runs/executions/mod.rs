@@ -4,6 +4,7 @@
 
 pub mod model;
 pub mod store;
+mod tags;
 
 use chrono::{DateTime, Utc};
 use shared::TenantId;
@@ -135,7 +136,7 @@ impl Runs {
         clock: &dyn Clock,
         before_commit: BeforeCommit<'_, Execution>,
     ) -> Result<Started, Error> {
-        let NewExecution { workflow_id, key, input, metadata } = new;
+        let NewExecution { workflow_id, key, input, metadata, tags } = new;
         let key = key.as_deref();
         let workflow = self
             .workflows
@@ -154,6 +155,7 @@ impl Runs {
             let now = clock.now();
             let mut execution =
                 Execution::start(workflow_id.clone(), key.map(str::to_owned), input.clone(), metadata.clone(), now);
+            execution.tags.clone_from(tags);
             execution.checkpoints_apart = shared::config::spread();
             execution.spread = shared::config::spread();
             let account = self.ledger.account(tenant).await?;
@@ -431,6 +433,7 @@ fn shown(list: &ListExecutions, e: &Execution) -> bool {
         && list.created_after.is_none_or(|t| e.created_at > t)
         && list.created_before.is_none_or(|t| e.created_at < t)
         && list.after.as_ref().is_none_or(|a| e.id < *a)
+        && list.tags.iter().all(|(k, v)| e.tags.get(k) == Some(v))
         && list.skip == 0
 }
 

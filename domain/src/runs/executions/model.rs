@@ -83,6 +83,9 @@ pub struct Execution {
     pub key: Option<String>,
     /// String labels.
     pub metadata: BTreeMap<String, String>,
+    /// Tags it was started with (see `shared::tags`), kept for its life; lists filter by
+    /// them.
+    pub tags: BTreeMap<String, String>,
     /// 1, then +1 per replay.
     pub attempt: u32,
     /// The checkpoint it stands at.
@@ -232,6 +235,7 @@ impl Execution {
             cancel_reason: None,
             key,
             metadata,
+            tags: BTreeMap::new(),
             attempt: 1,
             current_checkpoint_id: None,
             checkpoint_count: 0,
@@ -326,6 +330,9 @@ impl Execution {
         for family in [span_family(None), span_family(w)] {
             names.extend(shared::spans::names(&family, ms, &[shared::spans::ALL, self.status.wire()]));
         }
+        for (key, value) in &self.tags {
+            names.extend([tag_counter_name(key, value, None), tag_counter_name(key, value, s)]);
+        }
         names
     }
 }
@@ -335,6 +342,19 @@ impl Execution {
 #[must_use]
 pub fn span_family(workflow: Option<&WorkflowId>) -> String {
     workflow.map_or_else(|| "executions".to_owned(), |w| format!("executions|workflow={w}"))
+}
+
+/// The counter behind the `total` of a list of the executions tagged `key:value`
+/// (and in `status`): one item per tag, the count by status in its attributes, so that a
+/// change of status moves one item per tag. `%` and `@` in the value are escaped (an `@`
+/// names the attribute).
+#[must_use]
+pub fn tag_counter_name(key: &str, value: &str, status: Option<ExecutionStatus>) -> String {
+    let value = value.replace('%', "%25").replace('@', "%40");
+    match status {
+        None => format!("executions|tag={key}={value}"),
+        Some(s) => format!("executions|tag={key}={value}@{}", s.wire()),
+    }
 }
 
 /// The counter behind the `total` of an execution list with these filters.

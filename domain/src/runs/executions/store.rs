@@ -33,7 +33,10 @@ use shared::counters::{self, CounterChange};
 use shared::dynamo::{Item, Part, StoreError, Table, Tables, Transaction, built, get_item, n, newest_first_in, s};
 use shared::ids::{CheckpointId, ExecutionId, FailureId, WorkflowId, created_millis, id_range};
 
-use super::model::{Discarded, Execution, ExecutionError, ExecutionStatus, counter_name, span_family};
+use super::model::{
+    Discarded, Execution, ExecutionError, ExecutionStatus, counter_name, span_family, tag_counter_name,
+};
+use super::tags;
 use crate::blobs::BlobStore;
 use crate::runs::ListExecutions;
 use crate::runs::deletion::{DiscardedRecord, HiddenStore, purge_shard};
@@ -99,6 +102,8 @@ struct ExecutionRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     client_key: Option<String>,
     metadata: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    tags: BTreeMap<String, String>,
     attempt: u32,
     current_checkpoint_id: Option<String>,
     checkpoint_count: u64,
@@ -138,6 +143,7 @@ const SUMMARY_ATTRIBUTES: &[&str] = &[
     "cancel_reason",
     "client_key",
     "metadata",
+    "tags",
     "attempt",
     "current_checkpoint_id",
     "checkpoint_count",
@@ -153,6 +159,11 @@ const SUMMARY_ATTRIBUTES: &[&str] = &[
     "tenant_workflow_status",
     "checkpoints_apart",
 ];
+
+/// What a list by tag reads of a pointer: its position in any index, and where its
+/// execution is.
+const POINTER_ATTRIBUTES: &[&str] =
+    &["tenant_id", "id", "home", "tenant_status", "tenant_workflow", "tenant_workflow_status"];
 
 impl ExecutionRecord {
     fn new(tenant: &TenantId, e: &Execution) -> (Self, Vec<(String, Vec<u8>)>) {
@@ -175,6 +186,7 @@ impl ExecutionRecord {
             cancel_reason: e.cancel_reason.clone(),
             client_key: e.key.clone(),
             metadata: e.metadata.clone(),
+            tags: e.tags.clone(),
             attempt: e.attempt,
             current_checkpoint_id: e.current_checkpoint_id.as_ref().map(ToString::to_string),
             checkpoint_count: e.checkpoint_count,
@@ -236,6 +248,7 @@ impl ExecutionRecord {
             cancel_reason: self.cancel_reason,
             key: self.client_key,
             metadata: self.metadata,
+            tags: self.tags,
             attempt: self.attempt,
             current_checkpoint_id: self
                 .current_checkpoint_id
@@ -359,6 +372,7 @@ impl ExecutionStore {
             );
         }
         self.stage_blobs(tx, tenant, blobs)?;
+        tags::stage_create(tx, self.table(), tenant, e, &partition(tenant, e))?;
         let mut change = CounterChange::between(&[], &e.counters());
         change.add(&counters::daily("attempts", e.created_at.date_naive()), 1);
         tx.extend(Part::Counters, change.transact_items(&self.tables, tenant)?);
@@ -392,6 +406,7 @@ impl ExecutionStore {
         if old.discarded != new.discarded {
             self.hidden.stage_hidden(tx, tenant, &new.id, &new.discarded)?;
         }
+        tags::stage_status(tx, self.table(), tenant, old, new)?;
         let mut change = CounterChange::between(&old.counters(), &new.counters());
         change.merge(extra);
         tx.extend(Part::Counters, change.transact_items(&self.tables, tenant)?);
@@ -448,41 +463,84 @@ impl ExecutionStore {
         let Some(window) = created_millis(list.created_after, list.created_before) else {
             return Ok((Vec::new(), 0));
         };
+        // Tagged: the pointers of the rarest tag given, filtered on the others.
+        let (partitions, others, tag_total) = if list.tags.is_empty() {
+            (storage::tenant_partitions(tenant).collect::<Vec<_>>(), Vec::new(), None)
+        } else {
+            let names: Vec<String> = list.tags.iter().map(|(k, v)| tag_counter_name(k, v, None)).collect();
+            let counts = counters::read_many(&self.client, &self.tables, tenant, &names).await?;
+            let (rarest, _) = counts.iter().enumerate().min_by_key(|(_, n)| **n).unwrap_or((0, &0));
+            let (k, v) = &list.tags[rarest];
+            let partitions = (0..storage::SHARDS).map(|shard| tags::partition(tenant, shard, k, v)).collect();
+            let mut others = list.tags.clone();
+            others.remove(rarest);
+            // One tag without a workflow or time filter: its counter is the total.
+            let counted = others.is_empty() && workflow.is_none() && list.created_after.is_none();
+            let total = (counted && list.created_before.is_none()).then(|| tag_counter_name(k, v, list.status));
+            (partitions, others, Some(total))
+        };
         let range = id_range(ExecutionId::PREFIX, window.0, window.1);
         let after = list.after.as_ref().map(ExecutionId::as_str);
         let mut sources = Vec::new();
-        for partition in storage::tenant_partitions(tenant) {
+        for partition in partitions {
             let value = value(partition.clone());
             let Some(start) = start_after(&partition, (key, &value), &range, after) else {
                 return Ok((Vec::new(), 0));
             };
-            let query = newest_first_in(&self.client, self.table(), index, (key, value), range.clone());
+            let query =
+                tags::having(newest_first_in(&self.client, self.table(), index, (key, value), range.clone()), &others);
             sources.push(Source { query, start });
         }
         let queries: Vec<_> = sources.iter().map(|source| source.query.clone()).collect();
         let timed = list.created_after.is_some() || list.created_before.is_some();
         let total = async {
-            if timed {
-                let family = span_family(workflow);
-                let attribute = list.status.map_or(shared::spans::ALL, ExecutionStatus::wire);
-                timed_total(
-                    &self.client,
-                    &self.tables,
-                    tenant,
-                    &queries,
-                    ExecutionId::PREFIX,
-                    (&family, attribute),
-                    window,
-                )
-                .await
-            } else {
-                counters::read(&self.client, &self.tables, tenant, &counter_name(list.status, workflow)).await
+            match &tag_total {
+                Some(Some(name)) => counters::read(&self.client, &self.tables, tenant, name).await,
+                Some(None) => {
+                    let counts = queries.iter().map(|q| shared::dynamo::count(q.clone(), storage::MAX_COUNTED));
+                    let sum: u64 = futures_util::future::try_join_all(counts).await?.into_iter().sum();
+                    Ok(sum.min(storage::MAX_COUNTED))
+                }
+                None if timed => {
+                    let family = span_family(workflow);
+                    let attribute = list.status.map_or(shared::spans::ALL, ExecutionStatus::wire);
+                    timed_total(
+                        &self.client,
+                        &self.tables,
+                        tenant,
+                        &queries,
+                        ExecutionId::PREFIX,
+                        (&family, attribute),
+                        window,
+                    )
+                    .await
+                }
+                None => counters::read(&self.client, &self.tables, tenant, &counter_name(list.status, workflow)).await,
             }
         };
         let keys: &[&str] = if index.is_some() { &["tenant_id", "id", key] } else { &["tenant_id", "id"] };
-        let window = merged_window(sources, keys, list.skip, list.take, SUMMARY_ATTRIBUTES);
+        let attributes: &[&str] = if tag_total.is_some() { POINTER_ATTRIBUTES } else { SUMMARY_ATTRIBUTES };
+        let window = merged_window(sources, keys, list.skip, list.take, attributes);
         let (items, total) = tokio::try_join!(window, total)?;
+        let items = if tag_total.is_some() { self.pointed(items).await? } else { items };
         Ok((self.decode(tenant, items).await?, total))
+    }
+
+    /// The summaries of the executions tag pointers `pointers` point to, in their order
+    /// (one deleted since the pointer was read is left out).
+    async fn pointed(&self, pointers: Vec<Item>) -> Result<Vec<Item>, StoreError> {
+        let text = |item: &Item, name: &str| item.get(name).and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
+        let keys: Vec<Item> = pointers
+            .iter()
+            .map(|p| HashMap::from([("tenant_id".to_owned(), s(text(p, "home"))), ("id".to_owned(), s(text(p, "id")))]))
+            .collect();
+        let mut found: HashMap<String, Item> =
+            shared::dynamo::batch_get_projected(&self.client, self.table(), keys, SUMMARY_ATTRIBUTES)
+                .await?
+                .into_iter()
+                .map(|item| (text(&item, "id"), item))
+                .collect();
+        Ok(pointers.iter().filter_map(|p| found.remove(&text(p, "id"))).collect())
     }
 
     /// The execution of `workflow` whose key is `key`: two consistent point reads (the
@@ -582,6 +640,7 @@ impl ExecutionStore {
             self.blobs.stage_delete(tx, Part::Blob, tenant, &format!("{}#{name}", e.id))?;
         }
         self.hidden.stage_purge(tx, tenant, &e.id, now)?;
+        tags::stage_delete(tx, table, tenant, e)?;
         let change = CounterChange::between(&e.counters(), &[]);
         tx.extend(Part::Counters, change.transact_items(&self.tables, tenant)?);
         Ok(())

@@ -34,17 +34,33 @@ def executions() -> None:
     """Runs: list, show, start, replay, roll back, pause, cancel."""
 
 
+def parse_tags(given: tuple[str, ...]) -> dict[str, str]:
+    """``--tag KEY:VALUE`` options as a mapping (split at the first ``:``)."""
+    tags: dict[str, str] = {}
+    for raw in given:
+        key, colon, value = raw.partition(":")
+        if not colon or key in tags:
+            raise click.BadParameter(f"{raw!r}: each --tag is KEY:VALUE, each key once", param_hint="--tag")
+        tags[key] = value
+    return tags
+
+
+TAG_OPTION = click.option("--tag", "tag", multiple=True, metavar="KEY:VALUE")
+
+
 @command(executions, "list")
 @click.option("--status", type=click.Choice(EXECUTION_STATUSES))
 @click.option("--workflow", "workflow_id", metavar="WORKFLOW_ID", help="Only this workflow's executions.")
+@TAG_OPTION
 @click.option("--all", "follow", is_flag=True, help="Every page, not only the first.")
-def executions_list(status: Any, workflow_id: str | None, follow: bool) -> None:
-    """The executions, newest first."""
-    pager = state().client().executions.list(status=status, workflow_id=workflow_id)
+def executions_list(status: Any, workflow_id: str | None, tag: tuple[str, ...], follow: bool) -> None:
+    """The executions, newest first; with --tag (repeatable), those with every tag given."""
+    tags = parse_tags(tag)
+    pager = state().client().executions.list(status=status, workflow_id=workflow_id, tags=tags)
     show_list(
         pager,
         follow,
-        ["id", "workflow_id", "status", "attempt", "checkpoints", "created_at", "error"],
+        ["id", "workflow_id", "status", "attempt", "checkpoints", "created_at", "error", "tags"],
         lambda e: [
             e.id,
             e.workflow_id,
@@ -53,6 +69,7 @@ def executions_list(status: Any, workflow_id: str | None, follow: bool) -> None:
             e.checkpoint_count,
             when(e.created_at),
             e.error.error_type if e.error else None,
+            " ".join(f"{k}:{v}" for k, v in e.tags.items()) or None,
         ],
     )
 
@@ -92,6 +109,7 @@ EXECUTION_FIELDS = [
     "current_checkpoint_id",
     "cancel_reason",
     "metadata",
+    "tags",
     "created_at",
     "updated_at",
     "ended_at",
@@ -132,10 +150,13 @@ def done(e: models.Execution, what: str) -> None:
 @command(executions, "start")
 @click.argument("workflow_id")
 @click.option("--input", "raw_input", metavar="JSON", help="The execution's input, as JSON.")
-def executions_start(workflow_id: str, raw_input: str | None) -> None:
-    """Starts an execution of a workflow (it costs a credit)."""
+@TAG_OPTION
+def executions_start(workflow_id: str, raw_input: str | None, tag: tuple[str, ...]) -> None:
+    """Starts an execution of a workflow (it costs a credit), with the tags given
+    (--tag KEY:VALUE, repeatable)."""
     value = OMIT if raw_input is None else json_argument(raw_input, "--input")
-    done(state().client().executions.create(workflow_id=workflow_id, input=value), "started")
+    tags = parse_tags(tag)
+    done(state().client().executions.create(workflow_id=workflow_id, input=value, tags=tags), "started")
 
 
 @command(executions, "replay")
