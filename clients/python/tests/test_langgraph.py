@@ -342,6 +342,15 @@ def test_the_workflow_is_an_id_a_name_found_or_created(fake: FakeCairn) -> None:
     assert ("GET", "/workflows") not in fake.requests
 
 
+def test_each_threads_execution_starts_with_the_savers_tags(fake: FakeCairn) -> None:
+    saver = CairnSaver(Cairn("k", base_url=BASE), workflow="agent", tags={"team": "search"})
+    put(saver, thread="t1")
+    put(saver, thread="t2")
+    put(CairnSaver(Cairn("k", base_url=BASE), workflow="agent"), thread="t3")
+    tags = {e["key"]: e["tags"] for e in fake.executions.values()}
+    assert tags == {"t1": {"team": "search"}, "t2": {"team": "search"}, "t3": {}}
+
+
 def test_thread_ids_must_be_keys(saver: CairnSaver) -> None:
     with pytest.raises(ValueError, match="thread_id"):
         put(saver, thread="x" * 257)

@@ -153,3 +153,19 @@ def test_a_write_by_key_starts_replays_and_starts_again_as_needed(fake: FakeCair
     client.executions.cancel(seen.id)
     with pytest.raises(errors.ExecutionEnded, match="is cancelled"):
         write(seen)
+
+
+def test_keyed_runs_start_with_their_objects_tags(fake: FakeCairn) -> None:
+    """Agent Framework, AutoGen and Semantic Kernel start their executions here."""
+    from cairn._keyed import KeyedExecutions
+
+    client = AsyncCairn("k", base_url=BASE)
+    runs = KeyedExecutions(client, "chats", "autogen", "autogen", tags={"team": "support"})
+    plain = KeyedExecutions(client, "chats", "autogen", "autogen")
+
+    async def start() -> tuple[str, str]:
+        return await runs.execution_id("chat-1"), await plain.execution_id("chat-2")
+
+    tagged, untagged = asyncio.run(start())
+    assert fake.executions[tagged]["tags"] == {"team": "support"}
+    assert fake.executions[untagged]["tags"] == {}

@@ -79,6 +79,24 @@ def names(client: Cairn, execution_id: str) -> list[str | None]:
     return [c.name for c in client.checkpoints.list(execution_id=execution_id)]
 
 
+def test_persisted_and_listened_flows_start_with_their_tags(client: Cairn) -> None:
+    trip = Trip(CairnFlowPersistence(client, workflow="tagged-trips", tags={"team": "travel"}))
+    trip.flow().kickoff()
+    (persisted,) = list(client.executions.list(tags={"team": "travel"}))
+    assert client.executions.get(persisted.id).tags == {"team": "travel"}
+
+    class Hello(Flow[FlowState]):
+        @start()
+        def greet(self) -> str:
+            return "hi"
+
+    with CairnEventListener(client, tags={"via": "listener"}) as recording:
+        Hello().kickoff()
+        recording.flush()
+    (listened,) = list(client.executions.list(tags={"via": "listener"}))
+    assert listened.status == "completed"
+
+
 def test_a_failed_flow_is_replayed_with_the_cli_and_resumes_without_rerunning_finished_methods(
     client: Cairn, key: str, listener: CairnEventListener
 ) -> None:
@@ -237,10 +255,16 @@ def test_the_persistence_factory_and_a_rebuilt_persistence_use_the_environment(e
     assert env_client.workflows.get(execution.workflow_id).name == "crewai-flows"
     assert [c.name for c in env_client.checkpoints.list(execution_id=execution.id)] == ["stop", "stop"]
 
-    dumped = Counted(persistence=CairnFlowPersistence(workflow="crewai-flows")).model_dump(mode="json")
-    assert dumped["persistence"] == {"persistence_type": "CairnFlowPersistence", "workflow": "crewai-flows"}
+    persistence = CairnFlowPersistence(workflow="crewai-flows", tags={"team": "travel"})
+    dumped = Counted(persistence=persistence).model_dump(mode="json")
+    assert dumped["persistence"] == {
+        "persistence_type": "CairnFlowPersistence",
+        "workflow": "crewai-flows",
+        "tags": {"team": "travel"},
+    }
     rebuilt = Counted(persistence=dumped["persistence"]).persistence
     assert isinstance(rebuilt, CairnFlowPersistence)
+    assert rebuilt.tags == {"team": "travel"}, "a rebuilt persistence keeps its tags"
     assert rebuilt.load_state(first.state.id) == {
         "id": first.state.id,
         "stops": ["stop", "stop"],

@@ -59,6 +59,14 @@ async def test_a_session_is_an_execution_with_a_checkpoint_per_write(async_clien
     assert newest.state == {"format": FORMAT, "items": [message(0), message(1)]}
 
 
+async def test_a_sessions_execution_starts_with_its_tags(async_client: AsyncCairn) -> None:
+    session = CairnSession("tagged", async_client, tags={"channel": "web"})
+    await session.add_items([message(0)])
+    assert (await execution_of(async_client, "tagged")).tags == {"channel": "web"}
+    found = await async_client.executions.list(tags={"channel": "web"}).first_page()
+    assert [e.key for e in found.items] == ["tagged"]
+
+
 async def test_the_run_context_keyword_is_taken_on_every_method(async_client: AsyncCairn) -> None:
     session = CairnSession("with-context", async_client)
     wrapper = RunContextWrapper(context={"user": "ada"})

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from . import _specs as specs
@@ -64,10 +65,16 @@ class KeyedExecutions:
     Calls about one key are made one at a time (:attr:`lock`)."""
 
     def __init__(
-        self, client: AsyncCairn, workflow: str, workflow_type: models.WorkflowType, framework: str
+        self,
+        client: AsyncCairn,
+        workflow: str,
+        workflow_type: models.WorkflowType,
+        framework: str,
+        tags: Mapping[str, str] | None = None,
     ) -> None:
         check_workflow(workflow)
         self.client = client
+        self._tags = dict(tags or {})
         self._workflow = workflow
         self._type: models.WorkflowType = workflow_type
         self._framework = framework
@@ -150,6 +157,7 @@ class KeyedExecutions:
             key=execution_key(name),
             input={"name": name},
             metadata={"framework": self._framework},
+            tags=self._tags,
         )
 
     async def fail(

@@ -14,7 +14,7 @@ import hashlib
 import hmac
 import json
 import traceback
-from collections.abc import AsyncIterable, AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator, Mapping
 from typing import Any
 
 from agent_framework import (
@@ -61,6 +61,8 @@ class CairnCheckpointStorage:
       secret to every process that shares checkpoints, and keep it as you keep the key).
     - ``allowed_checkpoint_types``: further ``"module:qualname"`` types decoding may make,
       as for the framework's ``FileCheckpointStorage``.
+    - ``tags``: tags every execution it starts gets (see ``Cairn.executions.create``), to
+      find them again by tag.
 
     Cairn decides where a run resumes: :meth:`get_latest` is the execution's current
     checkpoint, which a replay or rollback (dashboard, ``cairn``, the API) moves.
@@ -73,9 +75,10 @@ class CairnCheckpointStorage:
         workflow: str = "agent-framework",
         signing_secret: str | bytes | None = None,
         allowed_checkpoint_types: list[str] | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> None:
         self._client = client if client is not None else AsyncCairn()
-        self._runs = KeyedExecutions(self._client, workflow, "custom", "agent-framework")
+        self._runs = KeyedExecutions(self._client, workflow, "custom", "agent-framework", tags)
         if signing_secret is None:
             api_key = self._client._settings.api_key.encode()
             secret = hmac.new(api_key, _DERIVATION, hashlib.sha256).digest()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import re
 import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from autogen_agentchat.base import TaskResult, Team
@@ -33,6 +33,8 @@ class TeamCheckpointer:
       ``CAIRN_API_URL`` and ``CAIRN_API_KEY``).
     - ``workflow``: the Cairn workflow (an id, or a name: found, else created as an
       ``autogen`` workflow).
+    - ``tags``: tags every execution it starts gets (see ``Cairn.executions.create``), to
+      find them again by tag.
 
     Each ``key`` (your name for the conversation, 1 to 256 characters) is an execution of
     the workflow; each :meth:`save` a checkpoint of it holding the team's ``save_state()``
@@ -41,9 +43,15 @@ class TeamCheckpointer:
     :meth:`save` after a rollback or a failure replays the execution from there first.
     """
 
-    def __init__(self, client: AsyncCairn | None = None, *, workflow: str = "autogen-teams") -> None:
+    def __init__(
+        self,
+        client: AsyncCairn | None = None,
+        *,
+        workflow: str = "autogen-teams",
+        tags: Mapping[str, str] | None = None,
+    ) -> None:
         self._client = client if client is not None else AsyncCairn()
-        self._runs = KeyedExecutions(self._client, workflow, "autogen", "autogen")
+        self._runs = KeyedExecutions(self._client, workflow, "autogen", "autogen", tags)
 
     async def save(self, team: Team, key: str, *, name: str | None = None) -> models.Checkpoint:
         """The team's state as a new checkpoint of ``key``'s execution (started if it has

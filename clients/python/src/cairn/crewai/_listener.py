@@ -8,7 +8,7 @@ import queue
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -118,6 +118,9 @@ class CairnEventListener(BaseEventListener):
       kickoff with a checkpoint per finished method, completed with the flow's result.
       A failure names the failed method as ``task_id``.
 
+    ``tags`` are given to every execution it starts (those of flows persisted with
+    :class:`CairnFlowPersistence` get the persistence's own ``tags``).
+
     CrewAI calls handlers on its own threads; the listener sends from one thread of its
     own, in the order the events were emitted, and never slows a run down. ``flush()``
     waits until everything emitted so far is recorded (also done at exit); ``close()``
@@ -130,10 +133,12 @@ class CairnEventListener(BaseEventListener):
         *,
         workflow: str = "crewai-crews",
         flow_workflow: str = "crewai-flows",
+        tags: Mapping[str, str] | None = None,
     ) -> None:
         if not workflow or not flow_workflow:
             raise ValueError("workflow and flow_workflow must be workflow ids (wf_...) or names")
         self._client = client
+        self.tags = dict(tags or {})
         self.workflow, self.flow_workflow = workflow, flow_workflow
         self._ops: queue.Queue[Callable[[], None] | None] = queue.Queue()
         self._pending = 0
@@ -235,6 +240,7 @@ class CairnEventListener(BaseEventListener):
             key=key,
             input=bounded_output(inputs) if inputs else OMIT,
             metadata={k: text(v, VALUE_CHARS) for k, v in metadata.items()},
+            tags=self.tags,
         )
         self._remember(key, _Run(execution.id))
 

@@ -57,6 +57,8 @@ class CairnFlowPersistence(FlowPersistence):
 
     persistence_type: str = Field(default="CairnFlowPersistence")
     workflow: str = Field(default="crewai-flows")
+    #: Tags every execution it starts gets (``CairnFlowPersistence(tags={...})``).
+    tags: dict[str, str] = Field(default_factory=dict)
     _client: Cairn | None = PrivateAttr(default=None)
 
     def __init__(self, client: Cairn | None = None, *, workflow: str = "crewai-flows", **data: Any) -> None:
@@ -125,7 +127,7 @@ class CairnFlowPersistence(FlowPersistence):
             seen = _runs.Seen(known.id, known.status) if known is not None else _runs.Seen()
 
             def start() -> specs.Spec[models.Execution]:
-                return specs.executions_create(None, workflow_id=wf, key=flow_uuid)
+                return specs.executions_create(None, workflow_id=wf, key=flow_uuid, tags=self.tags)
 
             try:
                 return _runs.run(client, _runs.write_running(seen, start, send, self._ended(flow_uuid)))
@@ -237,7 +239,9 @@ class CairnFlowPersistence(FlowPersistence):
         with reg.lock(flow_uuid):
             known = self._read(flow_uuid)
             if known is None:
-                known = reg.remember(wf, flow_uuid, client.executions.create(workflow_id=wf, key=flow_uuid))
+                known = reg.remember(
+                    wf, flow_uuid, client.executions.create(workflow_id=wf, key=flow_uuid, tags=self.tags)
+                )
             self._running(flow_uuid, known)
 
     def _run_failed(self, flow_uuid: str, failure: dict[str, Any]) -> None:

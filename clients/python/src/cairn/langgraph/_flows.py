@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import builtins
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from langchain_core.runnables import RunnableConfig
@@ -47,11 +47,14 @@ class Flows(BaseCheckpointSaver[int]):
     """What the saver's flows share: the workflow, what is known of its threads
     (:class:`~cairn.langgraph._threads.Memory`) and the traffic under way."""
 
-    def __init__(self, *, workflow: str, serde: SerializerProtocol | None) -> None:
+    def __init__(
+        self, *, workflow: str, serde: SerializerProtocol | None, tags: Mapping[str, str] | None = None
+    ) -> None:
         super().__init__(serde=serde)
         if not workflow:
             raise ValueError("workflow must be a workflow id (wf_...) or a name")
         self.workflow = workflow
+        self.tags = dict(tags or {})
         self._workflow_id: str | None = workflow if WORKFLOW_ID.fullmatch(workflow) else None
         self._memory = Memory()
         self._traffic = Traffic()
@@ -154,7 +157,7 @@ class Flows(BaseCheckpointSaver[int]):
         if thread is None:
             workflow_id = yield from self._workflow_flow()
             started: models.Execution = yield specs.executions_create(
-                None, workflow_id=workflow_id, key=thread_id
+                None, workflow_id=workflow_id, key=thread_id, tags=self.tags
             )
             thread = self._memory.remember(thread_id, started)
         replayed = yield from self._resume(thread_id, thread, at)

@@ -11,7 +11,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from functools import partial
 from typing import Any, TypeVar
 
@@ -62,7 +62,7 @@ class CairnSaver(Flows):
     (``CAIRN_API_KEY``, ``CAIRN_API_URL``); when only one is given, the other is made
     with its settings. ``workflow`` is a workflow id (``wf_...``) or name. ``serde``
     serializes the values that are not plain JSON (LangGraph's ``JsonPlusSerializer``
-    by default).
+    by default). ``tags`` are given to every thread's execution when it starts.
     """
 
     def __init__(
@@ -72,8 +72,9 @@ class CairnSaver(Flows):
         workflow: str,
         async_client: AsyncCairn | None = None,
         serde: SerializerProtocol | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> None:
-        super().__init__(workflow=workflow, serde=serde)
+        super().__init__(workflow=workflow, serde=serde, tags=tags)
         if client is None and async_client is None:
             client = Cairn()
             self._owned: builtins.list[Any] = [client]

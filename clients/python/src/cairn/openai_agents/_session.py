@@ -8,7 +8,7 @@ import json
 import random
 import threading
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
@@ -147,6 +147,7 @@ class CairnSession:
     :class:`~cairn.Cairn`, used from a worker thread; ``None``: one ``Cairn()`` from the
     environment shared by every such session of the process. ``session_settings`` as for
     ``SQLiteSession`` (``limit``: the items ``get_items()`` answers by default).
+    ``tags`` are given to the session's execution when it starts.
     """
 
     session_id: str
@@ -159,6 +160,7 @@ class CairnSession:
         *,
         workflow: str = "openai-agents-sessions",
         session_settings: SessionSettings | dict[str, Any] | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> None:
         _check_key(session_id)
         check_workflow(workflow)
@@ -166,6 +168,7 @@ class CairnSession:
             raise TypeError(f"client must be a cairn.Cairn or cairn.AsyncCairn, not {type(client).__name__}")
         self.session_id = session_id
         self.workflow = workflow
+        self.tags = dict(tags or {})
         self.session_settings = (
             coerce_session_settings(session_settings) if session_settings is not None else SessionSettings()
         )
@@ -305,7 +308,10 @@ class CairnSession:
             seen = self._seen
             if seen is None:
                 started = await self._call(
-                    self._client.executions.create, workflow_id=await self._workflow_id(), key=self.session_id
+                    self._client.executions.create,
+                    workflow_id=await self._workflow_id(),
+                    key=self.session_id,
+                    tags=self.tags,
                 )
                 seen = cast(_Seen, self._know(await self._view(started)))
             try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -165,7 +166,7 @@ class CairnTracingProcessor(TracingProcessor):
     ``client`` must be a sync :class:`~cairn.Cairn` (the thread uses it); by default
     ``Cairn(max_retries=2, max_elapsed=10)`` from the environment, so an outage holds the
     queue seconds, not minutes. At most ``max_queue`` events wait; more are dropped
-    (logged once).
+    (logged once). ``tags`` are given to every execution it starts.
     """
 
     def __init__(
@@ -175,6 +176,7 @@ class CairnTracingProcessor(TracingProcessor):
         workflow: str = "openai-agents-runs",
         max_queue: int = 10_000,
         flush_timeout: float = 30.0,
+        tags: Mapping[str, str] | None = None,
     ) -> None:
         check_workflow(workflow)
         if client is not None and not isinstance(client, Cairn):
@@ -183,6 +185,7 @@ class CairnTracingProcessor(TracingProcessor):
                 f"(sync), not {type(client).__name__}"
             )
         self.workflow = workflow
+        self.tags = dict(tags or {})
         self.flush_timeout = flush_timeout
         # Made now: a missing CAIRN_API_KEY is an error where the processor is made, not a
         # log line per run.
@@ -386,6 +389,7 @@ class CairnTracingProcessor(TracingProcessor):
             key=run.key,
             input=run_input,
             metadata=metadata,
+            tags=self.tags,
         )
         if started is not None:
             run.execution_id = started.id

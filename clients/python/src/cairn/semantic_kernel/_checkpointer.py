@@ -4,6 +4,7 @@ execution."""
 from __future__ import annotations
 
 import traceback
+from collections.abc import Mapping
 from typing import Any
 
 from semantic_kernel.processes.kernel_process.kernel_process_step_state_metadata import (
@@ -24,6 +25,8 @@ class ProcessCheckpointer:
       ``CAIRN_API_URL`` and ``CAIRN_API_KEY``).
     - ``workflow``: the Cairn workflow (an id, or a name: found, else created as a
       ``semantic_kernel`` workflow).
+    - ``tags``: tags every execution it starts gets (see ``Cairn.executions.create``), to
+      find them again by tag.
 
     Each ``key`` (your name for the run, 1 to 256 characters) is an execution of the
     workflow; each :meth:`save` a checkpoint of it holding the process's
@@ -34,10 +37,14 @@ class ProcessCheckpointer:
     """
 
     def __init__(
-        self, client: AsyncCairn | None = None, *, workflow: str = "semantic-kernel-processes"
+        self,
+        client: AsyncCairn | None = None,
+        *,
+        workflow: str = "semantic-kernel-processes",
+        tags: Mapping[str, str] | None = None,
     ) -> None:
         self._client = client if client is not None else AsyncCairn()
-        self._runs = KeyedExecutions(self._client, workflow, "semantic_kernel", "semantic-kernel")
+        self._runs = KeyedExecutions(self._client, workflow, "semantic_kernel", "semantic-kernel", tags)
 
     async def save(
         self, metadata: KernelProcessStateMetadata[Any], key: str, *, name: str | None = None
