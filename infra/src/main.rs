@@ -168,6 +168,14 @@ enum MigrateCommand {
         #[arg(long)]
         tenant: Option<String>,
     },
+    /// Gives failures recorded before failure groups their fingerprint, group and entry
+    /// in the `by_group` index, so `GET /failures?group_id=` finds them. Run once right
+    /// after deploying the index; safe while the service runs, and again.
+    FailureGroups {
+        /// Only this tenant's (default: every tenant's, one scan of the table).
+        #[arg(long)]
+        tenant: Option<String>,
+    },
 }
 
 #[tokio::main]
@@ -252,6 +260,14 @@ async fn run(cli: Cli) -> Result<()> {
             let store = domain::workflows::store::WorkflowStore::new(client.clone(), tables.clone());
             let changed = store.index_names(tenant.as_deref()).await?;
             eprintln!("indexed the names of {changed} workflows");
+        }
+        Command::Migrate { command: MigrateCommand::FailureGroups { tenant } } => {
+            if let Some(id) = &tenant {
+                shared::ids::TenantKey::parse(id).with_context(|| format!("unknown tenant {id}"))?;
+            }
+            let store = domain::runs::failures::store::FailureStore::new(client.clone(), tables.clone());
+            let changed = store.index_groups(tenant.as_deref()).await?;
+            eprintln!("grouped {changed} failures");
         }
         Command::Janitor => {
             let runs =

@@ -126,6 +126,12 @@ id_type!(
     "fail"
 );
 id_type!(
+    /// A group of failures of one cause (`fgrp_…`): a hash of the workflow, error type,
+    /// agent and normalised message, not a time-ordered id.
+    FailureGroupId,
+    "fgrp"
+);
+id_type!(
     /// A recovery command (`cmd_…`).
     CommandId,
     "cmd"

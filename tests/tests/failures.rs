@@ -57,11 +57,24 @@ async fn a_failed_execution_is_listed_with_details_and_a_pending_retry(api: Api,
         (json!("AGENT_ERROR"), json!("the writer crashed"))
     );
     assert_eq!((item["status"].clone(), item["resolved_at"].clone()), (json!("open"), Value::Null));
-    assert_eq!(item.as_object().map(serde_json::Map::len), Some(8), "exactly the list item's fields: {item}");
+    assert_eq!(item.as_object().map(serde_json::Map::len), Some(10), "exactly the list item's fields: {item}");
+    assert!(item["group_id"].as_str().is_some_and(|g| g.starts_with("fgrp_")));
+    assert_eq!(item["fingerprint"], "the writer crashed");
     let detail = api.get(&t.key, &format!("/failures/{f}")).await;
     detail.expect(200);
     let d = &detail.body;
-    for field in ["id", "execution_id", "workflow_id", "error_type", "message", "status", "created_at", "resolved_at"] {
+    for field in [
+        "id",
+        "execution_id",
+        "workflow_id",
+        "error_type",
+        "message",
+        "status",
+        "created_at",
+        "resolved_at",
+        "group_id",
+        "fingerprint",
+    ] {
         assert_eq!(d[field], item[field], "{field}");
     }
     assert_eq!(d["details"]["agent_name"], "writer");

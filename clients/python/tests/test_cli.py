@@ -143,6 +143,8 @@ def failure(**fields: Any) -> dict[str, Any]:
         "status": "open",
         "created_at": T,
         "resolved_at": None,
+        "group_id": "fgrp_" + "a" * 32,
+        "fingerprint": "bad tool call",
         "details": {
             "agent": "writer",
             "traceback": 'Traceback (most recent call last):\n  File "agent.py", line 3\nKeyError: [x]\n',
@@ -415,6 +417,20 @@ def test_failure_show_prints_the_traceback_as_is_and_the_recovery_commands(run: 
     lines = result.stdout.splitlines()
     assert ["rc_1", "replay", "pending"] in [line.split() for line in lines]
     assert "Traceback" not in result.stderr
+
+
+def test_failures_are_listed_by_group_and_name_theirs(run: Any) -> None:
+    group = "fgrp_" + "a" * 32
+    item = {k: v for k, v in failure().items() if k not in ("details", "recovery_commands")}
+    with respx.mock:
+        route = respx.get(f"{BASE}/failures").respond(
+            200, json={"items": [item], "total": 1, "limit": 200, "offset": 0}
+        )
+        result = run("failures", "list", "--group", group, "--status", "open")
+    assert result.exit_code == 0, printed(result)
+    params = route.calls.last.request.url.params
+    assert (params["group_id"], params["status"]) == (group, "open")
+    assert group in result.stdout
 
 
 def test_failures_resolve_ignore_and_stats(run: Any) -> None:

@@ -223,6 +223,23 @@ def test_runs_are_tagged_by_the_decorator_and_trace_and_found_by_tag(client: Cai
     assert client.executions.list(workflow_id=wf).first_page().total == 3, "the refused start made nothing"
 
 
+def test_failures_of_one_cause_share_a_group_listed_by_its_id(client: Cairn) -> None:
+    wf = client.workflows.create(name="grouped", workflow_type="custom").id
+    for seconds in (30, 45):
+        e = client.executions.create(workflow_id=wf)
+        client.executions.fail(e.id, error_type="TOOL_ERROR", message=f"search timed out after {seconds}s")
+    other = client.executions.create(workflow_id=wf)
+    client.executions.fail(other.id, error_type="TOOL_ERROR", message="connection reset")
+    failures = list(client.failures.list())
+    groups = {f.message: f.group_id for f in failures}
+    assert groups["search timed out after 30s"] == groups["search timed out after 45s"]
+    assert groups["connection reset"] != groups["search timed out after 30s"]
+    page = client.failures.list(group_id=groups["search timed out after 30s"]).first_page()
+    assert (page.total, {f.fingerprint for f in page.items}) == (2, {"search timed out after <n>s"})
+    with pytest.raises(errors.NotFound):
+        client.failures.list(group_id="fgrp_" + "0" * 32).first_page()
+
+
 def test_keys_are_created_listed_revoked_and_the_last_live_one_stays(client: Cairn, key: str) -> None:
     first = client.keys.list()
     assert [(k.revoked_at, key.startswith(k.prefix)) for k in first] == [(None, True)]

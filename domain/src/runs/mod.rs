@@ -264,6 +264,8 @@ pub struct CheckpointListing {
 pub struct ListFailures {
     /// Only this status.
     pub status: Option<FailureStatus>,
+    /// Only this group's (404 unless the tenant has a failure in it).
+    pub group: Option<shared::ids::FailureGroupId>,
     /// Only those created after this instant.
     pub created_after: Option<DateTime<Utc>>,
     /// Only those created before this instant.

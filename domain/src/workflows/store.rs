@@ -399,20 +399,17 @@ impl WorkflowStore {
     /// # Errors
     /// Storage errors.
     pub async fn index_names(&self, tenant: Option<&str>) -> Result<u64, StoreError> {
-        let mut changed = 0;
-        let mut start = None;
-        loop {
-            let (items, next) = shared::dynamo::page_of(&self.client, self.table(), tenant, None, start).await?;
-            for item in items {
-                let text = |name: &str| item.get(name).and_then(|v| v.as_s().ok()).cloned();
-                let (Some(owner), Some(id), Some(name)) = (text("tenant_id"), text("id"), text("name")) else {
-                    continue;
-                };
-                if owner.contains('#') || item.contains_key("tenant_name") {
-                    continue;
-                }
-                let set = self
-                    .client
+        // An item renamed or deleted since it was read was put whole, `tenant_name` included.
+        shared::dynamo::backfill(&self.client, self.table(), tenant, |item| {
+            let text = |name: &str| item.get(name).and_then(|v| v.as_s().ok()).cloned();
+            let (Some(owner), Some(id), Some(name)) = (text("tenant_id"), text("id"), text("name")) else {
+                return Ok(None);
+            };
+            if owner.contains('#') || item.contains_key("tenant_name") {
+                return Ok(None);
+            }
+            Ok(Some(
+                self.client
                     .update_item()
                     .table_name(self.table())
                     .key("tenant_id", s(&owner))
@@ -421,22 +418,10 @@ impl WorkflowStore {
                     .condition_expression("#name = :name AND attribute_not_exists(tenant_name)")
                     .expression_attribute_names("#name", "name")
                     .expression_attribute_values(":key", s(name_key(&owner, &name)))
-                    .expression_attribute_values(":name", s(&name))
-                    .send()
-                    .await;
-                match set.map_err(shared::dynamo::classify) {
-                    Ok(_) => changed += 1,
-                    // Renamed or deleted since the scan read it: the write that did so
-                    // put the whole item, `tenant_name` included.
-                    Err(StoreError::ConditionFailed { .. }) => {}
-                    Err(e) => return Err(e),
-                }
-            }
-            match next {
-                Some(key) => start = Some(key),
-                None => return Ok(changed),
-            }
-        }
+                    .expression_attribute_values(":name", s(&name)),
+            ))
+        })
+        .await
     }
 }
 

@@ -11,11 +11,13 @@ import { backLink, badge, code, emptyState, field, jsonBlock, pageHeader, pager,
 
 export async function pageFailures(ctx) {
   const { status, page } = listQuery(ctx.route.params, FAILURE_STATUSES);
+  // One group's failures (failures of one cause share a group_id).
+  const group = (ctx.route.params.get('group_id') || '').trim();
   const limit = 20;
 
   const form = statusFilter({
     id: 'fail-status', testid: 'failure-filter-status', noun: 'failures', statuses: FAILURE_STATUSES, current: status,
-    onApply: (chosen) => navigate(hashFor('/failures', { status: chosen })),
+    onApply: (chosen) => navigate(hashFor('/failures', { status: chosen, group_id: group })),
   });
 
   const stats = h('div', { class: 'stats' });
@@ -36,8 +38,12 @@ export async function pageFailures(ctx) {
   });
 
   const listLoad = section(results, ctx, async () => {
-    const data = await api('GET', '/failures', { query: { status, limit, offset: (page - 1) * limit } });
+    const data = await api('GET', '/failures', { query: { status, group_id: group, limit, offset: (page - 1) * limit } });
     const items = Array.isArray(data.items) ? data.items : [];
+    const groupNote = group && items.length
+      ? h('p', { class: 'hint', testid: 'failure-group' }, 'Failures of one cause: ', code(items[0].fingerprint ?? ''), ' · ',
+        link('/failures', 'show every failure', { href: hashFor('/failures', { status }) }))
+      : null;
     if (items.length === 0) {
       if (status) {
         return emptyState(`No ${status} failures.`, h('p', {}, link('/failures', 'Show failures of any status'), '.'));
@@ -48,7 +54,9 @@ export async function pageFailures(ctx) {
     }
     const rows = items.map((f) => h('tr', { testid: 'failure-row', 'data-id': f.id },
       h('td', {}, link(`/failures/${enc(f.id)}`, code(f.id))),
-      h('td', {}, h('strong', {}, f.error_type ?? ''), h('div', { class: 'sub message-cell' }, f.message ?? '')),
+      h('td', {}, h('strong', {}, f.error_type ?? ''), h('div', { class: 'sub message-cell' }, f.message ?? ''),
+        group ? null : h('div', { class: 'sub' }, link('/failures', 'same cause', {
+          href: hashFor('/failures', { status, group_id: f.group_id }), testid: 'failure-same-cause' }))),
       h('td', {}, badge(f.status, null, 'failure-status')),
       h('td', {}, link(`/executions/${enc(f.execution_id)}`, code(f.execution_id))),
       h('td', {}, timeEl(f.created_at))));
@@ -56,10 +64,10 @@ export async function pageFailures(ctx) {
       h('caption', { class: 'visually-hidden' }, 'Failures, newest first'),
       h('thead', {}, h('tr', {}, ['Failure', 'Error', 'Status', 'Execution', 'Created'].map((t) => h('th', { scope: 'col' }, t)))),
       h('tbody', {}, rows));
-    return [tableWrap(table, 'Failures table'), pager({
+    return [groupNote, tableWrap(table, 'Failures table'), pager({
       page, pageSize: limit, total: data.total ?? items.length, noun: 'failures',
-      onPage: (n) => navigate(hashFor('/failures', { status, page: n === 1 ? '' : n })),
-    })];
+      onPage: (n) => navigate(hashFor('/failures', { status, group_id: group, page: n === 1 ? '' : n })),
+    })].filter(Boolean);
   });
   await Promise.all([statsLoad, listLoad]);
 }

@@ -11,8 +11,8 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use shared::body::WireEnum;
 use shared::idempotency::{self, Answer};
-use shared::ids::FailureId;
 use shared::ids::PathId;
+use shared::ids::{FailureGroupId, FailureId};
 use shared::pagination::{OffsetBody, OffsetRequest};
 use shared::query::Query;
 use shared::{ApiError, TenantId};
@@ -30,6 +30,8 @@ pub struct FailureItem {
     status: &'static str,
     created_at: String,
     resolved_at: Option<String>,
+    group_id: String,
+    fingerprint: String,
 }
 
 impl From<&Failure> for FailureItem {
@@ -43,6 +45,8 @@ impl From<&Failure> for FailureItem {
             status: f.status.wire(),
             created_at: shared::time::format(f.created_at),
             resolved_at: f.resolved_at.map(shared::time::format),
+            group_id: f.group_id.to_string(),
+            fingerprint: f.fingerprint.clone(),
         }
     }
 }
@@ -88,11 +92,16 @@ pub async fn list(
     let status = query.one_of::<FailureStatus>("status");
     let created_after = query.timestamp("created_after");
     let created_before = query.timestamp("created_before");
+    let group = query.string("group_id");
     let window = OffsetRequest::read(&mut query);
     let after = shared::pagination::starting_after(&mut query);
     query.finish()?;
+    let group = group
+        .map(|raw| FailureGroupId::parse(&raw).ok_or_else(|| ApiError::not_found("failure group", &raw)))
+        .transpose()?;
     let list = ListFailures {
         status,
+        group,
         created_after,
         created_before,
         after: after.map(|raw| parse_id(&raw)).transpose()?,

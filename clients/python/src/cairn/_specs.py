@@ -184,8 +184,7 @@ def executions_create(
     ``key`` (1 to 256 characters, no control characters) is unique within the workflow:
     when an execution of ``workflow_id`` already has it, that execution is answered as
     it is now, whatever its status, and nothing is charged or changed (the rest of the
-    call is ignored). ``tags`` (at most 16; keys of 1 to 64 of ``A-Z a-z 0-9 _ - . /``,
-    values of 1 to 128 characters) stay with the execution; lists filter by them.
+    call is ignored). ``tags`` (at most 16) stay with the execution; lists filter by them.
     """
     tagged = _given(dict(tags) if tags else None)
     body = _body(workflow_id=workflow_id, input=input, metadata=metadata, key=_given(key), tags=tagged)
@@ -230,9 +229,8 @@ def executions_list(
     page_size: int = 100,
     tags: Mapping[str, str] | None = None,
 ) -> ListSpec[models.ExecutionSummary]:
-    """The executions, newest first (``GET /executions``); with ``key`` (and
-    ``workflow_id``, which a key needs) the one execution of the workflow with that key,
-    if any; with ``tags``, those that have every one of them."""
+    """The executions, newest first (``GET /executions``); with ``key`` (and ``workflow_id``)
+    the one execution of the workflow with that key, if any; with ``tags``, those with all."""
     tag = [f"{k}:{v}" for k, v in (tags or {}).items()] or None
     params: dict[str, Any] = {"status": status, "workflow_id": workflow_id, "key": key, "tag": tag}
     params |= {"created_after": created_after, "created_before": created_before}
@@ -443,9 +441,11 @@ def failures_list(
     created_after: datetime | None = None,
     created_before: datetime | None = None,
     limit: int = 200,
+    group_id: str | None = None,
 ) -> ListSpec[models.FailureSummary]:
-    """The failures, newest first (``GET /failures``)."""
-    params = {"status": status, "created_after": created_after, "created_before": created_before}
+    """The failures, newest first (``GET /failures``); ``group_id``: one group's."""
+    params = {"status": status, "group_id": group_id, "created_after": created_after}
+    params |= {"created_before": created_before}
     return ListSpec("/failures", _clean(params), "limit", limit, models.FailureSummary)
 
 

@@ -151,6 +151,10 @@ class FailureSummary(Model):
     status: FailureStatus
     created_at: datetime
     resolved_at: datetime | None
+    #: Failures of the same workflow, error type, agent and fingerprint share it.
+    group_id: str
+    #: The message with what varies between failures of one cause replaced.
+    fingerprint: str
 
 
 class RecoveryCommand(Model):

@@ -1,6 +1,7 @@
 //! Failures: their model, their storage, and the operations of `/failures` (read, list,
 //! statistics, settle). The executions function records them ([`Runs::transition`]).
 
+pub mod fingerprint;
 pub mod model;
 pub mod store;
 
@@ -28,14 +29,20 @@ impl Runs {
             .ok_or_else(|| Error::not_found("failure", id.as_str()))
     }
 
-    /// One window of the tenant's failures, newest first (optionally of one status and
-    /// time range), and the total matching. A cursor must be one of the tenant's
+    /// One window of the tenant's failures, newest first (optionally of one status,
+    /// group and time range), and the total matching. A cursor must be one of the tenant's
     /// failures: it is checked while the window is read.
     ///
     /// # Errors
-    /// [`Error::NotFound`] for a cursor the tenant does not have, storage errors.
+    /// [`Error::NotFound`] for a cursor the tenant does not have or a group it has no
+    /// failure in, storage errors.
     pub async fn list_failures(&self, tenant: &TenantId, list: &ListFailures) -> Result<(Vec<Failure>, u64), Error> {
         let check = async {
+            if let Some(group) = &list.group
+                && !self.failures.group_exists(tenant, group).await?
+            {
+                return Err(Error::not_found("failure group", group.as_str()));
+            }
             match &list.after {
                 Some(id) if !self.failures.exists(tenant, id).await? => Err(Error::not_found("failure", id.as_str())),
                 _ => Ok(()),

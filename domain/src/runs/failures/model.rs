@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 use shared::body::WireEnum;
-use shared::ids::{CommandId, ExecutionId, FailureId, WorkflowId};
+use shared::ids::{CommandId, ExecutionId, FailureGroupId, FailureId, WorkflowId};
 
 use crate::Error;
 
@@ -80,6 +80,10 @@ pub struct Failure {
     pub message: String,
     /// `agent_name`, `task_id`, `traceback` and any other keys.
     pub details: Map<String, Value>,
+    /// The message normalised ([`super::fingerprint::normalize`]).
+    pub fingerprint: String,
+    /// Its group: failures of the workflow with this error type, agent and fingerprint.
+    pub group_id: FailureGroupId,
     /// Its status.
     pub status: FailureStatus,
     /// Recovery commands.
@@ -103,6 +107,7 @@ impl Failure {
         details: Map<String, Value>,
         now: DateTime<Utc>,
     ) -> Self {
+        let (fingerprint, group_id) = grouped(&workflow_id, &error_type, &message, &details);
         Self {
             id: FailureId::generate_at(now),
             execution_id,
@@ -110,6 +115,8 @@ impl Failure {
             error_type,
             message,
             details,
+            fingerprint,
+            group_id,
             status: FailureStatus::Open,
             recovery_commands: vec![RecoveryCommand {
                 id: CommandId::generate_at(now),
@@ -175,6 +182,21 @@ impl Failure {
         names.extend(shared::spans::names(SPAN_FAMILY, ms, &[shared::spans::ALL]));
         names
     }
+}
+
+/// The fingerprint and group of a failure of `workflow` with this error, message and
+/// details (`agent_name`, when a string, names its agent).
+#[must_use]
+pub fn grouped(
+    workflow: &WorkflowId,
+    error_type: &str,
+    message: &str,
+    details: &Map<String, Value>,
+) -> (String, FailureGroupId) {
+    let fingerprint = super::fingerprint::normalize(message);
+    let agent = details.get("agent_name").and_then(Value::as_str);
+    let group = super::fingerprint::group_of(workflow, error_type, agent, &fingerprint);
+    (fingerprint, group)
 }
 
 /// How a person settles a failure.

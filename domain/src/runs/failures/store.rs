@@ -2,7 +2,9 @@
 //!
 //! Table `failures` (`tenant_id`, `id`): ids are UUIDv7, so `id` ranges are time ranges
 //! and descending order is newest first; GSI `by_status` (`tenant_status`, `id`) serves
-//! the status filter. Every change is a whole-item put conditioned on the version that
+//! the status filter, GSI `by_group` (`tenant_group_status`: `{tenant}#{group}#{status}`,
+//! `id`) a group's failures (a failure recorded before groups has no entry there until
+//! `cairn-admin migrate failure-groups` gives it one). Every change is a whole-item put conditioned on the version that
 //! was read; totals come from counters changed in the same transaction.
 
 use std::collections::HashMap;
@@ -14,11 +16,11 @@ use shared::TenantId;
 use shared::body::WireEnum;
 use shared::counters::{self, CounterChange};
 use shared::dynamo::{Part, StoreError, Table, Tables, Transaction, batch_get, newest_first_in, query_window_from, s};
-use shared::ids::{CommandId, ExecutionId, FailureId, WorkflowId, created_millis, id_range};
+use shared::ids::{CommandId, ExecutionId, FailureGroupId, FailureId, WorkflowId, created_millis, id_range};
 
-use super::model::{CommandStatus, Failure, FailureStatus, RecoveryCommand, SPAN_FAMILY, counter_name};
+use super::model::{CommandStatus, Failure, FailureStatus, RecoveryCommand, SPAN_FAMILY, counter_name, grouped};
 use crate::runs::ListFailures;
-use crate::runs::storage::{self, MAX_COUNTED, put_item, start_after, timed_total};
+use crate::runs::storage::{self, MAX_COUNTED, Source, merged_window, put_item, start_after, timed_total};
 
 /// The failures of every tenant; each call is scoped to the tenant given.
 #[derive(Debug, Clone)]
@@ -100,6 +102,9 @@ impl FailureStore {
     /// # Errors
     /// The reads' [`StoreError`]s.
     pub async fn list(&self, tenant: &TenantId, list: &ListFailures) -> Result<(Vec<Failure>, u64), StoreError> {
+        if let Some(group) = &list.group {
+            return self.list_group(tenant, group, list).await;
+        }
         let ListFailures { status, created_after, created_before, .. } = *list;
         let t = tenant.as_str();
         let (index, key, value) = match status {
@@ -146,6 +151,95 @@ impl FailureStore {
         Ok((failures, total))
     }
 
+    /// [`Self::list`] of one group's failures: its entries in `by_group` for the status
+    /// asked (all three merged newest first when none), counted from those entries (up
+    /// to [`MAX_COUNTED`]).
+    async fn list_group(
+        &self,
+        tenant: &TenantId,
+        group: &FailureGroupId,
+        list: &ListFailures,
+    ) -> Result<(Vec<Failure>, u64), StoreError> {
+        let Some(window) = created_millis(list.created_after, list.created_before) else {
+            return Ok((Vec::new(), 0));
+        };
+        let range = id_range(FailureId::PREFIX, window.0, window.1);
+        let statuses = list.status.map_or_else(|| FailureStatus::ALL.to_vec(), |s| vec![s]);
+        let key = "tenant_group_status";
+        let mut sources = Vec::new();
+        for status in statuses {
+            let value = group_key(tenant, group, status);
+            let after = list.after.as_ref().map(FailureId::as_str);
+            let Some(start) = start_after(tenant.as_str(), (key, &value), &range, after) else {
+                return Ok((Vec::new(), 0));
+            };
+            let query = newest_first_in(&self.client, self.table(), Some("by_group"), (key, value), range.clone());
+            sources.push(Source { query, start });
+        }
+        let queries: Vec<_> = sources.iter().map(|source| source.query.clone()).collect();
+        let total = async {
+            let counts = queries.into_iter().map(|query| shared::dynamo::count(query, MAX_COUNTED));
+            let counted: u64 = futures_util::future::try_join_all(counts).await?.into_iter().sum();
+            Ok::<_, StoreError>(counted.min(MAX_COUNTED))
+        };
+        let keys = ["tenant_id", "id", key];
+        let window = merged_window(sources, &keys, list.skip, list.take, &[]);
+        let (items, total) = tokio::try_join!(window, total)?;
+        let failures = items
+            .into_iter()
+            .map(|item| serde_dynamo::from_item::<_, FailureRecord>(item)?.into_failure())
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok((failures, total))
+    }
+
+    /// Whether the tenant has any failure in `group` (its entries in `by_group`).
+    ///
+    /// # Errors
+    /// The reads' [`StoreError`]s.
+    pub async fn group_exists(&self, tenant: &TenantId, group: &FailureGroupId) -> Result<bool, StoreError> {
+        for status in FailureStatus::ALL {
+            let key = ("tenant_group_status", group_key(tenant, group, *status));
+            let query = shared::dynamo::newest_first(&self.client, self.table(), Some("by_group"), key);
+            if shared::dynamo::count(query, 1).await? > 0 {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Gives every failure recorded before groups its fingerprint, group and `by_group`
+    /// entry (one scan of the table, or the failures of one tenant). Returns how many it
+    /// changed. Safe while the service runs, and again: a failure is changed only while
+    /// it still has the version read and no group.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub async fn index_groups(&self, tenant: Option<&str>) -> Result<u64, StoreError> {
+        // A failure changed since it was read was put whole, with its group.
+        shared::dynamo::backfill(&self.client, self.table(), tenant, |item| {
+            if item.contains_key("tenant_group_status") || !item.contains_key("tenant_status") {
+                return Ok(None);
+            }
+            let record: FailureRecord = serde_dynamo::from_item(item)?;
+            let (owner, version) = (record.tenant_id.clone(), record.version);
+            let failure = record.into_failure()?;
+            Ok(Some(
+                self.client
+                    .update_item()
+                    .table_name(self.table())
+                    .key("tenant_id", s(&owner))
+                    .key("id", s(failure.id.as_str()))
+                    .update_expression("SET fingerprint = :f, group_id = :g, tenant_group_status = :k")
+                    .condition_expression("version = :v AND attribute_not_exists(tenant_group_status)")
+                    .expression_attribute_values(":f", s(&failure.fingerprint))
+                    .expression_attribute_values(":g", s(failure.group_id.as_str()))
+                    .expression_attribute_values(":k", s(group_key_of(&owner, &failure.group_id, failure.status)))
+                    .expression_attribute_values(":v", shared::dynamo::n(version)),
+            ))
+        })
+        .await
+    }
+
     /// The tenant's counters `names`, in the order asked (0 for missing), in one batch
     /// read.
     ///
@@ -180,6 +274,22 @@ struct FailureRecord {
     created_at: String,
     resolved_at: Option<String>,
     tenant_status: String,
+    /// Absent on failures recorded before groups (then derived on reading).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    fingerprint: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    group_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tenant_group_status: Option<String>,
+}
+
+/// A group's key in `by_group` for one status.
+fn group_key(tenant: &TenantId, group: &FailureGroupId, status: FailureStatus) -> String {
+    group_key_of(tenant.as_str(), group, status)
+}
+
+fn group_key_of(tenant: &str, group: &FailureGroupId, status: FailureStatus) -> String {
+    format!("{tenant}#{group}#{}", status.wire())
 }
 
 impl FailureRecord {
@@ -206,6 +316,9 @@ impl FailureRecord {
             created_at: shared::time::format(f.created_at),
             resolved_at: f.resolved_at.map(shared::time::format),
             tenant_status: format!("{}#{}", tenant.as_str(), f.status.wire()),
+            fingerprint: Some(f.fingerprint.clone()),
+            group_id: Some(f.group_id.to_string()),
+            tenant_group_status: Some(group_key(tenant, &f.group_id, f.status)),
         }
     }
 
@@ -214,13 +327,21 @@ impl FailureRecord {
         let corrupt = |what: &str| StoreError::Corrupt(format!("failure {id}: {what}"));
         let time = |t: &str| shared::time::parse(t).map_err(|_| corrupt("timestamp"));
         let details: Map<String, Value> = serde_json::from_str(&self.details).map_err(|_| corrupt("details"))?;
+        let workflow_id = WorkflowId::parse(&self.workflow_id).ok_or_else(|| corrupt("workflow_id"))?;
+        let (fingerprint, group_id) = match (self.fingerprint, self.group_id.as_deref().and_then(FailureGroupId::parse))
+        {
+            (Some(fingerprint), Some(group)) => (fingerprint, group),
+            _ => grouped(&workflow_id, &self.error_type, &self.message, &details),
+        };
         Ok(Failure {
             id: FailureId::parse(&self.id).ok_or_else(|| corrupt("id"))?,
             execution_id: ExecutionId::parse(&self.execution_id).ok_or_else(|| corrupt("execution_id"))?,
-            workflow_id: WorkflowId::parse(&self.workflow_id).ok_or_else(|| corrupt("workflow_id"))?,
+            workflow_id,
             error_type: self.error_type,
             message: self.message,
             details,
+            fingerprint,
+            group_id,
             status: FailureStatus::from_wire(&self.status).ok_or_else(|| corrupt("status"))?,
             recovery_commands: self
                 .recovery_commands

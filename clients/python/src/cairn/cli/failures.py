@@ -20,15 +20,16 @@ def failures() -> None:
 
 @command(failures, "list")
 @click.option("--status", type=click.Choice(FAILURE_STATUSES))
+@click.option("--group", "group_id", metavar="GROUP_ID", help="Only this failure group's (fgrp_...).")
 @click.option("--all", "follow", is_flag=True, help="Every page, not only the first.")
-def failures_list(status: Any, follow: bool) -> None:
-    """The failures, newest first."""
-    pager = state().client().failures.list(status=status)
+def failures_list(status: Any, group_id: str | None, follow: bool) -> None:
+    """The failures, newest first; each names its group (failures of one cause share it)."""
+    pager = state().client().failures.list(status=status, group_id=group_id)
     show_list(
         pager,
         follow,
-        ["id", "execution_id", "error_type", "status", "created_at", "message"],
-        lambda f: [f.id, f.execution_id, f.error_type, f.status, when(f.created_at), f.message],
+        ["id", "execution_id", "error_type", "status", "created_at", "group_id", "message"],
+        lambda f: [f.id, f.execution_id, f.error_type, f.status, when(f.created_at), f.group_id, f.message],
     )
 
 
@@ -41,6 +42,8 @@ FAILURE_FIELDS = [
     "status",
     "created_at",
     "resolved_at",
+    "group_id",
+    "fingerprint",
 ]
 
 
