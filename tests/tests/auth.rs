@@ -40,6 +40,7 @@ fn concrete(path: &str) -> String {
         .replace("{execution_id}", "exec_0193a6f21c2b7d3e8f000123456789ab")
         .replace("{checkpoint_id}", "cp_0193a6f21c2b7d3e8f000123456789ab")
         .replace("{failure_id}", "fail_0193a6f21c2b7d3e8f000123456789ab")
+        .replace("{group_id}", "fgrp_0193a6f21c2b7d3e8f000123456789ab")
         .replace("{key_id}", "key_0193a6f21c2b7d3e8f000123456789ab")
         .replace("{endpoint_id}", "we_0193a6f21c2b7d3e8f000123456789ab")
         .replace("{delivery_id}", "wd_0193a6f21c2b7d3e8f000123456789ab")

@@ -1,11 +1,16 @@
 //! Failures of one cause share a group (`group_id`, `fingerprint`) and are listed by it,
-//! in process and through `cargo lambda watch`; failures recorded before groups get
-//! theirs from `cairn-admin migrate failure-groups`.
+//! in process and through `cargo lambda watch`; groups are listed, counted and settled
+//! together; failures recorded before groups get theirs from `cairn-admin migrate
+//! failure-groups`.
 
 use api_tests::{Api, Env, both_paths};
 use serde_json::{Value, json};
 
-both_paths!(failures_of_one_cause_share_a_group_and_are_listed_by_it, a_group_the_tenant_has_no_failure_in_is_404,);
+both_paths!(
+    failures_of_one_cause_share_a_group_and_are_listed_by_it,
+    a_group_the_tenant_has_no_failure_in_is_404,
+    groups_are_listed_counted_and_settled_together,
+);
 
 async fn workflow(api: &Api, key: &str) -> String {
     let wf = api.post(key, "/workflows", &json!({"name": "grouped", "workflow_type": "custom"})).await;
@@ -110,12 +115,123 @@ async fn the_migration_groups_failures_recorded_before_groups() {
         .send()
         .await
         .expect("made old");
+    env.client
+        .delete_item()
+        .table_name(env.tables.name(Table::Failures))
+        .key("tenant_id", s(format!("{}#groups", t.id)))
+        .key("id", s(&group))
+        .send()
+        .await
+        .expect("no group item before groups");
     api.get(&t.key, &format!("/failures?group_id={group}")).await.expect_problem(404, "not_found");
+    api.get(&t.key, &format!("/failures/groups/{group}")).await.expect_problem(404, "not_found");
     let got = api.get(&t.key, &format!("/failures/{}", id(&failure))).await;
     assert_eq!(got.expect(200).body["group_id"], group.as_str(), "derived on reading");
 
     let store = domain::runs::failures::store::FailureStore::new(env.client.clone(), env.tables.clone());
     assert_eq!(store.index_groups(Some(&t.id)).await.expect("migrated"), 1);
     assert_eq!(listed(&api, &t.key, &format!("group_id={group}")).await, (vec![id(&failure)], 1));
+    let made = api.get(&t.key, &format!("/failures/groups/{group}")).await;
+    let g = &made.expect(200).body;
+    assert_eq!(
+        (g["first_seen"].clone(), g["last_seen"].clone()),
+        (failure["created_at"].clone(), failure["created_at"].clone())
+    );
+    assert_eq!((g["sample_message"].clone(), g["counts"]["open"].clone()), (json!("quota of 100 exceeded"), json!(1)));
     assert_eq!(store.index_groups(Some(&t.id)).await.expect("again"), 0, "nothing left to do");
+}
+
+/// The ids of a list of groups (`query` without its `?`) and its total.
+async fn groups(api: &Api, key: &str, query: &str) -> (Vec<String>, u64) {
+    let reply = api.get(key, &format!("/failures/groups?{query}")).await;
+    reply.expect(200);
+    let ids = reply.body["items"].as_array().expect("items").iter().map(|g| g["id"].as_str().expect("id").to_owned());
+    (ids.collect(), reply.body["total"].as_u64().expect("total"))
+}
+
+async fn groups_are_listed_counted_and_settled_together(api: Api, env: Env) {
+    let t = env.tenant().await;
+    let (wf1, wf2) = (workflow(&api, &t.key).await, workflow(&api, &t.key).await);
+    let first = fail(&api, &t.key, &wf1, "TOOL_ERROR", "search timed out after 30s", Some("researcher")).await;
+    fail(&api, &t.key, &wf1, "TOOL_ERROR", "search timed out after 45s", Some("researcher")).await;
+    fail(&api, &t.key, &wf1, "TOOL_ERROR", "search timed out after 12s", Some("researcher")).await;
+    let reset = fail(&api, &t.key, &wf1, "TOOL_ERROR", "connection reset", None).await;
+    let other = fail(&api, &t.key, &wf2, "TOOL_ERROR", "search timed out after 30s", Some("researcher")).await;
+    let group = |f: &Value| f["group_id"].as_str().expect("group").to_owned();
+    let (a, b, c) = (group(&first), group(&reset), group(&other));
+    assert_eq!(groups(&api, &t.key, "").await, (vec![c.clone(), b.clone(), a.clone()], 3), "last seen first");
+    assert_eq!(groups(&api, &t.key, &format!("workflow_id={wf1}")).await, (vec![b.clone(), a.clone()], 2));
+    assert_eq!(groups(&api, &t.key, "limit=1&offset=1").await, (vec![b.clone()], 3));
+
+    let detail = api.get(&t.key, &format!("/failures/groups/{a}")).await;
+    let g = &detail.expect(200).body;
+    assert_eq!(
+        (g["status"].clone(), g["counts"].clone()),
+        (json!("open"), json!({"total": 3, "open": 3, "resolved": 0, "ignored": 0}))
+    );
+    assert_eq!((g["workflow_id"].as_str(), g["error_type"].as_str()), (Some(wf1.as_str()), Some("TOOL_ERROR")));
+    assert_eq!(
+        (g["agent_name"].clone(), g["fingerprint"].clone()),
+        (json!("researcher"), json!("search timed out after <n>s"))
+    );
+    assert_eq!(g["sample_message"], "search timed out after 30s", "its first failure's message");
+    assert_eq!(g["first_seen"], first["created_at"]);
+
+    // Ignore every open failure of the group at once; each is ignored as one would be.
+    let ignored = api.post(&t.key, &format!("/failures/groups/{a}/ignore"), &json!({})).await;
+    let body = &ignored.expect(200).body;
+    assert_eq!(
+        (body["settled"].clone(), body["remaining"].clone(), body["status"].clone()),
+        (json!(3), json!(false), json!("ignored"))
+    );
+    assert_eq!(body["counts"], json!({"total": 3, "open": 0, "resolved": 0, "ignored": 3}));
+    assert_eq!(listed(&api, &t.key, &format!("group_id={a}&status=ignored")).await.1, 3);
+    assert_eq!(groups(&api, &t.key, "status=open").await, (vec![c.clone(), b.clone()], 2));
+    assert_eq!(groups(&api, &t.key, "status=ignored").await, (vec![a.clone()], 1));
+    // Resolving acts on open failures: none left in this group.
+    let none = api.post(&t.key, &format!("/failures/groups/{a}/resolve"), &json!({})).await;
+    assert_eq!(none.expect(200).body["settled"], 0);
+    for expected in [1, 0] {
+        let resolved = api.post(&t.key, &format!("/failures/groups/{b}/resolve"), &json!({})).await;
+        assert_eq!(resolved.expect(200).body["settled"], expected, "again: nothing more to do");
+        assert_eq!(resolved.body["status"], "resolved");
+    }
+    let stats = api.get(&t.key, "/failures/stats").await;
+    assert_eq!((stats.body["open_failures"].clone(), stats.body["ignored_failures"].clone()), (json!(1), json!(3)));
+    for path in [format!("/failures/groups/{a}"), "/failures/groups/fgrp_00000000000000000000000000000000".to_owned()] {
+        let intruder = env.tenant().await;
+        api.get(&intruder.key, &path).await.expect_problem(404, "not_found");
+        api.post(&intruder.key, &format!("{path}/resolve"), &json!({})).await.expect_problem(404, "not_found");
+    }
+    api.get(&t.key, "/failures/groups/garbage").await.expect_problem(404, "not_found");
+}
+
+#[tokio::test]
+async fn a_large_group_is_settled_over_requests_each_saying_what_remains() {
+    let env = api_tests::env().await;
+    let api = Api::new(api_tests::Transport::in_process(&env));
+    let t = env.tenant().await;
+    let wf = workflow(&api, &t.key).await;
+    let limit = domain::runs::failures::GROUP_SETTLE_MAX;
+    let mut group = String::new();
+    for n in 0..=limit {
+        let e = api.post(&t.key, "/executions", &json!({"workflow_id": wf})).await;
+        let e = e.expect(201).body["id"].as_str().expect("id").to_owned();
+        let body = json!({"error_type": "LLM_ERROR", "message": format!("provider returned 503 ({n})")});
+        api.post(&t.key, &format!("/executions/{e}/fail"), &body).await.expect(200);
+        if group.is_empty() {
+            group = api.get(&t.key, "/failures").await.body["items"][0]["group_id"].as_str().expect("group").to_owned();
+        }
+    }
+    let first = api.post(&t.key, &format!("/failures/groups/{group}/resolve"), &json!({})).await;
+    assert_eq!(
+        (first.expect(200).body["settled"].clone(), first.body["remaining"].clone()),
+        (json!(limit), json!(true))
+    );
+    let second = api.post(&t.key, &format!("/failures/groups/{group}/resolve"), &json!({})).await;
+    assert_eq!(
+        (second.expect(200).body["settled"].clone(), second.body["remaining"].clone()),
+        (json!(1), json!(false))
+    );
+    assert_eq!(second.body["counts"]["resolved"], limit + 1);
 }

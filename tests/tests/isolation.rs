@@ -18,6 +18,7 @@ struct Owned {
     checkpoint: String,
     failed: String,
     failure: String,
+    group: String,
     endpoint: String,
 }
 
@@ -28,8 +29,8 @@ const FAIL: &str = r#"{"error_type":"AGENT_ERROR","message":"it broke"}"#;
 const NO_IDS: &[(&str, &str)] = &[
     ("GET", "/api/v1/workflows"),
     ("POST", "/api/v1/workflows"),
-    ("GET", "/api/v1/failures"),
     ("GET", "/api/v1/failures/stats"),
+    ("GET", "/api/v1/failures/groups"),
     ("GET", "/api/v1/executions/stats"),
     ("GET", "/api/v1/keys"),
     ("POST", "/api/v1/keys"),
@@ -50,13 +51,15 @@ async fn own(api: &Api, key: &str) -> Owned {
     let failed = id_of(api.post(key, "/executions", &start).await.expect(201));
     let fail: Value = serde_json::from_str(FAIL).expect("json");
     api.post(key, &format!("/executions/{failed}/fail"), &fail).await.expect(200);
-    let failure = api.get(key, "/failures").await.body["items"][0]["id"].as_str().expect("failure").to_owned();
+    let listed = api.get(key, "/failures").await;
+    let failure = listed.body["items"][0]["id"].as_str().expect("failure").to_owned();
+    let group = listed.body["items"][0]["group_id"].as_str().expect("group").to_owned();
     let second = api.post(key, "/keys", &json!({"name": "second"})).await;
     let key_id = second.expect(201).body["id"].as_str().expect("key id").to_owned();
     // An endpoint no event of this test goes to (no delivery changes it meanwhile).
     let hook = json!({"url": "http://127.0.0.1:9/hook", "event_types": ["failure.ignored"], "workflow_id": workflow});
     let endpoint = id_of(api.post(key, "/webhook-endpoints", &hook).await.expect(201));
-    Owned { key: key_id, workflow, running, checkpoint, failed, failure, endpoint }
+    Owned { key: key_id, workflow, running, checkpoint, failed, failure, group, endpoint }
 }
 
 /// Everything the owner can see.
@@ -69,6 +72,7 @@ async fn snapshot(api: &Api, key: &str, o: &Owned) -> Vec<Value> {
         format!("/checkpoints/{}?include_state=true", o.checkpoint),
         format!("/checkpoints?execution_id={}", o.running),
         format!("/failures/{}", o.failure),
+        format!("/failures/groups/{}", o.group),
         "/executions".to_owned(),
         "/failures/stats".to_owned(),
         "/billing/balance".to_owned(),
@@ -92,6 +96,7 @@ fn requests(method: &str, path: &str, o: &Owned) -> Option<Vec<(String, Value)>>
             .replace("{workflow_id}", &o.workflow)
             .replace("{checkpoint_id}", &o.checkpoint)
             .replace("{failure_id}", &o.failure)
+            .replace("{group_id}", &o.group)
             .replace("{key_id}", &o.key)
             .replace("{endpoint_id}", &o.endpoint)
             .replace("{delivery_id}", &format!("wd_{}", o.endpoint.trim_start_matches("we_")));
@@ -114,6 +119,7 @@ fn requests(method: &str, path: &str, o: &Owned) -> Option<Vec<(String, Value)>>
     match (method, path) {
         ("GET", "/api/v1/executions") => Some(vec![(format!("{path}?workflow_id={}", o.workflow), Value::Null)]),
         ("GET", "/api/v1/checkpoints") => Some(vec![(format!("{path}?execution_id={}", o.running), Value::Null)]),
+        ("GET", "/api/v1/failures") => Some(vec![(format!("{path}?group_id={}", o.group), Value::Null)]),
         ("POST", "/api/v1/executions") => Some(vec![(path.to_owned(), json!({"workflow_id": o.workflow}))]),
         ("POST", "/api/v1/webhook-endpoints") => {
             Some(vec![(path.to_owned(), json!({"url": "https://example.com/", "workflow_id": o.workflow}))])
@@ -168,9 +174,10 @@ async fn another_tenants_ids_are_404_on_every_route_and_change_nothing(api: Api,
     assert_eq!(snapshot(&api, &owner.key, &o).await, before, "the owner's data is unchanged");
 
     // The intruder's own lists show none of the owner's ids.
-    for path in ["/workflows", "/executions", "/failures", "/billing/transactions", "/keys", "/webhook-endpoints"] {
+    let lists = ["/workflows", "/executions", "/failures", "/failures/groups", "/billing/transactions", "/keys"];
+    for path in lists.into_iter().chain(["/webhook-endpoints"]) {
         let text = api.get(&intruder.key, path).await.expect(200).body.to_string();
-        for id in [&o.workflow, &o.running, &o.failed, &o.failure, &o.checkpoint, &o.key, &o.endpoint] {
+        for id in [&o.workflow, &o.running, &o.failed, &o.failure, &o.group, &o.checkpoint, &o.key, &o.endpoint] {
             assert!(!text.contains(id.as_str()), "{path} leaks {id}");
         }
     }

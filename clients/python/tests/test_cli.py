@@ -433,6 +433,44 @@ def test_failures_are_listed_by_group_and_name_theirs(run: Any) -> None:
     assert group in result.stdout
 
 
+def group_body(**fields: Any) -> dict[str, Any]:
+    counts = {"total": 3, "open": 3, "resolved": 0, "ignored": 0}
+    body = {"id": "fgrp_" + "a" * 32, "status": "open", "workflow_id": "wf_1", "error_type": "TOOL_ERROR"}
+    body |= {
+        "agent_name": None,
+        "fingerprint": "timed out after <n>s",
+        "sample_message": "timed out after 30s",
+    }
+    body |= {"counts": counts, "first_seen": T, "last_seen": T}
+    return {**body, **fields}
+
+
+def test_failure_groups_are_listed_and_a_group_resolved_until_nothing_remains(run: Any) -> None:
+    group = "fgrp_" + "a" * 32
+    done = {"total": 3, "open": 0, "resolved": 3, "ignored": 0}
+    with respx.mock:
+        listed = respx.get(f"{BASE}/failures/groups").respond(
+            200, json={"items": [group_body()], "total": 1, "limit": 200, "offset": 0}
+        )
+        resolve = respx.post(f"{BASE}/failures/groups/{group}/resolve").mock(
+            side_effect=[
+                httpx.Response(200, json=group_body(settled=2, remaining=True)),
+                httpx.Response(
+                    200, json=group_body(status="resolved", counts=done, settled=1, remaining=False)
+                ),
+            ]
+        )
+        shown = run("failures", "groups", "--status", "open")
+        resolved = run("failures", "group", "resolve", group)
+    assert shown.exit_code == 0, printed(shown)
+    assert listed.calls.last.request.url.params["status"] == "open"
+    assert group in shown.stdout
+    assert "timed out after <n>s" in shown.stdout
+    assert resolved.exit_code == 0, printed(resolved)
+    assert resolve.call_count == 2, "sent again while failures remain"
+    assert f"{group}: 3 failures resolved; the group is resolved" in resolved.stdout
+
+
 def test_failures_resolve_ignore_and_stats(run: Any) -> None:
     stats = {
         "total_failures": 5,

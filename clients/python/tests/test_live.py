@@ -240,6 +240,19 @@ def test_failures_of_one_cause_share_a_group_listed_by_its_id(client: Cairn) -> 
         client.failures.list(group_id="fgrp_" + "0" * 32).first_page()
 
 
+def test_a_groups_open_failures_are_resolved_together(client: Cairn) -> None:
+    wf = client.workflows.create(name="incident", workflow_type="custom").id
+    for n in range(3):
+        e = client.executions.create(workflow_id=wf)
+        client.executions.fail(e.id, error_type="LLM_ERROR", message=f"provider returned 503 after {n}s")
+    (group,) = list(client.failures.groups(status="open"))
+    assert (group.counts.open, group.fingerprint) == (3, "provider returned <n> after <n>s")
+    settled = client.failures.resolve_group(group.id)
+    assert (settled.settled, settled.remaining, settled.status) == (3, False, "resolved")
+    assert client.failures.group(group.id).counts.resolved == 3
+    assert list(client.failures.groups(status="open")) == []
+
+
 def test_keys_are_created_listed_revoked_and_the_last_live_one_stays(client: Cairn, key: str) -> None:
     first = client.keys.list()
     assert [(k.revoked_at, key.startswith(k.prefix)) for k in first] == [(None, True)]

@@ -49,6 +49,8 @@ CASES: list[tuple[type[BaseModel], dict[str, Any]]] = [
     (models.Failure, schema("FailureDetail")),
     (models.FailureStats, schema("FailureStats")),
     (models.FailureSettled, schema("FailureResolved")),  # resolved_at: not when ignored
+    (models.FailureGroup, schema("FailureGroup")),
+    (models.FailureGroupSettled, schema("FailureGroupSettled")),
     (models.ExecutionStats, schema("ExecutionStats")),
     (models.Usage, schema("BillingUsage")),
     (models.Balance, schema("Balance")),
@@ -78,6 +80,7 @@ CASES += [
     (models.ExecutionBucket, bucket_schema("ExecutionStats")),
     (models.StatusCounts, flatten({}, bucket_schema("ExecutionStats")["properties"]["by_status"])),
     (models.UsageBucket, bucket_schema("BillingUsage")),
+    (models.FailureGroupCounts, flatten({}, schema("FailureGroup")["properties"]["counts"])),
 ]
 
 

@@ -278,6 +278,23 @@ pub struct ListFailures {
     pub take: usize,
 }
 
+/// What a list of failure groups asks for ([`Runs::failure_groups`]).
+#[derive(Debug, Clone, Default)]
+pub struct ListGroups {
+    /// Only groups in this status (open: a failure of it is open).
+    pub status: Option<FailureStatus>,
+    /// Only this workflow's groups.
+    pub workflow: Option<shared::ids::WorkflowId>,
+    /// Only groups last seen after this instant.
+    pub seen_after: Option<DateTime<Utc>>,
+    /// Only groups first seen before this instant.
+    pub seen_before: Option<DateTime<Utc>>,
+    /// Groups skipped.
+    pub skip: usize,
+    /// Groups shown at most.
+    pub take: usize,
+}
+
 /// Days in the window of [`FailureStats::rate_last_30_days`] (today, UTC, and the 29
 /// before).
 pub const RATE_WINDOW_DAYS: i64 = 30;

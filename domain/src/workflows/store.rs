@@ -403,12 +403,12 @@ impl WorkflowStore {
         shared::dynamo::backfill(&self.client, self.table(), tenant, |item| {
             let text = |name: &str| item.get(name).and_then(|v| v.as_s().ok()).cloned();
             let (Some(owner), Some(id), Some(name)) = (text("tenant_id"), text("id"), text("name")) else {
-                return Ok(None);
+                return Ok(Vec::new());
             };
             if owner.contains('#') || item.contains_key("tenant_name") {
-                return Ok(None);
+                return Ok(Vec::new());
             }
-            Ok(Some(
+            Ok(vec![
                 self.client
                     .update_item()
                     .table_name(self.table())
@@ -419,7 +419,7 @@ impl WorkflowStore {
                     .expression_attribute_names("#name", "name")
                     .expression_attribute_values(":key", s(name_key(&owner, &name)))
                     .expression_attribute_values(":name", s(&name)),
-            ))
+            ])
         })
         .await
     }

@@ -5,7 +5,7 @@ import { API, api } from './api.js';
 import { FAILURE_STATUSES } from './constants.js';
 import { enc, h, hashFor, link, listQuery, setBusy } from './dom.js';
 import { fmtNumber, percentFormat } from './format.js';
-import { report } from './messages.js';
+import { confirmDialog, report } from './messages.js';
 import { navigate, rerender, section } from './router.js';
 import { backLink, badge, code, emptyState, field, jsonBlock, pageHeader, pager, statCard, statusFilter, tableWrap, timeEl } from './ui.js';
 
@@ -21,8 +21,35 @@ export async function pageFailures(ctx) {
   });
 
   const stats = h('div', { class: 'stats' });
+  const byCause = h('div', { class: 'results' });
   const results = h('div', { class: 'results' });
-  ctx.mount(pageHeader('Failures'), stats, form, results);
+  ctx.mount(pageHeader('Failures'), stats, form,
+    group ? null : h('section', { class: 'panel', 'aria-labelledby': 'groups-title' },
+      h('h2', { id: 'groups-title' }, 'By cause'),
+      h('p', { class: 'hint' }, 'Failures of one workflow with the same error type, agent and message (numbers, ids and quoted values aside) are one group.'),
+      byCause),
+    results);
+
+  const groupsLoad = group ? null : section(byCause, ctx, async () => {
+    const data = await api('GET', '/failures/groups', { query: { status, limit: 10 } });
+    const items = Array.isArray(data.items) ? data.items : [];
+    if (items.length === 0) return h('p', { class: 'muted' }, status ? `No ${status} failures.` : 'No failures recorded.');
+    const rows = items.map((g) => h('tr', { testid: 'group-row', 'data-id': g.id },
+      h('td', {}, h('strong', {}, g.error_type ?? ''), h('div', { class: 'sub message-cell' }, g.sample_message ?? ''),
+        h('div', { class: 'sub' }, code(g.fingerprint ?? ''))),
+      h('td', {}, badge(g.status, null, 'group-status')),
+      h('td', { class: 'num', testid: 'group-open' }, fmtNumber(g.counts?.open ?? 0)),
+      h('td', { class: 'num' }, fmtNumber(g.counts?.total ?? 0)),
+      h('td', {}, timeEl(g.last_seen)),
+      h('td', {}, link('/failures', 'Its failures', { href: hashFor('/failures', { group_id: g.id }), testid: 'group-failures' }))));
+    const table = h('table', { class: 'table', testid: 'groups-table' },
+      h('caption', { class: 'visually-hidden' }, 'Failure groups, the most recently seen first'),
+      h('thead', {}, h('tr', {}, ['Cause', 'Status', 'Open', 'Failures', 'Last seen', ''].map((t, i) =>
+        h('th', { scope: 'col', class: i === 2 || i === 3 ? 'num' : null }, t)))),
+      h('tbody', {}, rows));
+    const more = data.total > items.length ? h('p', { class: 'hint' }, `The ${items.length} most recently seen of ${fmtNumber(data.total)} groups.`) : null;
+    return [tableWrap(table, 'Failure groups table'), more].filter(Boolean);
+  });
 
   const statsLoad = section(stats, ctx, async () => {
     const s = await api('GET', '/failures/stats');
@@ -40,10 +67,7 @@ export async function pageFailures(ctx) {
   const listLoad = section(results, ctx, async () => {
     const data = await api('GET', '/failures', { query: { status, group_id: group, limit, offset: (page - 1) * limit } });
     const items = Array.isArray(data.items) ? data.items : [];
-    const groupNote = group && items.length
-      ? h('p', { class: 'hint', testid: 'failure-group' }, 'Failures of one cause: ', code(items[0].fingerprint ?? ''), ' · ',
-        link('/failures', 'show every failure', { href: hashFor('/failures', { status }) }))
-      : null;
+    const groupNote = group && items.length ? groupPanel(group, items[0], status) : null;
     if (items.length === 0) {
       if (status) {
         return emptyState(`No ${status} failures.`, h('p', {}, link('/failures', 'Show failures of any status'), '.'));
@@ -69,7 +93,41 @@ export async function pageFailures(ctx) {
       onPage: (n) => navigate(hashFor('/failures', { status, group_id: group, page: n === 1 ? '' : n })),
     })].filter(Boolean);
   });
-  await Promise.all([statsLoad, listLoad]);
+  await Promise.all([statsLoad, listLoad, groupsLoad]);
+}
+
+/** A group's header on its failures' list: what they share, and settle them all. */
+function groupPanel(group, sample, status) {
+  const settle = async (kind, button) => {
+    const verb = kind === 'resolve' ? 'Resolve' : 'Ignore';
+    const ok = await confirmDialog({
+      title: `${verb} every open failure of this group?`,
+      message: [`Each open failure of the group is ${kind}d as if one by one (each sends its webhook).`, `Cause: ${sample.fingerprint ?? ''}`],
+      ok: `${verb} all open`,
+    });
+    if (!ok) return;
+    const done = setBusy(button, kind === 'resolve' ? 'Resolving…' : 'Ignoring…');
+    try {
+      let settled = 0;
+      for (;;) {
+        const result = await api('POST', `/failures/groups/${enc(group)}/${kind}`);
+        settled += result?.settled ?? 0;
+        if (!result?.remaining) break;
+      }
+      rerender(`${settled} failure${settled === 1 ? '' : 's'} ${kind}d`);
+    } catch (error) {
+      if (button.isConnected) done();
+      report(error);
+    }
+  };
+  const resolveAll = h('button', { type: 'button', class: 'button button-primary', testid: 'group-resolve' }, 'Resolve all open');
+  const ignoreAll = h('button', { type: 'button', class: 'button', testid: 'group-ignore' }, 'Ignore all open');
+  resolveAll.addEventListener('click', () => settle('resolve', resolveAll));
+  ignoreAll.addEventListener('click', () => settle('ignore', ignoreAll));
+  return h('section', { class: 'panel', testid: 'failure-group' },
+    h('p', {}, 'Failures of one cause: ', code(sample.fingerprint ?? ''), ' · ',
+      link('/failures', 'show every failure', { href: hashFor('/failures', { status }) })),
+    h('div', { class: 'actions' }, resolveAll, ignoreAll));
 }
 
 export async function pageFailure(ctx) {

@@ -5,14 +5,14 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
-use domain::runs::ListFailures;
-use domain::runs::failures::model::{Failure, FailureStatus, Settlement};
+use domain::runs::failures::model::{Failure, FailureGroup, FailureStatus, Settlement};
+use domain::runs::{ListFailures, ListGroups};
 use serde::Serialize;
 use serde_json::{Map, Value};
 use shared::body::WireEnum;
 use shared::idempotency::{self, Answer};
 use shared::ids::PathId;
-use shared::ids::{FailureGroupId, FailureId};
+use shared::ids::{FailureGroupId, FailureId, WorkflowId};
 use shared::pagination::{OffsetBody, OffsetRequest};
 use shared::query::Query;
 use shared::{ApiError, TenantId};
@@ -196,4 +196,124 @@ async fn settle(state: &AppState, tenant: &TenantId, raw: &str, settlement: Sett
     let announce = |failure: &Failure| idempotency::announce(|| answer(failure));
     let settled = state.runs.settle_failure(tenant, &id, settlement, state.clock.as_ref(), &announce).await?;
     Ok(answer(&settled)?.into_response())
+}
+
+/// A failure group on the wire.
+#[derive(Debug, Serialize)]
+pub struct GroupBody {
+    id: String,
+    status: &'static str,
+    workflow_id: String,
+    error_type: String,
+    agent_name: Option<String>,
+    fingerprint: String,
+    sample_message: String,
+    counts: GroupCounts,
+    first_seen: String,
+    last_seen: String,
+}
+
+/// A group's failures by status.
+#[derive(Debug, Serialize)]
+struct GroupCounts {
+    total: u64,
+    open: u64,
+    resolved: u64,
+    ignored: u64,
+}
+
+impl From<FailureGroup> for GroupBody {
+    fn from(g: FailureGroup) -> Self {
+        let [open, resolved, ignored] = g.counts;
+        Self {
+            id: g.id.to_string(),
+            status: g.status().wire(),
+            workflow_id: g.workflow_id.to_string(),
+            counts: GroupCounts { total: open + resolved + ignored, open, resolved, ignored },
+            error_type: g.error_type,
+            agent_name: g.agent_name,
+            fingerprint: g.fingerprint,
+            sample_message: g.sample_message,
+            first_seen: shared::time::format(g.first_seen),
+            last_seen: shared::time::format(g.last_seen),
+        }
+    }
+}
+
+fn parse_group(raw: &str) -> Result<FailureGroupId, ApiError> {
+    FailureGroupId::parse(raw).ok_or_else(|| ApiError::not_found("failure group", raw))
+}
+
+/// `GET /failures/groups`
+pub async fn groups(
+    State(state): State<AppState>,
+    tenant: TenantId,
+    mut query: Query,
+) -> Result<Json<OffsetBody<GroupBody>>, ApiError> {
+    let status = query.one_of::<FailureStatus>("status");
+    let workflow = query.string("workflow_id");
+    let seen_after = query.timestamp("created_after");
+    let seen_before = query.timestamp("created_before");
+    let window = OffsetRequest::read(&mut query);
+    query.finish()?;
+    let workflow =
+        workflow.map(|raw| WorkflowId::parse(&raw).ok_or_else(|| ApiError::not_found("workflow", &raw))).transpose()?;
+    let list = ListGroups {
+        status,
+        workflow,
+        seen_after,
+        seen_before,
+        skip: window.offset as usize,
+        take: window.limit as usize,
+    };
+    let (items, total) = state.runs.failure_groups(&tenant, &list).await?;
+    Ok(Json(window.respond(items.into_iter().map(GroupBody::from).collect(), total)))
+}
+
+/// `GET /failures/groups/{group_id}`
+pub async fn group(
+    State(state): State<AppState>,
+    tenant: TenantId,
+    PathId(raw): PathId,
+) -> Result<Json<GroupBody>, ApiError> {
+    let id = parse_group(&raw)?;
+    Ok(Json(state.runs.failure_group(&tenant, &id).await?.into()))
+}
+
+/// The answer to settling a group.
+#[derive(Debug, Serialize)]
+pub struct GroupSettledBody {
+    #[serde(flatten)]
+    group: GroupBody,
+    settled: u64,
+    remaining: bool,
+}
+
+/// `POST /failures/groups/{group_id}/resolve`: every open failure of the group resolved.
+pub async fn resolve_group(
+    State(state): State<AppState>,
+    tenant: TenantId,
+    PathId(raw): PathId,
+) -> Result<Json<GroupSettledBody>, ApiError> {
+    settle_group(&state, &tenant, &raw, Settlement::Resolve).await
+}
+
+/// `POST /failures/groups/{group_id}/ignore`: every open failure of the group ignored.
+pub async fn ignore_group(
+    State(state): State<AppState>,
+    tenant: TenantId,
+    PathId(raw): PathId,
+) -> Result<Json<GroupSettledBody>, ApiError> {
+    settle_group(&state, &tenant, &raw, Settlement::Ignore).await
+}
+
+async fn settle_group(
+    state: &AppState,
+    tenant: &TenantId,
+    raw: &str,
+    settlement: Settlement,
+) -> Result<Json<GroupSettledBody>, ApiError> {
+    let id = parse_group(raw)?;
+    let done = state.runs.settle_group(tenant, &id, settlement, state.clock.as_ref()).await?;
+    Ok(Json(GroupSettledBody { group: done.group.into(), settled: done.settled, remaining: done.remaining }))
 }

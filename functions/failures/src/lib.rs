@@ -19,6 +19,10 @@ use shared::time::Clock;
 pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/api/v1/failures"),
     ("GET", "/api/v1/failures/stats"),
+    ("GET", "/api/v1/failures/groups"),
+    ("GET", "/api/v1/failures/groups/{group_id}"),
+    ("POST", "/api/v1/failures/groups/{group_id}/resolve"),
+    ("POST", "/api/v1/failures/groups/{group_id}/ignore"),
     ("GET", "/api/v1/failures/{failure_id}"),
     ("POST", "/api/v1/failures/{failure_id}/resolve"),
     ("POST", "/api/v1/failures/{failure_id}/ignore"),
@@ -38,9 +42,14 @@ pub fn app(client: Client, tables: Tables, clock: Arc<dyn Clock>) -> Router {
     let auth = AuthState::new(client.clone(), tables.clone());
     let state = AppState { runs: Runs::new(client, tables, shared::config::execution_cost_credits()), clock };
     let one = format!("{BASE_PATH}/failures/{{failure_id}}");
+    let group = format!("{BASE_PATH}/failures/groups/{{group_id}}");
     let routes = Router::new()
         .route(&format!("{BASE_PATH}/failures"), get(api::list))
         .route(&format!("{BASE_PATH}/failures/stats"), get(api::stats))
+        .route(&format!("{BASE_PATH}/failures/groups"), get(api::groups))
+        .route(&group, get(api::group))
+        .route(&format!("{group}/resolve"), post(api::resolve_group))
+        .route(&format!("{group}/ignore"), post(api::ignore_group))
         .route(&one, get(api::get))
         .route(&format!("{one}/resolve"), post(api::resolve))
         .route(&format!("{one}/ignore"), post(api::ignore))

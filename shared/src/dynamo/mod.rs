@@ -31,8 +31,8 @@ pub use client::{client, client_with_default_chain, config};
 pub use error::{Refusal, StoreError, built, classify};
 pub use item::{Item, b, item_size, n, s};
 pub use query::{
-    backfill, count, newest_first, newest_first_in, page_of, query_window, query_window_from, query_window_of,
-    resume_after,
+    Backfilled, backfill, count, newest_first, newest_first_in, page_of, query_window, query_window_from,
+    query_window_of, resume_after,
 };
 pub use read::{batch_get, batch_get_projected, get_batch, get_item, get_together};
 pub use retry::{Attempt, RACE_ATTEMPTS, RACE_BUDGET, retry_races};

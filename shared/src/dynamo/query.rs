@@ -227,31 +227,39 @@ pub async fn page_of(
     Ok((items.unwrap_or_default(), next.filter(|key| !key.is_empty())))
 }
 
+/// One conditional update of an operator's backfill ([`backfill`]).
+pub type Backfilled = aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
+
 /// An operator's backfill of `table` (the partition `tenant`, or the whole table): for
-/// each item, `update` gives the conditional update it needs, if any; each is sent, and
-/// one whose condition fails (the item changed since it was read, and its writer wrote
-/// what the backfill adds) is left. Returns how many items were changed. Safe while the
-/// service runs, and again.
+/// each item, `update` gives the conditional updates it needs (none: nothing to do). The
+/// first is the item's own: when its condition fails (the item changed since it was
+/// read, and its writer wrote what the backfill adds), the rest are not sent; the rest
+/// (items that go with it) are sent, each one whose condition fails left as it is.
+/// Returns how many items were changed. Safe while the service runs, and again.
 ///
 /// # Errors
 /// The calls' [`StoreError`]s, and `update`'s.
 pub async fn backfill<F>(client: &Client, table: &str, tenant: Option<&str>, mut update: F) -> Result<u64, StoreError>
 where
-    F: FnMut(
-        Item,
-    )
-        -> Result<Option<aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder>, StoreError>,
+    F: FnMut(Item) -> Result<Vec<Backfilled>, StoreError>,
 {
     let mut changed = 0;
     let mut start = None;
     loop {
         let (items, next) = page_of(client, table, tenant, None, start).await?;
         for item in items {
-            let Some(set) = update(item)? else { continue };
-            match set.send().await.map_err(classify) {
+            let mut updates = update(item)?.into_iter();
+            let Some(own) = updates.next() else { continue };
+            match own.send().await.map_err(classify) {
                 Ok(_) => changed += 1,
-                Err(StoreError::ConditionFailed { .. }) => {}
+                Err(StoreError::ConditionFailed { .. }) => continue,
                 Err(e) => return Err(e),
+            }
+            for other in updates {
+                match other.send().await.map_err(classify) {
+                    Ok(_) | Err(StoreError::ConditionFailed { .. }) => {}
+                    Err(e) => return Err(e),
+                }
             }
         }
         match next {

@@ -8,6 +8,7 @@ import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
+from . import _groups as group_specs
 from . import _specs as specs
 from . import errors, models
 from ._api import API, AsyncAPI
@@ -250,6 +251,10 @@ class Failures(_Sync):
     stats = _sync(specs.failures_stats)
     resolve = _sync(specs.failures_resolve)
     ignore = _sync(specs.failures_ignore)
+    groups = _sync_list(group_specs.failures_groups)
+    group = _sync(group_specs.failures_group)
+    resolve_group = _sync(group_specs.failures_resolve_group)
+    ignore_group = _sync(group_specs.failures_ignore_group)
 
 
 class AsyncFailures(_Async):
@@ -260,6 +265,10 @@ class AsyncFailures(_Async):
     stats = _async(specs.failures_stats)
     resolve = _async(specs.failures_resolve)
     ignore = _async(specs.failures_ignore)
+    groups = _async_list(group_specs.failures_groups)
+    group = _async(group_specs.failures_group)
+    resolve_group = _async(group_specs.failures_resolve_group)
+    ignore_group = _async(group_specs.failures_ignore_group)
 
 
 class Billing(_Sync):

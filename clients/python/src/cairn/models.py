@@ -191,6 +191,39 @@ class FailureSettled(Model):
     message: str
 
 
+class FailureGroupCounts(Model):
+    """A failure group's failures by status now."""
+
+    total: int
+    open: int
+    resolved: int
+    ignored: int
+
+
+class FailureGroup(Model):
+    """The failures of one cause: one workflow's, with the same error type, agent and
+    fingerprint (``status``: open while any is open, else resolved while any is)."""
+
+    id: str
+    status: FailureStatus
+    workflow_id: str
+    error_type: str
+    agent_name: str | None
+    fingerprint: str
+    sample_message: str
+    counts: FailureGroupCounts
+    first_seen: datetime
+    last_seen: datetime
+
+
+class FailureGroupSettled(FailureGroup):
+    """A group after resolve or ignore: ``settled`` by this call, ``remaining`` open
+    failures left (call again)."""
+
+    settled: int
+    remaining: bool
+
+
 class StatusCounts(Model):
     """Executions of a bucket by the status they have now."""
 

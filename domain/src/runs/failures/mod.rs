@@ -8,11 +8,11 @@ pub mod store;
 use chrono::TimeDelta;
 use shared::TenantId;
 use shared::dynamo::{Attempt, Part, Transaction, retry_races};
-use shared::ids::FailureId;
+use shared::ids::{FailureGroupId, FailureId};
 use shared::time::Clock;
 
-use self::model::{Failure, FailureStatus, Settlement, counter_name};
-use super::{BeforeCommit, FailureStats, ListFailures, RATE_WINDOW_DAYS, Runs};
+use self::model::{Failure, FailureGroup, FailureStatus, Settlement, counter_name};
+use super::{BeforeCommit, FailureStats, ListFailures, ListGroups, RATE_WINDOW_DAYS, Runs};
 use crate::Error;
 use crate::webhooks::{Event, EventType};
 
@@ -120,5 +120,106 @@ impl Runs {
             }
         })
         .await
+    }
+}
+
+/// The most failures one request settles for a group: each is its own transaction (and
+/// webhook), so a request stays short; the answer says whether any are left.
+pub const GROUP_SETTLE_MAX: usize = 100;
+
+/// What settling a group did.
+#[derive(Debug, Clone)]
+pub struct GroupSettled {
+    /// The group as it is now.
+    pub group: FailureGroup,
+    /// Failures this request settled.
+    pub settled: u64,
+    /// Whether open failures are left (send the request again).
+    pub remaining: bool,
+}
+
+impl Runs {
+    /// The tenant's failure groups that `list` asks for, the most recently seen first,
+    /// each with its counts, and how many match. Reads the tenant's groups (at most
+    /// [`store::GROUPS_READ_MAX`]); a status filter counts each group it keeps.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub async fn failure_groups(
+        &self,
+        tenant: &TenantId,
+        list: &ListGroups,
+    ) -> Result<(Vec<FailureGroup>, u64), Error> {
+        let mut groups = self.failures.groups(tenant).await?;
+        groups.retain(|g| {
+            list.workflow.as_ref().is_none_or(|w| g.workflow_id == *w)
+                && list.seen_after.is_none_or(|t| g.last_seen > t)
+                && list.seen_before.is_none_or(|t| g.first_seen < t)
+        });
+        groups.sort_by(|a, b| b.last_seen.cmp(&a.last_seen).then_with(|| b.id.as_str().cmp(a.id.as_str())));
+        let Some(status) = list.status else {
+            let total = groups.len() as u64;
+            let page: Vec<FailureGroup> = groups.into_iter().skip(list.skip).take(list.take).collect();
+            return Ok((self.count_groups(tenant, page).await?, total));
+        };
+        let counted = self.count_groups(tenant, groups).await?;
+        let matching: Vec<FailureGroup> = counted.into_iter().filter(|g| g.status() == status).collect();
+        let total = matching.len() as u64;
+        Ok((matching.into_iter().skip(list.skip).take(list.take).collect(), total))
+    }
+
+    /// `groups` with their counts, 16 groups at a time.
+    async fn count_groups(&self, tenant: &TenantId, groups: Vec<FailureGroup>) -> Result<Vec<FailureGroup>, Error> {
+        let mut counted = Vec::with_capacity(groups.len());
+        let mut rest = groups.into_iter().peekable();
+        while rest.peek().is_some() {
+            let batch = rest.by_ref().take(16).map(|g| self.failures.counted(tenant, g));
+            counted.extend(futures_util::future::try_join_all(batch).await?);
+        }
+        Ok(counted)
+    }
+
+    /// The tenant's failure group `id` with its counts.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`], storage errors.
+    pub async fn failure_group(&self, tenant: &TenantId, id: &FailureGroupId) -> Result<FailureGroup, Error> {
+        let group =
+            self.failures.group(tenant, id).await?.ok_or_else(|| Error::not_found("failure group", id.as_str()))?;
+        Ok(self.failures.counted(tenant, group).await?)
+    }
+
+    /// Settles the open failures of group `id` as a person decided (resolve or ignore),
+    /// each as [`Self::settle_failure`] settles one (its own transaction and webhook),
+    /// at most [`GROUP_SETTLE_MAX`] per call. A failure settled meanwhile is left as it
+    /// is.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] for a group the tenant does not have, storage errors.
+    pub async fn settle_group(
+        &self,
+        tenant: &TenantId,
+        id: &FailureGroupId,
+        settlement: Settlement,
+        clock: &dyn Clock,
+    ) -> Result<GroupSettled, Error> {
+        if self.failures.group(tenant, id).await?.is_none() {
+            return Err(Error::not_found("failure group", id.as_str()));
+        }
+        let open = self.failures.group_failures(tenant, id, FailureStatus::Open, GROUP_SETTLE_MAX + 1).await?;
+        let mut settled = 0;
+        for failure in open.iter().take(GROUP_SETTLE_MAX) {
+            // Whether this request changed it (not: found it settled already).
+            let changed = std::sync::atomic::AtomicBool::new(false);
+            let mark = |_: &Failure| changed.store(true, std::sync::atomic::Ordering::Relaxed);
+            match self.settle_failure(tenant, &failure.id, settlement, clock, &mark).await {
+                Ok(_) => settled += u64::from(changed.load(std::sync::atomic::Ordering::Relaxed)),
+                // Ignored or resolved since the list was read (ignoring needs it open).
+                Err(Error::InvalidState(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let group = self.failure_group(tenant, id).await?;
+        Ok(GroupSettled { remaining: open.len() > GROUP_SETTLE_MAX, group, settled })
     }
 }

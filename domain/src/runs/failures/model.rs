@@ -199,6 +199,43 @@ pub fn grouped(
     (fingerprint, group)
 }
 
+/// A group of failures of one cause: the failures of one workflow with the same error
+/// type, agent and fingerprint, with what it counts now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FailureGroup {
+    /// `fgrp_…`.
+    pub id: FailureGroupId,
+    /// The workflow its failures are of.
+    pub workflow_id: WorkflowId,
+    /// Their error type.
+    pub error_type: String,
+    /// Their agent, when the failures name one.
+    pub agent_name: Option<String>,
+    /// Their normalised message.
+    pub fingerprint: String,
+    /// The message of its first failure.
+    pub sample_message: String,
+    /// When its first failure was recorded.
+    pub first_seen: DateTime<Utc>,
+    /// When its last failure was recorded.
+    pub last_seen: DateTime<Utc>,
+    /// Its failures by status: open, resolved, ignored.
+    pub counts: [u64; 3],
+}
+
+impl FailureGroup {
+    /// Open while any failure of it is open; else resolved while any is resolved; else
+    /// ignored.
+    #[must_use]
+    pub fn status(&self) -> FailureStatus {
+        match self.counts {
+            [open, ..] if open > 0 => FailureStatus::Open,
+            [_, resolved, _] if resolved > 0 => FailureStatus::Resolved,
+            _ => FailureStatus::Ignored,
+        }
+    }
+}
+
 /// How a person settles a failure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Settlement {

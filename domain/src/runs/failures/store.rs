@@ -10,6 +10,7 @@
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::types::{TransactWriteItem, Update};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use shared::TenantId;
@@ -18,7 +19,9 @@ use shared::counters::{self, CounterChange};
 use shared::dynamo::{Part, StoreError, Table, Tables, Transaction, batch_get, newest_first_in, query_window_from, s};
 use shared::ids::{CommandId, ExecutionId, FailureGroupId, FailureId, WorkflowId, created_millis, id_range};
 
-use super::model::{CommandStatus, Failure, FailureStatus, RecoveryCommand, SPAN_FAMILY, counter_name, grouped};
+use super::model::{
+    CommandStatus, Failure, FailureGroup, FailureStatus, RecoveryCommand, SPAN_FAMILY, counter_name, grouped,
+};
 use crate::runs::ListFailures;
 use crate::runs::storage::{self, MAX_COUNTED, Source, merged_window, put_item, start_after, timed_total};
 
@@ -52,10 +55,106 @@ impl FailureStore {
     pub fn stage_create(&self, tx: &mut Transaction, tenant: &TenantId, f: &Failure) -> Result<(), StoreError> {
         let item = serde_dynamo::to_item(FailureRecord::new(tenant, f))?;
         tx.push(Part::Failure, put_item(self.table(), item, "attribute_not_exists(id)", None)?);
+        tx.push(Part::Failure, TransactWriteItem::builder().update(self.group_seen(tenant.as_str(), f)?).build());
         let mut change = CounterChange::between(&[], &f.counters());
         change.add(&counters::daily("failures", f.created_at.date_naive()), 1);
         tx.extend(Part::Counters, change.transact_items(&self.tables, tenant)?);
         Ok(())
+    }
+
+    /// The upsert of `f`'s group item (in the tenant's `#groups` partition): what the group
+    /// is, set by its first failure, and `last_seen` moved to `f`'s creation.
+    fn group_seen(&self, tenant: &str, f: &Failure) -> Result<Update, StoreError> {
+        let mut set = vec![
+            "workflow_id = if_not_exists(workflow_id, :workflow)",
+            "error_type = if_not_exists(error_type, :error_type)",
+            "fingerprint = if_not_exists(fingerprint, :fingerprint)",
+            "sample_message = if_not_exists(sample_message, :message)",
+            "first_seen = if_not_exists(first_seen, :at)",
+            "last_seen = :at",
+        ];
+        let agent = f.details.get("agent_name").and_then(Value::as_str);
+        if agent.is_some() {
+            set.push("agent_name = if_not_exists(agent_name, :agent)");
+        }
+        let mut update = Update::builder()
+            .table_name(self.table())
+            .key("tenant_id", s(groups_partition(tenant)))
+            .key("id", s(f.group_id.as_str()))
+            .update_expression(format!("SET {}", set.join(", ")))
+            .expression_attribute_values(":workflow", s(f.workflow_id.as_str()))
+            .expression_attribute_values(":error_type", s(&f.error_type))
+            .expression_attribute_values(":fingerprint", s(&f.fingerprint))
+            .expression_attribute_values(":message", s(&f.message))
+            .expression_attribute_values(":at", s(shared::time::format(f.created_at)));
+        if let Some(agent) = agent {
+            update = update.expression_attribute_values(":agent", s(agent));
+        }
+        update.build().map_err(|e| StoreError::Other(Box::new(e)))
+    }
+
+    /// The tenant's failure groups as recorded (at most [`GROUPS_READ_MAX`]), their
+    /// counts not read.
+    ///
+    /// # Errors
+    /// The reads' [`StoreError`]s.
+    pub async fn groups(&self, tenant: &TenantId) -> Result<Vec<FailureGroup>, StoreError> {
+        let query = shared::dynamo::newest_first(
+            &self.client,
+            self.table(),
+            None,
+            ("tenant_id", groups_partition(tenant.as_str())),
+        );
+        let items = query_window_from(query, "id", None, 0, GROUPS_READ_MAX, &[]).await?;
+        items.into_iter().map(|item| serde_dynamo::from_item::<_, GroupRecord>(item)?.into_group()).collect()
+    }
+
+    /// The tenant's failure group `id` as recorded, its counts not read.
+    ///
+    /// # Errors
+    /// The read's [`StoreError`].
+    pub async fn group(&self, tenant: &TenantId, id: &FailureGroupId) -> Result<Option<FailureGroup>, StoreError> {
+        let key = [("tenant_id", groups_partition(tenant.as_str())), ("id", id.to_string())];
+        let key: Vec<(&str, &str)> = key.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        match shared::dynamo::get_item(&self.client, self.table(), &key).await? {
+            Some(item) => Ok(Some(serde_dynamo::from_item::<_, GroupRecord>(item)?.into_group()?)),
+            None => Ok(None),
+        }
+    }
+
+    /// `group` with its failures counted by status from `by_group` (each up to
+    /// [`MAX_COUNTED`]).
+    ///
+    /// # Errors
+    /// The reads' [`StoreError`]s.
+    pub async fn counted(&self, tenant: &TenantId, mut group: FailureGroup) -> Result<FailureGroup, StoreError> {
+        let counts = FailureStatus::ALL.iter().map(|status| {
+            let key = ("tenant_group_status", group_key(tenant, &group.id, *status));
+            shared::dynamo::count(
+                shared::dynamo::newest_first(&self.client, self.table(), Some("by_group"), key),
+                MAX_COUNTED,
+            )
+        });
+        let found = futures_util::future::try_join_all(counts).await?;
+        group.counts = [found[0], found[1], found[2]];
+        Ok(group)
+    }
+
+    /// Up to `limit` of group `id`'s failures in `status`, newest first.
+    ///
+    /// # Errors
+    /// The reads' [`StoreError`]s.
+    pub async fn group_failures(
+        &self,
+        tenant: &TenantId,
+        id: &FailureGroupId,
+        status: FailureStatus,
+        limit: usize,
+    ) -> Result<Vec<Failure>, StoreError> {
+        let key = ("tenant_group_status", group_key(tenant, id, status));
+        let query = shared::dynamo::newest_first(&self.client, self.table(), Some("by_group"), key);
+        let items = query_window_from(query, "id", None, 0, limit, &[]).await?;
+        items.into_iter().map(|item| serde_dynamo::from_item::<_, FailureRecord>(item)?.into_failure()).collect()
     }
 
     /// Adds the change of a failure from `old` to `new` to `tx`, without its counter
@@ -208,8 +307,8 @@ impl FailureStore {
     }
 
     /// Gives every failure recorded before groups its fingerprint, group and `by_group`
-    /// entry (one scan of the table, or the failures of one tenant). Returns how many it
-    /// changed. Safe while the service runs, and again: a failure is changed only while
+    /// entry, and its group an item (one scan of the table, or the failures of one
+    /// tenant). Returns how many failures it changed. Safe while the service runs, and again: a failure is changed only while
     /// it still has the version read and no group.
     ///
     /// # Errors
@@ -218,24 +317,42 @@ impl FailureStore {
         // A failure changed since it was read was put whole, with its group.
         shared::dynamo::backfill(&self.client, self.table(), tenant, |item| {
             if item.contains_key("tenant_group_status") || !item.contains_key("tenant_status") {
-                return Ok(None);
+                return Ok(Vec::new());
             }
             let record: FailureRecord = serde_dynamo::from_item(item)?;
             let (owner, version) = (record.tenant_id.clone(), record.version);
             let failure = record.into_failure()?;
-            Ok(Some(
+            let own = self
+                .client
+                .update_item()
+                .table_name(self.table())
+                .key("tenant_id", s(&owner))
+                .key("id", s(failure.id.as_str()))
+                .update_expression("SET fingerprint = :f, group_id = :g, tenant_group_status = :k")
+                .condition_expression("version = :v AND attribute_not_exists(tenant_group_status)")
+                .expression_attribute_values(":f", s(&failure.fingerprint))
+                .expression_attribute_values(":g", s(failure.group_id.as_str()))
+                .expression_attribute_values(":k", s(group_key_of(&owner, &failure.group_id, failure.status)))
+                .expression_attribute_values(":v", shared::dynamo::n(version));
+            // Its group's item: what the group is (if new), then its first and last
+            // failure moved to this one's creation where it is earlier or later.
+            let group = self.group_seen(&owner, &failure)?;
+            let seen = shared::time::format(failure.created_at);
+            let of_group = |expression: &str| {
                 self.client
                     .update_item()
                     .table_name(self.table())
-                    .key("tenant_id", s(&owner))
-                    .key("id", s(failure.id.as_str()))
-                    .update_expression("SET fingerprint = :f, group_id = :g, tenant_group_status = :k")
-                    .condition_expression("version = :v AND attribute_not_exists(tenant_group_status)")
-                    .expression_attribute_values(":f", s(&failure.fingerprint))
-                    .expression_attribute_values(":g", s(failure.group_id.as_str()))
-                    .expression_attribute_values(":k", s(group_key_of(&owner, &failure.group_id, failure.status)))
-                    .expression_attribute_values(":v", shared::dynamo::n(version)),
-            ))
+                    .key("tenant_id", s(groups_partition(&owner)))
+                    .key("id", s(failure.group_id.as_str()))
+                    .update_expression(expression)
+                    .expression_attribute_values(":at", s(&seen))
+            };
+            let what = of_group(&group.update_expression().replace(", last_seen = :at", ""))
+                .set_expression_attribute_values(group.expression_attribute_values().cloned());
+            let first = of_group("SET first_seen = :at").condition_expression("first_seen > :at");
+            let last = of_group("SET last_seen = :at")
+                .condition_expression("attribute_not_exists(last_seen) OR last_seen < :at");
+            Ok(vec![own, what, first, last])
         })
         .await
     }
@@ -281,6 +398,47 @@ struct FailureRecord {
     group_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     tenant_group_status: Option<String>,
+}
+
+/// The most failure groups a list of them reads (a tenant's groups are its distinct
+/// causes of failure: beyond this, the list covers those it read).
+pub const GROUPS_READ_MAX: usize = 1_000;
+
+/// The partition of a tenant's failure group items.
+fn groups_partition(tenant: &str) -> String {
+    format!("{tenant}#groups")
+}
+
+/// A failure group's item.
+#[derive(Debug, Serialize, Deserialize)]
+struct GroupRecord {
+    id: String,
+    workflow_id: String,
+    error_type: String,
+    #[serde(default)]
+    agent_name: Option<String>,
+    fingerprint: String,
+    sample_message: String,
+    first_seen: String,
+    last_seen: String,
+}
+
+impl GroupRecord {
+    fn into_group(self) -> Result<FailureGroup, StoreError> {
+        let corrupt = |what: &str| StoreError::Corrupt(format!("failure group {}: {what}", self.id));
+        let time = |t: &str| shared::time::parse(t).map_err(|_| corrupt("timestamp"));
+        Ok(FailureGroup {
+            id: FailureGroupId::parse(&self.id).ok_or_else(|| corrupt("id"))?,
+            workflow_id: WorkflowId::parse(&self.workflow_id).ok_or_else(|| corrupt("workflow_id"))?,
+            first_seen: time(&self.first_seen)?,
+            last_seen: time(&self.last_seen)?,
+            error_type: self.error_type,
+            agent_name: self.agent_name,
+            fingerprint: self.fingerprint,
+            sample_message: self.sample_message,
+            counts: [0; 3],
+        })
+    }
 }
 
 /// A group's key in `by_group` for one status.

@@ -1,4 +1,4 @@
-"""``cairn failures``: list, investigate, resolve or ignore."""
+"""``cairn failures``: list, investigate, resolve or ignore, one by one or by group."""
 
 from __future__ import annotations
 
@@ -102,3 +102,83 @@ def failures_stats() -> None:
             "failure_rate_last_30_days",
         ],
     )
+
+
+# ---- groups: the failures of one cause ----
+
+
+@command(failures, "groups")
+@click.option("--status", type=click.Choice(FAILURE_STATUSES))
+@click.option("--workflow", "workflow_id", metavar="WORKFLOW_ID", help="Only this workflow's groups.")
+@click.option("--all", "follow", is_flag=True, help="Every page, not only the first.")
+def failures_groups(status: Any, workflow_id: str | None, follow: bool) -> None:
+    """Failure groups (the failures of one cause), the most recently seen first."""
+    pager = state().client().failures.groups(status=status, workflow_id=workflow_id)
+    show_list(
+        pager,
+        follow,
+        ["id", "status", "open", "total", "error_type", "last_seen", "fingerprint"],
+        lambda g: [
+            g.id,
+            g.status,
+            g.counts.open,
+            g.counts.total,
+            g.error_type,
+            when(g.last_seen),
+            g.fingerprint,
+        ],
+    )
+
+
+@failures.group("group")
+def failures_group() -> None:
+    """One failure group: show it, or resolve or ignore its open failures."""
+
+
+GROUP_FIELDS = [
+    "id",
+    "status",
+    "workflow_id",
+    "error_type",
+    "agent_name",
+    "fingerprint",
+    "sample_message",
+    "counts",
+    "first_seen",
+    "last_seen",
+]
+
+
+@command(failures_group, "show")
+@click.argument("group_id")
+def failures_group_show(group_id: str) -> None:
+    """A group: what its failures share and their counts by status."""
+    show(state().client().failures.group(group_id), GROUP_FIELDS)
+
+
+def settle_group(group_id: str, verb: str) -> None:
+    """Resolves or ignores the group's open failures, a hundred per request, until none
+    are left; prints how many."""
+    client = state().client()
+    act = client.failures.resolve_group if verb == "resolve" else client.failures.ignore_group
+    done = 0
+    while True:
+        g = act(group_id)
+        done += g.settled
+        if not g.remaining:
+            break
+    answer(g, f"{g.id}: {done} failure{'' if done == 1 else 's'} {verb}d; the group is {g.status}")
+
+
+@command(failures_group, "resolve")
+@click.argument("group_id")
+def failures_group_resolve(group_id: str) -> None:
+    """Resolves every open failure of the group."""
+    settle_group(group_id, "resolve")
+
+
+@command(failures_group, "ignore")
+@click.argument("group_id")
+def failures_group_ignore(group_id: str) -> None:
+    """Ignores every open failure of the group."""
+    settle_group(group_id, "ignore")
