@@ -183,6 +183,7 @@ impl Event {
             "workflow_id": failure.workflow_id,
             "error_type": failure.error_type,
             "status": failure.status.wire(),
+            "group_id": failure.group_id,
             "created_at": shared::time::format(failure.created_at),
         });
         Self::new(kind, at, data, Some(failure.workflow_id.to_string()))
@@ -288,4 +289,27 @@ pub fn stage(tx: &mut Transaction, tables: &Tables, tenant: &TenantId, events: &
 /// [`StoreError::Corrupt`] when it is not what [`stage`] writes.
 pub fn decode(encoded: &str) -> Result<Vec<Event>, StoreError> {
     serde_json::from_str(encoded).map_err(|e| StoreError::Corrupt(format!("outbox item: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shared::ids::{ExecutionId, WorkflowId};
+
+    #[test]
+    fn a_failure_event_names_the_failures_group() {
+        let now = Utc::now();
+        let failure = Failure::record(
+            ExecutionId::generate(),
+            WorkflowId::generate(),
+            "TOOL_ERROR".to_owned(),
+            "timed out after 30s".to_owned(),
+            serde_json::Map::new(),
+            now,
+        );
+        let event = Event::failure(EventType::FailureCreated, &failure, now);
+        let data = serde_json::to_value(&event).expect("json")["data"].clone();
+        assert_eq!(data["group_id"], failure.group_id.as_str());
+        assert_eq!(data["id"], failure.id.as_str());
+    }
 }
