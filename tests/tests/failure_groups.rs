@@ -10,6 +10,7 @@ both_paths!(
     failures_of_one_cause_share_a_group_and_are_listed_by_it,
     a_group_the_tenant_has_no_failure_in_is_404,
     groups_are_listed_counted_and_settled_together,
+    group_lists_refuse_invalid_queries,
 );
 
 async fn workflow(api: &Api, key: &str) -> String {
@@ -234,4 +235,24 @@ async fn a_large_group_is_settled_over_requests_each_saying_what_remains() {
         (json!(1), json!(false))
     );
     assert_eq!(second.body["counts"]["resolved"], limit + 1);
+}
+
+async fn group_lists_refuse_invalid_queries(api: Api, env: Env) {
+    let t = env.tenant().await;
+    for (query, field) in [
+        ("status=done", "status"),
+        ("limit=0", "limit"),
+        ("limit=201", "limit"),
+        ("offset=-1", "offset"),
+        ("created_after=yesterday", "created_after"),
+        ("created_before=2026-13-01T00:00:00Z", "created_before"),
+    ] {
+        let reply = api.get(&t.key, &format!("/failures/groups?{query}")).await;
+        reply.expect_problem(422, "validation_failed");
+        assert_eq!(reply.error_fields(), [field], "{query}");
+    }
+    api.get(&t.key, "/failures/groups?workflow_id=garbage").await.expect_problem(404, "not_found");
+    api.get(&t.key, "/failures?group_id=garbage&status=done").await.expect_problem(422, "validation_failed");
+    let empty = api.get(&t.key, "/failures/groups").await;
+    assert_eq!(empty.expect(200).body, json!({"items": [], "total": 0, "limit": 50, "offset": 0}));
 }

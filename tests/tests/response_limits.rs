@@ -24,6 +24,12 @@ fn heavy(chars: usize) -> String {
     ['"', '😀', '\\', '😀'].iter().cycle().take(chars).collect()
 }
 
+/// As [`heavy`], without quotes: as costly as text gets, and its fingerprint is as long
+/// as a fingerprint may be (no quoted value, number or id to shorten).
+fn heavy_unquoted(chars: usize) -> String {
+    ['\\', '😀'].iter().cycle().take(chars).collect()
+}
+
 /// Metadata as large as it may be: 16 KiB of compact JSON, escape-heavy.
 fn heavy_metadata() -> Value {
     let mut metadata = serde_json::Map::new();
@@ -149,11 +155,12 @@ async fn the_largest_executions_workflows_and_transactions_pages_and_items_fit()
     let value = json!({"v": "\"".repeat((256 * 1024 - 8) / 2)});
     let mut last = Value::Null;
     for wf in &workflows {
-        let start = json!({"workflow_id": wf, "key": heavy(256), "metadata": metadata, "input": value});
+        let start = json!({"workflow_id": wf, "key": heavy(256), "metadata": metadata, "input": value, "tags": heaviest_tags()});
         let e = api.post(&t.key, "/executions", &start).await.expect(201).body["id"].clone();
         let path = format!("/executions/{}/fail", e.as_str().expect("id"));
+        let message = heavy_unquoted(4096);
         let fail =
-            json!({"error_type": "AGENT_ERROR", "message": heavy(4096), "details": {"traceback": "\"".repeat(30_000)}});
+            json!({"error_type": "AGENT_ERROR", "message": message, "details": {"traceback": "\"".repeat(30_000)}});
         api.post(&t.key, &path, &fail).await.expect(200);
         last = e;
     }
@@ -172,7 +179,7 @@ async fn the_largest_executions_workflows_and_transactions_pages_and_items_fit()
     fits("GET /workflows/{id} with a 64 KiB definition", size);
     let (size, page) = payload(&apps.executions, &t.key, "/executions?page_size=100").await;
     assert_eq!(body_of(&page)["items"].as_array().map(Vec::len), Some(100));
-    fits("GET /executions?page_size=100, failed with 4096-character messages", size);
+    fits("GET /executions?page_size=100, failed with 4096-character messages and the heaviest tags", size);
     let (size, _) = payload(&apps.executions, &t.key, &format!("/executions/{last}")).await;
     fits("GET /executions/{id} with a 256 KiB input", size);
     let (size, page) = payload(&apps.billing, &t.key, "/billing/transactions?page_size=100").await;
@@ -180,7 +187,7 @@ async fn the_largest_executions_workflows_and_transactions_pages_and_items_fit()
     fits("GET /billing/transactions?page_size=100", size);
     let (size, page) = payload(&apps.failures, &t.key, "/failures?limit=200").await;
     assert_eq!(body_of(&page)["items"].as_array().map(Vec::len), Some(100));
-    fits("GET /failures?limit=200 (100 failures of 4096-character messages)", size);
+    fits("GET /failures?limit=200 (100 failures of 4096-character messages, 300-character fingerprints)", size);
     let failure = body_of(&page)["items"][0]["id"].as_str().expect("failure").to_owned();
     let (size, _) = payload(&apps.failures, &t.key, &format!("/failures/{failure}")).await;
     fits("GET /failures/{id} with its details", size);
@@ -205,10 +212,16 @@ async fn the_largest_checkpoint_and_failure_windows_fit() {
         let body = json!({"execution_id": e, "name": heavy(200), "key": key, "metadata": metadata, "state": {}});
         api.post(&t.key, "/checkpoints", &body).await.expect(201);
     }
-    for _ in 0..200 {
+    // 200 failures of 200 groups: messages that differ in a word, their fingerprints as
+    // long as may be, agent names far longer than a group keeps.
+    for i in 0..200_u32 {
         let start = api.post(&t.key, "/executions", &json!({"workflow_id": wf})).await;
         let id = start.expect(201).body["id"].as_str().expect("id").to_owned();
-        let fail = json!({"error_type": "AGENT_ERROR", "message": heavy(4096)});
+        let word: String =
+            [i / 26, i % 26].iter().map(|d| char::from(b'a' + u8::try_from(*d).expect("letter"))).collect();
+        let message = format!("{word} {}", heavy_unquoted(4093));
+        let details = json!({"agent_name": heavy(20_000)});
+        let fail = json!({"error_type": format!("E{}", "_".repeat(63)), "message": message, "details": details});
         api.post(&t.key, &format!("/executions/{id}/fail"), &fail).await.expect(200);
     }
     let apps = apps(&env);
@@ -230,6 +243,16 @@ async fn the_largest_checkpoint_and_failure_windows_fit() {
     let (size, page) = payload(&apps.failures, &t.key, "/failures?limit=200").await;
     assert_eq!(body_of(&page)["items"].as_array().map(Vec::len), Some(200));
     fits("GET /failures?limit=200, 4096-character messages", size);
+    let (size, page) = payload(&apps.failures, &t.key, "/failures/groups?limit=200").await;
+    let groups = body_of(&page)["items"].as_array().cloned().expect("items");
+    assert_eq!(groups.len(), 200);
+    let agent = groups[0]["agent_name"].as_str().expect("agent").chars().count();
+    assert_eq!(
+        agent,
+        domain::runs::failures::fingerprint::AGENT_NAME_MAX,
+        "a group keeps the agent's first characters"
+    );
+    fits("GET /failures/groups?limit=200, 4096-character samples, the longest fingerprints and agents", size);
 }
 
 /// The size of the API Gateway event carrying `body` (as text, or as base64 when

@@ -10,6 +10,9 @@ use shared::ids::{FailureGroupId, WorkflowId};
 /// The longest normalised message kept, in characters (the rest does not tell groups
 /// apart in practice, and a fingerprint stays small).
 pub const FINGERPRINT_MAX: usize = 300;
+/// The longest agent name a group keeps (its first characters): `details` may hold any
+/// text, and a page of groups must fit Lambda's answer.
+pub const AGENT_NAME_MAX: usize = 200;
 /// The longest quoted value replaced by `<q>` (a longer "quote" is likely prose).
 const QUOTE_MAX: usize = 200;
 
@@ -102,6 +105,13 @@ fn token_shape(token: &str) -> String {
         return shaped;
     }
     token.to_owned()
+}
+
+/// The agent a failure's `details` name (`agent_name`, when a string), at most
+/// [`AGENT_NAME_MAX`] characters.
+#[must_use]
+pub fn agent_of(details: &serde_json::Map<String, serde_json::Value>) -> Option<String> {
+    details.get("agent_name").and_then(serde_json::Value::as_str).map(|a| a.chars().take(AGENT_NAME_MAX).collect())
 }
 
 /// The group of failures of `workflow` with this error type, agent (if known) and

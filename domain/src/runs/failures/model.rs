@@ -185,7 +185,7 @@ impl Failure {
 }
 
 /// The fingerprint and group of a failure of `workflow` with this error, message and
-/// details (`agent_name`, when a string, names its agent).
+/// details (`agent_name`, when a string, names its agent: [`super::fingerprint::agent_of`]).
 #[must_use]
 pub fn grouped(
     workflow: &WorkflowId,
@@ -194,8 +194,8 @@ pub fn grouped(
     details: &Map<String, Value>,
 ) -> (String, FailureGroupId) {
     let fingerprint = super::fingerprint::normalize(message);
-    let agent = details.get("agent_name").and_then(Value::as_str);
-    let group = super::fingerprint::group_of(workflow, error_type, agent, &fingerprint);
+    let agent = super::fingerprint::agent_of(details);
+    let group = super::fingerprint::group_of(workflow, error_type, agent.as_deref(), &fingerprint);
     (fingerprint, group)
 }
 

@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::types::{TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use shared::TenantId;
@@ -65,32 +65,15 @@ impl FailureStore {
     /// The upsert of `f`'s group item (in the tenant's `#groups` partition): what the group
     /// is, set by its first failure, and `last_seen` moved to `f`'s creation.
     fn group_seen(&self, tenant: &str, f: &Failure) -> Result<Update, StoreError> {
-        let mut set = vec![
-            "workflow_id = if_not_exists(workflow_id, :workflow)",
-            "error_type = if_not_exists(error_type, :error_type)",
-            "fingerprint = if_not_exists(fingerprint, :fingerprint)",
-            "sample_message = if_not_exists(sample_message, :message)",
-            "first_seen = if_not_exists(first_seen, :at)",
-            "last_seen = :at",
-        ];
-        let agent = f.details.get("agent_name").and_then(Value::as_str);
-        if agent.is_some() {
-            set.push("agent_name = if_not_exists(agent_name, :agent)");
-        }
-        let mut update = Update::builder()
+        let (what, values) = group_identity(f);
+        Update::builder()
             .table_name(self.table())
             .key("tenant_id", s(groups_partition(tenant)))
             .key("id", s(f.group_id.as_str()))
-            .update_expression(format!("SET {}", set.join(", ")))
-            .expression_attribute_values(":workflow", s(f.workflow_id.as_str()))
-            .expression_attribute_values(":error_type", s(&f.error_type))
-            .expression_attribute_values(":fingerprint", s(&f.fingerprint))
-            .expression_attribute_values(":message", s(&f.message))
-            .expression_attribute_values(":at", s(shared::time::format(f.created_at)));
-        if let Some(agent) = agent {
-            update = update.expression_attribute_values(":agent", s(agent));
-        }
-        update.build().map_err(|e| StoreError::Other(Box::new(e)))
+            .update_expression(format!("{what}, last_seen = :at"))
+            .set_expression_attribute_values(Some(values))
+            .build()
+            .map_err(|e| StoreError::Other(Box::new(e)))
     }
 
     /// The tenant's failure groups as recorded (at most [`GROUPS_READ_MAX`]), their
@@ -114,8 +97,8 @@ impl FailureStore {
     /// # Errors
     /// The read's [`StoreError`].
     pub async fn group(&self, tenant: &TenantId, id: &FailureGroupId) -> Result<Option<FailureGroup>, StoreError> {
-        let key = [("tenant_id", groups_partition(tenant.as_str())), ("id", id.to_string())];
-        let key: Vec<(&str, &str)> = key.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let partition = groups_partition(tenant.as_str());
+        let key = [("tenant_id", partition.as_str()), ("id", id.as_str())];
         match shared::dynamo::get_item(&self.client, self.table(), &key).await? {
             Some(item) => Ok(Some(serde_dynamo::from_item::<_, GroupRecord>(item)?.into_group()?)),
             None => Ok(None),
@@ -336,7 +319,7 @@ impl FailureStore {
                 .expression_attribute_values(":v", shared::dynamo::n(version));
             // Its group's item: what the group is (if new), then its first and last
             // failure moved to this one's creation where it is earlier or later.
-            let group = self.group_seen(&owner, &failure)?;
+            let (identity, values) = group_identity(&failure);
             let seen = shared::time::format(failure.created_at);
             let of_group = |expression: &str| {
                 self.client
@@ -347,8 +330,7 @@ impl FailureStore {
                     .update_expression(expression)
                     .expression_attribute_values(":at", s(&seen))
             };
-            let what = of_group(&group.update_expression().replace(", last_seen = :at", ""))
-                .set_expression_attribute_values(group.expression_attribute_values().cloned());
+            let what = of_group(&identity).set_expression_attribute_values(Some(values));
             let first = of_group("SET first_seen = :at").condition_expression("first_seen > :at");
             let last = of_group("SET last_seen = :at")
                 .condition_expression("attribute_not_exists(last_seen) OR last_seen < :at");
@@ -398,6 +380,30 @@ struct FailureRecord {
     group_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     tenant_group_status: Option<String>,
+}
+
+/// What failure `f`'s group is, set by its first failure (`SET …` each `if_not_exists`,
+/// `first_seen` too), and the values it names (`:at` is `f`'s creation).
+fn group_identity(f: &Failure) -> (String, HashMap<String, AttributeValue>) {
+    let mut set = vec![
+        "workflow_id = if_not_exists(workflow_id, :workflow)",
+        "error_type = if_not_exists(error_type, :error_type)",
+        "fingerprint = if_not_exists(fingerprint, :fingerprint)",
+        "sample_message = if_not_exists(sample_message, :message)",
+        "first_seen = if_not_exists(first_seen, :at)",
+    ];
+    let mut values = HashMap::from([
+        (":workflow".to_owned(), s(f.workflow_id.as_str())),
+        (":error_type".to_owned(), s(&f.error_type)),
+        (":fingerprint".to_owned(), s(&f.fingerprint)),
+        (":message".to_owned(), s(&f.message)),
+        (":at".to_owned(), s(shared::time::format(f.created_at))),
+    ]);
+    if let Some(agent) = super::fingerprint::agent_of(&f.details) {
+        set.push("agent_name = if_not_exists(agent_name, :agent)");
+        values.insert(":agent".to_owned(), s(agent));
+    }
+    (format!("SET {}", set.join(", ")), values)
 }
 
 /// The most failure groups a list of them reads (a tenant's groups are its distinct
