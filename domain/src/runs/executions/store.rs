@@ -467,9 +467,13 @@ impl ExecutionStore {
         let (partitions, others, tag_total) = if list.tags.is_empty() {
             (storage::tenant_partitions(tenant).collect::<Vec<_>>(), Vec::new(), None)
         } else {
-            let names: Vec<String> = list.tags.iter().map(|(k, v)| tag_counter_name(k, v, None)).collect();
-            let counts = counters::read_many(&self.client, &self.tables, tenant, &names).await?;
-            let (rarest, _) = counts.iter().enumerate().min_by_key(|(_, n)| **n).unwrap_or((0, &0));
+            let rarest = if list.tags.len() == 1 {
+                0
+            } else {
+                let names: Vec<String> = list.tags.iter().map(|(k, v)| tag_counter_name(k, v, None)).collect();
+                let counts = counters::read_many(&self.client, &self.tables, tenant, &names).await?;
+                counts.iter().enumerate().min_by_key(|(_, n)| **n).map_or(0, |(i, _)| i)
+            };
             let (k, v) = &list.tags[rarest];
             let partitions = (0..storage::SHARDS).map(|shard| tags::partition(tenant, shard, k, v)).collect();
             let mut others = list.tags.clone();

@@ -203,9 +203,8 @@ impl Runs {
         settlement: Settlement,
         clock: &dyn Clock,
     ) -> Result<GroupSettled, Error> {
-        if self.failures.group(tenant, id).await?.is_none() {
-            return Err(Error::not_found("failure group", id.as_str()));
-        }
+        let group =
+            self.failures.group(tenant, id).await?.ok_or_else(|| Error::not_found("failure group", id.as_str()))?;
         let open = self.failures.group_failures(tenant, id, FailureStatus::Open, GROUP_SETTLE_MAX + 1).await?;
         let mut settled = 0;
         for failure in open.iter().take(GROUP_SETTLE_MAX) {
@@ -219,7 +218,7 @@ impl Runs {
                 Err(e) => return Err(e),
             }
         }
-        let group = self.failure_group(tenant, id).await?;
+        let group = self.failures.counted(tenant, group).await?;
         Ok(GroupSettled { remaining: open.len() > GROUP_SETTLE_MAX, group, settled })
     }
 }
