@@ -14,6 +14,14 @@ pub enum Error {
         /// The id as given.
         id: String,
     },
+    /// A field of the request asks for what cannot be done (422 naming the field).
+    #[error("{field}: {message}")]
+    Invalid {
+        /// The field, as the client named it.
+        field: &'static str,
+        /// Why.
+        message: String,
+    },
     /// The rules do not allow it from the current state; says why and what to do.
     #[error("{0}")]
     InvalidState(String),
@@ -48,6 +56,7 @@ impl From<Error> for ApiError {
     fn from(error: Error) -> Self {
         match error {
             Error::NotFound { kind, id } => Self::NotFound { kind, id },
+            Error::Invalid { field, message } => Self::field(field, message),
             Error::InvalidState(detail) => Self::InvalidState(detail),
             Error::VersionMismatch { current } => Self::VersionMismatch { current },
             Error::InsufficientCredits(detail) => Self::InsufficientCredits(detail),

@@ -179,7 +179,8 @@ async fn require_api_key(State(auth): State<AuthState>, mut request: Request, ne
             Ok(()) => ApiError::RateLimited { retry_after }.into_response(),
         },
         // (The edge's gate refuses for the key and the limit only.)
-        crate::gate::Outcome::Open | crate::gate::Outcome::Refused(crate::gate::Refusal::IdempotencyHeld) => {
+        crate::gate::Outcome::Open
+        | crate::gate::Outcome::Refused(crate::gate::Refusal::IdempotencyHeld | crate::gate::Refusal::Marked) => {
             match (verified, standing) {
                 (Err(error), _) => {
                     auth.known.forget(&hash);

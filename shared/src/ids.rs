@@ -132,6 +132,11 @@ id_type!(
     "fgrp"
 );
 id_type!(
+    /// A bulk job: one action on every execution a filter matches (`bulk_…`).
+    BulkJobId,
+    "bulk"
+);
+id_type!(
     /// A recovery command (`cmd_…`).
     CommandId,
     "cmd"

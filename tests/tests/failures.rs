@@ -57,7 +57,8 @@ async fn a_failed_execution_is_listed_with_details_and_a_pending_retry(api: Api,
         (json!("AGENT_ERROR"), json!("the writer crashed"))
     );
     assert_eq!((item["status"].clone(), item["resolved_at"].clone()), (json!("open"), Value::Null));
-    assert_eq!(item.as_object().map(serde_json::Map::len), Some(10), "exactly the list item's fields: {item}");
+    assert_eq!(item["resolved_by"], Value::Null);
+    assert_eq!(item.as_object().map(serde_json::Map::len), Some(11), "exactly the list item's fields: {item}");
     assert!(item["group_id"].as_str().is_some_and(|g| g.starts_with("fgrp_")));
     assert_eq!(item["fingerprint"], "the writer crashed");
     let detail = api.get(&t.key, &format!("/failures/{f}")).await;
@@ -72,6 +73,7 @@ async fn a_failed_execution_is_listed_with_details_and_a_pending_retry(api: Api,
         "status",
         "created_at",
         "resolved_at",
+        "resolved_by",
         "group_id",
         "fingerprint",
     ] {
@@ -101,6 +103,7 @@ async fn resolve_is_idempotent_and_cancels_pending_commands(api: Api, env: Env) 
     let detail = api.get(&t.key, &format!("/failures/{f}")).await;
     assert_eq!(detail.body["status"], "resolved");
     assert_eq!(detail.body["resolved_at"], at.as_str());
+    assert_eq!(detail.body["resolved_by"], "request");
     assert_eq!(detail.body["recovery_commands"][0]["status"], "cancelled");
     let refused = api.post(&t.key, &format!("/failures/{f}/ignore"), &json!({})).await;
     refused.expect_problem(409, "invalid_state");

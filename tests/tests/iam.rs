@@ -47,6 +47,13 @@ async fn drive_every_route(api: &Api, key: &str, tenant: &str) {
     api.get(key, "/executions?status=running").await.expect(200);
     api.get(key, "/executions/stats?bucket=hour").await.expect(200);
     api.get(key, &format!("/executions/{e1}")).await.expect(200);
+    let bulk = json!({"action": "cancel", "filter": {"workflow_id": wf, "status": "paused"}, "dry_run": true});
+    api.post(key, "/executions/bulk", &bulk).await.expect(200);
+    let bulk = json!({"action": "cancel", "filter": {"workflow_id": wf, "status": "paused"}});
+    let job = id(api.post(key, "/executions/bulk", &bulk).await.expect(202));
+    api.get(key, &format!("/executions/bulk/{job}")).await.expect(200);
+    api.get(key, "/executions/bulk").await.expect(200);
+    api.post(key, &format!("/executions/bulk/{job}/cancel"), &json!({})).await.expect(200);
 
     let cp = |n: u32, state: Value| json!({"execution_id": e1, "name": format!("c{n}"), "state": state});
     let c1 = id(api.post(key, "/checkpoints", &cp(1, json!({"n": 1}))).await.expect(201));
@@ -68,6 +75,11 @@ async fn drive_every_route(api: &Api, key: &str, tenant: &str) {
     api.post(key, &format!("/executions/{e1}/replay"), &json!({})).await.expect(200);
     let fail = json!({"error_type": "AGENT_ERROR", "message": "m"});
     api.post(key, &format!("/executions/{e1}/fail"), &fail).await.expect(200);
+    let failed = api.get(key, "/failures?status=open").await;
+    let group = failed.body["items"][0]["group_id"].clone();
+    let by_group =
+        json!({"action": "replay", "filter": {"failure_group": group, "error_type": "AGENT_ERROR"}, "dry_run": true});
+    api.post(key, "/executions/bulk", &by_group).await.expect(200);
     api.post(key, &format!("/executions/{e1}/replay"), &json!({"checkpoint_id": c1})).await.expect(200);
     api.post(key, &format!("/executions/{e1}/complete"), &json!({"output": {"ok": true}})).await.expect(200);
     // Keys: an idempotent start and checkpoint, lookups, and a deletion with everything.

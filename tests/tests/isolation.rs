@@ -20,6 +20,7 @@ struct Owned {
     failure: String,
     group: String,
     endpoint: String,
+    bulk: String,
 }
 
 const FAIL: &str = r#"{"error_type":"AGENT_ERROR","message":"it broke"}"#;
@@ -32,6 +33,7 @@ const NO_IDS: &[(&str, &str)] = &[
     ("GET", "/api/v1/failures/stats"),
     ("GET", "/api/v1/failures/groups"),
     ("GET", "/api/v1/executions/stats"),
+    ("GET", "/api/v1/executions/bulk"),
     ("GET", "/api/v1/keys"),
     ("POST", "/api/v1/keys"),
     ("GET", "/api/v1/webhook-endpoints"),
@@ -59,7 +61,12 @@ async fn own(api: &Api, key: &str) -> Owned {
     // An endpoint no event of this test goes to (no delivery changes it meanwhile).
     let hook = json!({"url": "http://127.0.0.1:9/hook", "event_types": ["failure.ignored"], "workflow_id": workflow});
     let endpoint = id_of(api.post(key, "/webhook-endpoints", &hook).await.expect(201));
-    Owned { key: key_id, workflow, running, checkpoint, failed, failure, group, endpoint }
+    // A bulk job, ended (cancelled, or completed first: it matches nothing), so that no
+    // round changes it meanwhile.
+    let job = json!({"action": "cancel", "filter": {"workflow_id": workflow, "status": "paused"}});
+    let bulk = id_of(api.post(key, "/executions/bulk", &job).await.expect(202));
+    api.post(key, &format!("/executions/bulk/{bulk}/cancel"), &json!({})).await.expect(200);
+    Owned { key: key_id, workflow, running, checkpoint, failed, failure, group, endpoint, bulk }
 }
 
 /// Everything the owner can see.
@@ -73,6 +80,8 @@ async fn snapshot(api: &Api, key: &str, o: &Owned) -> Vec<Value> {
         format!("/checkpoints?execution_id={}", o.running),
         format!("/failures/{}", o.failure),
         format!("/failures/groups/{}", o.group),
+        format!("/executions/bulk/{}", o.bulk),
+        "/executions/bulk".to_owned(),
         "/executions".to_owned(),
         "/failures/stats".to_owned(),
         "/billing/balance".to_owned(),
@@ -97,6 +106,7 @@ fn requests(method: &str, path: &str, o: &Owned) -> Option<Vec<(String, Value)>>
             .replace("{checkpoint_id}", &o.checkpoint)
             .replace("{failure_id}", &o.failure)
             .replace("{group_id}", &o.group)
+            .replace("{bulk_id}", &o.bulk)
             .replace("{key_id}", &o.key)
             .replace("{endpoint_id}", &o.endpoint)
             .replace("{delivery_id}", &format!("wd_{}", o.endpoint.trim_start_matches("we_")));
@@ -121,6 +131,16 @@ fn requests(method: &str, path: &str, o: &Owned) -> Option<Vec<(String, Value)>>
         ("GET", "/api/v1/checkpoints") => Some(vec![(format!("{path}?execution_id={}", o.running), Value::Null)]),
         ("GET", "/api/v1/failures") => Some(vec![(format!("{path}?group_id={}", o.group), Value::Null)]),
         ("POST", "/api/v1/executions") => Some(vec![(path.to_owned(), json!({"workflow_id": o.workflow}))]),
+        ("POST", "/api/v1/executions/bulk") => Some(
+            [json!({"workflow_id": o.workflow}), json!({"failure_group": o.group})]
+                .into_iter()
+                .flat_map(|filter| {
+                    [true, false].map(|dry_run| {
+                        (path.to_owned(), json!({"action": "replay", "filter": filter.clone(), "dry_run": dry_run}))
+                    })
+                })
+                .collect(),
+        ),
         ("POST", "/api/v1/webhook-endpoints") => {
             Some(vec![(path.to_owned(), json!({"url": "https://example.com/", "workflow_id": o.workflow}))])
         }
@@ -174,10 +194,20 @@ async fn another_tenants_ids_are_404_on_every_route_and_change_nothing(api: Api,
     assert_eq!(snapshot(&api, &owner.key, &o).await, before, "the owner's data is unchanged");
 
     // The intruder's own lists show none of the owner's ids.
-    let lists = ["/workflows", "/executions", "/failures", "/failures/groups", "/billing/transactions", "/keys"];
+    let lists = [
+        "/workflows",
+        "/executions",
+        "/executions/bulk",
+        "/failures",
+        "/failures/groups",
+        "/billing/transactions",
+        "/keys",
+    ];
     for path in lists.into_iter().chain(["/webhook-endpoints"]) {
         let text = api.get(&intruder.key, path).await.expect(200).body.to_string();
-        for id in [&o.workflow, &o.running, &o.failed, &o.failure, &o.group, &o.checkpoint, &o.key, &o.endpoint] {
+        for id in
+            [&o.workflow, &o.running, &o.failed, &o.failure, &o.group, &o.checkpoint, &o.key, &o.endpoint, &o.bulk]
+        {
             assert!(!text.contains(id.as_str()), "{path} leaks {id}");
         }
     }

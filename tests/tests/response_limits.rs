@@ -54,18 +54,31 @@ fn heavy_metadata() -> Value {
 
 /// The Lambda payload of `GET path` answered by `app`, as the runtime sends it.
 async fn payload(app: &axum::Router, key: &str, path: &str) -> (usize, ApiGatewayV2httpResponse) {
+    answered(app, key, "GET", path, None, 200).await
+}
+
+/// The Lambda response payload of `method path` with `body`, which must answer `status`.
+async fn answered(
+    app: &axum::Router,
+    key: &str,
+    method: &str,
+    path: &str,
+    body: Option<&Value>,
+    status: i64,
+) -> (usize, ApiGatewayV2httpResponse) {
     let (raw_path, query) = path.split_once('?').unwrap_or((path, ""));
+    let body = body.map_or_else(|| "null".to_owned(), |b| serde_json::to_string(&b.to_string()).expect("text"));
     let text = EVENT
-        .replace("{{METHOD}}", "GET")
+        .replace("{{METHOD}}", method)
         .replace("{{ROUTE}}", raw_path)
         .replace("{{PATH}}", &format!("/api/v1{raw_path}"))
         .replace("{{QUERY}}", query)
         .replace("{{API_KEY}}", key)
-        .replace("\"{{BODY}}\"", "null");
+        .replace("\"{{BODY}}\"", &body);
     let request: lambda_http::request::LambdaRequest = serde_json::from_str(&text).expect("event");
     let event = lambda_http::LambdaEvent::new(request, lambda_http::Context::default());
     let response = shared::lambda::invoke(app.clone(), event).await;
-    assert_eq!(response.status_code, 200, "GET {path}: {:?}", response.body);
+    assert_eq!(response.status_code, status, "{method} {path}: {:?}", response.body);
     (serde_json::to_vec(&response).expect("payload").len(), response)
 }
 
@@ -182,6 +195,25 @@ async fn the_largest_executions_workflows_and_transactions_pages_and_items_fit()
     fits("GET /executions?page_size=100, failed with 4096-character messages and the heaviest tags", size);
     let (size, _) = payload(&apps.executions, &t.key, &format!("/executions/{last}")).await;
     fits("GET /executions/{id} with a 256 KiB input", size);
+    // A dry run shows 20 of them; a page of 100 bulk jobs, each with the heaviest filter.
+    let dry = json!({"action": "replay", "filter": {"status": "failed"}, "dry_run": true});
+    let (size, answer) = answered(&apps.executions, &t.key, "POST", "/executions/bulk", Some(&dry), 200).await;
+    assert_eq!(body_of(&answer)["executions"].as_array().map(Vec::len), Some(20));
+    fits("POST /executions/bulk with dry_run: 20 of the largest executions", size);
+    let tags: Vec<String> = heaviest_tags()
+        .as_object()
+        .expect("tags")
+        .iter()
+        .map(|(k, v)| format!("{k}:{}", v.as_str().expect("value")))
+        .collect();
+    let job =
+        json!({"action": "cancel", "filter": {"status": "paused", "tag": tags, "error_type": heavy_unquoted(255)}});
+    for _ in 0..100 {
+        api.post(&t.key, "/executions/bulk", &job).await.expect(202);
+    }
+    let (size, page) = payload(&apps.executions, &t.key, "/executions/bulk?page_size=100").await;
+    assert_eq!(body_of(&page)["items"].as_array().map(Vec::len), Some(100));
+    fits("GET /executions/bulk?page_size=100, each job's filter with 16 of the longest tags", size);
     let (size, page) = payload(&apps.billing, &t.key, "/billing/transactions?page_size=100").await;
     assert_eq!(body_of(&page)["items"].as_array().map(Vec::len), Some(100));
     fits("GET /billing/transactions?page_size=100", size);

@@ -293,6 +293,7 @@ class FakeCairn:
                     "status": "open",
                     "created_at": NOW,
                     "resolved_at": None,
+                    "resolved_by": None,
                     "group_id": "fgrp_" + "0" * 32,
                     "fingerprint": message,
                     "details": body.get("details", {}),

@@ -143,6 +143,7 @@ def failure(**fields: Any) -> dict[str, Any]:
         "status": "open",
         "created_at": T,
         "resolved_at": None,
+        "resolved_by": None,
         "group_id": "fgrp_" + "a" * 32,
         "fingerprint": "bad tool call",
         "details": {
@@ -441,7 +442,7 @@ def group_body(**fields: Any) -> dict[str, Any]:
         "fingerprint": "timed out after <n>s",
         "sample_message": "timed out after 30s",
     }
-    body |= {"counts": counts, "first_seen": T, "last_seen": T}
+    body |= {"counts": counts, "resolved_by": None, "first_seen": T, "last_seen": T}
     return {**body, **fields}
 
 

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -124,3 +125,45 @@ def test_executions_stats_draws_a_chart_and_billing_usage_answers_json(client: C
 
     refused = cli(key, "executions", "stats", "--after", "yesterday")
     assert (refused.returncode, "ISO 8601" in refused.stderr) == (2, True), refused.stderr
+
+
+def test_an_incident_is_replayed_in_bulk_from_the_cli(client: Cairn, key: str) -> None:
+    wf = client.workflows.create(name="incident", workflow_type="custom")
+    failed = []
+    for n in range(6):
+        e = client.executions.create(workflow_id=wf.id, tags={"incident": "7"})
+        client.executions.fail(e.id, error_type="RATE_LIMIT", message=f"429 from the provider (request {n})")
+        failed.append(e.id)
+    other = client.executions.create(workflow_id=wf.id)
+    client.executions.fail(other.id, error_type="TIMEOUT", message="timed out")
+    group = next(g for g in client.failures.groups() if g.error_type == "RATE_LIMIT")
+
+    by_group = ("--failure-group", group.id)
+    dry = cli(key, "executions", "bulk", "replay", *by_group, "--status", "failed", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert "6 executions match; replaying them costs 6 credits" in dry.stdout
+    assert failed[0] in dry.stdout
+    assert other.id not in dry.stdout
+    as_json = cli(key, "--json", "executions", "bulk", "replay", "--tag", "incident:7", "--dry-run")
+    assert json.loads(as_json.stdout)["matched"] == 6
+    assert all(client.executions.get(e).status == "failed" for e in failed), "a dry run changes nothing"
+
+    started = cli(key, "executions", "bulk", "replay", "--failure-group", group.id, "--yes", "--wait")
+    assert started.returncode == 0, started.stderr
+    assert "6/6 reached: 6 done, 0 skipped, 0 failed (completed)" in started.stdout, started.stdout
+    assert all(client.executions.get(e).attempt == 2 for e in failed)
+    assert client.executions.get(other.id).status == "failed"
+    job_id = started.stdout.split()[0]
+    shown = cli(key, "--json", "executions", "bulk", "show", job_id)
+    assert json.loads(shown.stdout)["done"] == 6
+    listed = cli(key, "executions", "bulk", "list")
+    assert job_id in listed.stdout
+
+    # Nothing left to replay: a second job skips each, saying why.
+    again = client.executions.bulk("replay", failure_group=group.id)
+    while (job := client.executions.bulk_job(again.id)).status == "running":
+        time.sleep(0.2)
+    assert (job.done, job.skipped_by_reason) == (0, {"not_allowed": 6})
+    bad = cli(key, "executions", "bulk", "replay", "--status", "broken", "--yes")
+    assert bad.returncode == 2
+    assert "Traceback" not in bad.stderr

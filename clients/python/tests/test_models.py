@@ -51,6 +51,9 @@ CASES: list[tuple[type[BaseModel], dict[str, Any]]] = [
     (models.FailureSettled, schema("FailureResolved")),  # resolved_at: not when ignored
     (models.FailureGroup, schema("FailureGroup")),
     (models.FailureGroupSettled, schema("FailureGroupSettled")),
+    (models.BulkFilter, schema("BulkFilter")),
+    (models.BulkJob, schema("BulkJob")),
+    (models.BulkDryRun, schema("BulkDryRun")),
     (models.ExecutionStats, schema("ExecutionStats")),
     (models.Usage, schema("BillingUsage")),
     (models.Balance, schema("Balance")),

@@ -23,6 +23,7 @@
 //! clients meanwhile ([`Runs::delete`], [`Runs::finish_deletions`], the janitor's work),
 //! and `storage` holds what the stores share.
 
+pub mod bulk;
 pub mod checkpoints;
 pub mod deletion;
 pub mod executions;
@@ -68,6 +69,8 @@ pub struct Runs {
     ledger: Ledger,
     /// Credits per start and per replay.
     execution_cost: i64,
+    /// Bulk jobs and their markers.
+    jobs: self::bulk::store::JobStore,
 }
 
 impl Runs {
@@ -80,6 +83,7 @@ impl Runs {
             failures: FailureStore::new(client.clone(), tables.clone()),
             hidden: HiddenStore::new(client.clone(), tables.clone()),
             workflows: WorkflowStore::new(client.clone(), tables.clone()),
+            jobs: self::bulk::store::JobStore::new(client.clone(), tables.clone()),
             ledger: Ledger::new(client, tables),
             execution_cost,
         }

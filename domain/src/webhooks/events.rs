@@ -66,6 +66,9 @@ pub enum EventType {
     /// A checkpoint was recorded. Opt-in: only endpoints that list it receive it.
     #[serde(rename = "checkpoint.created")]
     CheckpointCreated,
+    /// A bulk job ended: completed (every matched execution reached) or failed.
+    #[serde(rename = "bulk.completed")]
+    BulkCompleted,
     /// A test event (`POST /webhook-endpoints/{id}/test`), for its endpoint alone.
     #[serde(rename = "webhook.test")]
     WebhookTest,
@@ -73,7 +76,7 @@ pub enum EventType {
 
 impl EventType {
     /// Every type an endpoint may subscribe to.
-    pub const SUBSCRIBABLE: [Self; 13] = [
+    pub const SUBSCRIBABLE: [Self; 14] = [
         Self::ExecutionStarted,
         Self::ExecutionCompleted,
         Self::ExecutionFailed,
@@ -87,6 +90,7 @@ impl EventType {
         Self::CreditsAdded,
         Self::CreditsLow,
         Self::CheckpointCreated,
+        Self::BulkCompleted,
     ];
 
     /// The wire name.
@@ -106,6 +110,7 @@ impl EventType {
             Self::CreditsAdded => "credits.added",
             Self::CreditsLow => "credits.low",
             Self::CheckpointCreated => "checkpoint.created",
+            Self::BulkCompleted => "bulk.completed",
             Self::WebhookTest => "webhook.test",
         }
     }
@@ -183,6 +188,7 @@ impl Event {
             "workflow_id": failure.workflow_id,
             "error_type": failure.error_type,
             "status": failure.status.wire(),
+            "resolved_by": failure.resolved_by.map(WireEnum::wire),
             "group_id": failure.group_id,
             "created_at": shared::time::format(failure.created_at),
         });
@@ -233,6 +239,25 @@ impl Event {
                 Some(checkpoint.workflow_id.to_string()),
             )
         }
+    }
+
+    /// The event of a bulk job's end (`bulk.completed`), with its tally.
+    #[must_use]
+    pub fn bulk(job: &crate::runs::bulk::model::BulkJob, at: DateTime<Utc>) -> Self {
+        use shared::body::WireEnum;
+        let data = json!({
+            "id": job.id,
+            "action": job.action.wire(),
+            "status": job.status.wire(),
+            "matched": job.matched,
+            "done": job.tally.done,
+            "skipped": job.tally.skipped.values().sum::<u64>(),
+            "failed": job.tally.failed.values().sum::<u64>(),
+            "error": job.error,
+            "created_at": shared::time::format(job.created_at),
+            "ended_at": job.ended_at.map(shared::time::format),
+        });
+        Self::new(EventType::BulkCompleted, at, data, job.filter.workflow_id.as_ref().map(ToString::to_string))
     }
 
     /// A test event for endpoint `endpoint` alone.

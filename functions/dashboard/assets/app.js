@@ -26,12 +26,12 @@
 //   live.js       live pages: polling with backoff, paused while the tab is hidden
 //   diff.js       what changed between two JSON states (time-sliced)
 //   page-*.js     one module per page: signin, overview, executions, execution,
-//                 failures, workflows, billing, keys, webhooks
+//                 failures, bulk jobs, workflows, billing, keys, webhooks
 //
 // Routes (location.hash): #/signin, #/overview (after sign-in; ?range=24h|7d|30d),
 // #/executions, #/executions/<id> (?checkpoint=<id> shows its state, ?from=<id>&to=<id>
 // the diff of two, ?cp_page=N the timeline's page), #/failures,
-// #/failures/<id>, #/workflows, #/workflows/<id>, #/billing, #/keys, #/webhooks,
+// #/failures/<id>, #/bulk, #/bulk/<id>, #/workflows, #/workflows/<id>, #/billing, #/keys, #/webhooks,
 // #/webhooks/<id>. List filters and
 // pages live in the hash's query (#/executions?status=paused&page=2), so Back works.
 //
@@ -64,6 +64,9 @@
 //   failure-status           a failure's status badge (in each row, and on the failure page)
 //   failure-traceback        the failure page's traceback <pre>
 //   failure-resolve, failure-ignore   the failure page's Resolve and Ignore buttons
+//   group-replay, group-resolve, group-ignore   a failure group's Replay failed runs, Resolve and Ignore all open
+//   bulk-table, bulk-row (data-id)   the bulk jobs list
+//   bulk-status, bulk-progress, bulk-counts, bulk-reasons, bulk-cancel   a bulk job's page
 //   workflow-filter-status   the workflows list's status filter
 //   workflow-row             one workflow (data-id)
 //   workflow-create-name, workflow-create-type, workflow-create-description,
@@ -107,6 +110,7 @@
 import { onUnauthorized } from './api.js';
 import { $ } from './dom.js';
 import { pageBilling } from './page-billing.js';
+import { pageBulkJob, pageBulkJobs } from './page-bulk.js';
 import { pageExecution } from './page-execution.js';
 import { pageExecutions } from './page-executions.js';
 import { pageFailure, pageFailures } from './page-failures.js';
@@ -122,6 +126,7 @@ const PAGES = {
   overview: { title: 'Overview', render: pageOverview, nav: 'overview' },
   executions: { title: 'Executions', render: pageExecutions, detail: pageExecution, nav: 'executions' },
   failures: { title: 'Failures', render: pageFailures, detail: pageFailure, nav: 'failures' },
+  bulk: { title: 'Bulk jobs', render: pageBulkJobs, detail: pageBulkJob, nav: 'failures' },
   workflows: { title: 'Workflows', render: pageWorkflows, detail: pageWorkflow, nav: 'workflows' },
   billing: { title: 'Billing', render: pageBilling, nav: 'billing' },
   keys: { title: 'API keys', render: pageKeys, nav: 'keys' },

@@ -6,6 +6,7 @@ import { FAILURE_STATUSES } from './constants.js';
 import { enc, h, hashFor, link, listQuery, setBusy } from './dom.js';
 import { fmtNumber, percentFormat } from './format.js';
 import { confirmDialog, report } from './messages.js';
+import { startBulkReplay } from './page-bulk.js';
 import { navigate, rerender, section } from './router.js';
 import { backLink, badge, code, emptyState, field, jsonBlock, pageHeader, pager, statCard, statusFilter, tableWrap, timeEl } from './ui.js';
 
@@ -37,7 +38,7 @@ export async function pageFailures(ctx) {
     const rows = items.map((g) => h('tr', { testid: 'group-row', 'data-id': g.id },
       h('td', {}, h('strong', {}, g.error_type ?? ''), h('div', { class: 'sub message-cell' }, g.sample_message ?? ''),
         h('div', { class: 'sub' }, code(g.fingerprint ?? ''))),
-      h('td', {}, badge(g.status, null, 'group-status')),
+      h('td', {}, badge(g.status, g.resolved_by === 'replay' ? 'resolved by replay' : null, 'group-status')),
       h('td', { class: 'num', testid: 'group-open' }, fmtNumber(g.counts?.open ?? 0)),
       h('td', { class: 'num' }, fmtNumber(g.counts?.total ?? 0)),
       h('td', {}, timeEl(g.last_seen)),
@@ -122,12 +123,15 @@ function groupPanel(group, sample, status) {
   };
   const resolveAll = h('button', { type: 'button', class: 'button button-primary', testid: 'group-resolve' }, 'Resolve all open');
   const ignoreAll = h('button', { type: 'button', class: 'button', testid: 'group-ignore' }, 'Ignore all open');
+  const replayAll = h('button', { type: 'button', class: 'button button-primary', testid: 'group-replay' }, 'Replay failed runs');
   resolveAll.addEventListener('click', () => settle('resolve', resolveAll));
   ignoreAll.addEventListener('click', () => settle('ignore', ignoreAll));
+  replayAll.addEventListener('click', () => startBulkReplay(group, sample.fingerprint, replayAll));
   return h('section', { class: 'panel', testid: 'failure-group' },
     h('p', {}, 'Failures of one cause: ', code(sample.fingerprint ?? ''), ' · ',
-      link('/failures', 'show every failure', { href: hashFor('/failures', { status }) })),
-    h('div', { class: 'actions' }, resolveAll, ignoreAll));
+      link('/failures', 'show every failure', { href: hashFor('/failures', { status }) }), ' · ',
+      link('/bulk', 'bulk jobs')),
+    h('div', { class: 'actions' }, replayAll, resolveAll, ignoreAll));
 }
 
 export async function pageFailure(ctx) {

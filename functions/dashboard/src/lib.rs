@@ -90,6 +90,7 @@ const ASSETS: &[Asset] = &[
     asset!("live.js"),
     asset!("messages.js"),
     asset!("page-billing.js"),
+    asset!("page-bulk.js"),
     asset!("page-execution.js"),
     asset!("page-executions.js"),
     asset!("page-failures.js"),

@@ -1,10 +1,11 @@
 //! The executions area (`/api/v1/executions`): start runs, report their outcome
-//! (complete, fail, pause, cancel), replay and roll back.
+//! (complete, fail, pause, cancel), replay and roll back, one at a time or in bulk.
 //!
 //! The rules and storage of runs (executions, checkpoints, failures) live in
 //! `domain::runs`, which the checkpoints and failures functions share.
 
 pub mod api;
+pub mod bulk;
 
 use std::sync::Arc;
 
@@ -22,6 +23,10 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/api/v1/executions"),
     ("POST", "/api/v1/executions"),
     ("GET", "/api/v1/executions/stats"),
+    ("GET", "/api/v1/executions/bulk"),
+    ("POST", "/api/v1/executions/bulk"),
+    ("GET", "/api/v1/executions/bulk/{bulk_id}"),
+    ("POST", "/api/v1/executions/bulk/{bulk_id}/cancel"),
     ("GET", "/api/v1/executions/{execution_id}"),
     ("DELETE", "/api/v1/executions/{execution_id}"),
     ("POST", "/api/v1/executions/{execution_id}/complete"),
@@ -56,6 +61,9 @@ pub fn app(client: Client, tables: Tables, clock: Arc<dyn Clock>) -> Router {
     let routes = Router::new()
         .route(&format!("{BASE_PATH}/executions"), get(api::list).post(api::create))
         .route(&format!("{BASE_PATH}/executions/stats"), get(api::stats))
+        .route(&format!("{BASE_PATH}/executions/bulk"), get(bulk::list).post(bulk::create))
+        .route(&format!("{BASE_PATH}/executions/bulk/{{bulk_id}}"), get(bulk::get))
+        .route(&format!("{BASE_PATH}/executions/bulk/{{bulk_id}}/cancel"), post(bulk::cancel))
         .route(&one, get(api::get).delete(api::delete))
         .route(&format!("{one}/complete"), post(api::complete))
         .route(&format!("{one}/fail"), post(api::fail))

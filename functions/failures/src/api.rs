@@ -30,6 +30,7 @@ pub struct FailureItem {
     status: &'static str,
     created_at: String,
     resolved_at: Option<String>,
+    resolved_by: Option<&'static str>,
     group_id: String,
     fingerprint: String,
 }
@@ -45,6 +46,7 @@ impl From<&Failure> for FailureItem {
             status: f.status.wire(),
             created_at: shared::time::format(f.created_at),
             resolved_at: f.resolved_at.map(shared::time::format),
+            resolved_by: f.resolved_by.map(WireEnum::wire),
             group_id: f.group_id.to_string(),
             fingerprint: f.fingerprint.clone(),
         }
@@ -209,6 +211,7 @@ pub struct GroupBody {
     fingerprint: String,
     sample_message: String,
     counts: GroupCounts,
+    resolved_by: Option<&'static str>,
     first_seen: String,
     last_seen: String,
 }
@@ -230,6 +233,7 @@ impl From<FailureGroup> for GroupBody {
             status: g.status().wire(),
             workflow_id: g.workflow_id.to_string(),
             counts: GroupCounts { total: open + resolved + ignored, open, resolved, ignored },
+            resolved_by: g.resolved_by().map(WireEnum::wire),
             error_type: g.error_type,
             agent_name: g.agent_name,
             fingerprint: g.fingerprint,

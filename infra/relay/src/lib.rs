@@ -1,7 +1,7 @@
 //! The local stack's stand-in for Lambda's event source mappings and schedule: reads
-//! DynamoDB Local's streams that feed the dispatcher in `template.yaml` (the `events`
-//! table's and the `checkpoints` table's) and hands each batch to the dispatcher's own
-//! handler, in the event shape Lambda sends (`Records` with `dynamodb.NewImage` in
+//! DynamoDB Local's streams that feed a function in `template.yaml` (the dispatcher's:
+//! the `events` table's and the `checkpoints` table's; the jobs function's: the `jobs`
+//! table's) and hands each batch to that function's own handler, in the event shape Lambda sends (`Records` with `dynamodb.NewImage` in
 //! DynamoDB's JSON) and filtered by the mapping's own patterns ([`filter`]), and runs
 //! the dispatcher's sweep of due retries every couple of seconds.
 //!
@@ -129,8 +129,41 @@ fn save_state(path: &Path, state: &BTreeMap<String, String>) -> Result<()> {
     std::fs::rename(&partial, path).context("saving the relay's position")
 }
 
-/// A stream that feeds the dispatcher, as the template maps it.
+/// A function a stream feeds.
+#[derive(Debug, Clone, Copy)]
+enum Consumer {
+    Dispatcher,
+    Jobs,
+}
+
+impl Consumer {
+    const ALL: [(Self, &'static str); 2] = [(Self::Dispatcher, "dispatcher"), (Self::Jobs, "jobs")];
+}
+
+/// The functions' own handlers.
+struct Handlers {
+    dispatcher: dispatcher::Dispatcher,
+    jobs: jobs::Jobs,
+}
+
+impl Handlers {
+    async fn handle(&self, consumer: Consumer, event: Value) -> Result<Value> {
+        match consumer {
+            Consumer::Dispatcher => Ok(self.dispatcher.handle(event).await?),
+            Consumer::Jobs => {
+                // Time for about one round an invocation, so that a long job's rounds
+                // take turns with the other streams (Lambda runs them side by side).
+                let deadline = std::time::SystemTime::now() + jobs::MARGIN + Duration::from_secs(1);
+                let ms = deadline.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
+                Ok(self.jobs.handle(event, u64::try_from(ms).unwrap_or(u64::MAX)).await)
+            }
+        }
+    }
+}
+
+/// A stream that feeds a function, as the template maps it.
 struct Source {
+    consumer: Consumer,
     arn: String,
     /// The table's name after the prefix, which keys its shards' positions.
     table: String,
@@ -145,10 +178,13 @@ impl Source {
     }
 }
 
-/// The dispatcher's streams, from the embedded template.
+/// The functions' streams, from the embedded template.
 async fn sources(client: &aws_sdk_dynamodb::Client, tables: &Tables) -> Result<Vec<Source>> {
     let mut sources = Vec::new();
-    for source in infra::template::Template::embedded()?.stream_sources("dispatcher")? {
+    let template = infra::template::Template::embedded()?;
+    let mapped = Consumer::ALL.into_iter().map(|(consumer, binary)| Ok((consumer, template.stream_sources(binary)?)));
+    let mapped = mapped.collect::<Result<Vec<_>>>()?;
+    for (consumer, source) in mapped.into_iter().flat_map(|(c, sources)| sources.into_iter().map(move |s| (c, s))) {
         source.filters.iter().try_for_each(filter::check)?;
         let table = Table::ALL
             .into_iter()
@@ -163,7 +199,7 @@ async fn sources(client: &aws_sdk_dynamodb::Client, tables: &Tables) -> Result<V
             .table
             .and_then(|t| t.latest_stream_arn)
             .ok_or_else(|| anyhow!("table {name} has no stream (cairn-admin tables create makes it with one)"))?;
-        sources.push(Source { arn, table: source.table, batch: source.batch_size, filters: source.filters });
+        sources.push(Source { consumer, arn, table: source.table, batch: source.batch_size, filters: source.filters });
     }
     Ok(sources)
 }
@@ -175,7 +211,10 @@ async fn sources(client: &aws_sdk_dynamodb::Client, tables: &Tables) -> Result<V
 /// When a table or its stream cannot be read.
 pub async fn run(client: &aws_sdk_dynamodb::Client, tables: &Tables, settings: &Settings) -> Result<()> {
     let streams = Streams::from_env();
-    let dispatcher = dispatcher::Dispatcher::new(client.clone(), tables.clone());
+    let handlers = Handlers {
+        dispatcher: dispatcher::Dispatcher::new(client.clone(), tables.clone()),
+        jobs: jobs::Jobs::new(client.clone(), tables.clone()),
+    };
     let sources = sources(client, tables).await?;
     // "<table>/<shard id>" -> the sequence number of the last record handed over and accepted.
     let mut state = load_state(&settings.state_file);
@@ -183,13 +222,13 @@ pub async fn run(client: &aws_sdk_dynamodb::Client, tables: &Tables, settings: &
     loop {
         let mut handed = 0;
         for source in &sources {
-            match relay_once(&streams, &dispatcher, source, &mut state, &settings.state_file).await {
+            match relay_once(&streams, &handlers, source, &mut state, &settings.state_file).await {
                 Ok(n) => handed += n,
                 Err(error) => eprintln!("relay: {}: {error:#}", source.table),
             }
         }
         if last_sweep.is_none_or(|at| at.elapsed() >= settings.sweep) {
-            if let Err(error) = dispatcher.handle(json!({"source": "cairn.relay"})).await {
+            if let Err(error) = handlers.dispatcher.handle(json!({"source": "cairn.relay"})).await {
                 eprintln!("relay: sweep: {error}");
             }
             last_sweep = Some(Instant::now());
@@ -207,7 +246,7 @@ pub async fn run(client: &aws_sdk_dynamodb::Client, tables: &Tables, settings: &
 /// were read (the filtered out among them).
 async fn relay_once(
     streams: &Streams,
-    dispatcher: &dispatcher::Dispatcher,
+    handlers: &Handlers,
     source: &Source,
     state: &mut BTreeMap<String, String>,
     state_file: &Path,
@@ -245,7 +284,7 @@ async fn relay_once(
                 .collect();
             for batch in wanted.chunks(source.batch) {
                 let event: Vec<&Value> = batch.iter().map(|(record, _)| record).collect();
-                let answer = dispatcher.handle(json!({"Records": event})).await?;
+                let answer = handlers.handle(source.consumer, json!({"Records": event})).await?;
                 let failed = answer["batchItemFailures"][0]["itemIdentifier"].as_str().map(str::to_owned);
                 if let Some(failed) = failed {
                     // Past every record before the failed one, as the mapping moves on.

@@ -43,6 +43,9 @@ pub enum Refusal {
     /// The request's `Idempotency-Key` is held by an earlier request (answered, or
     /// still running): the edge answers with its stored answer, 409 or 422.
     IdempotencyHeld,
+    /// A job's marker for the item the write acts on exists: an earlier attempt of the
+    /// job did this work ([`Marker`](super::Marker)). Never reaches a client.
+    Marked,
 }
 
 impl From<serde_dynamo::Error> for StoreError {

@@ -44,4 +44,4 @@ pub use transaction::{
 // The gate's tests check its room in a transaction against these.
 #[cfg(test)]
 pub(crate) use transaction::{fits, operation_size};
-pub use write_gate::{MAX_CARRYING_KEYS, Read, WriteGate, before_effect, current_gate, gated};
+pub use write_gate::{MAX_CARRYING_KEYS, Marker, Read, WriteGate, before_effect, current_gate, gated};

@@ -41,11 +41,15 @@ pub enum Table {
     /// The outbox: the events of each change, written in the change's own transaction
     /// and read from the table's stream (`tenant_id`, `event_id`), kept 7 days.
     Events,
+    /// Long jobs run in rounds (`tenant_id`, `id`): bulk jobs (`bulk_…`) in the tenant's
+    /// partition, the executions each has acted on in the job's own
+    /// (`{tenant}#{bulk_…}`); the stream of job items drives the rounds.
+    Jobs,
 }
 
 impl Table {
     /// Every table.
-    pub const ALL: [Self; 16] = [
+    pub const ALL: [Self; 17] = [
         Self::Tenants,
         Self::ApiKeys,
         Self::Workflows,
@@ -62,6 +66,7 @@ impl Table {
         Self::WebhookEndpoints,
         Self::WebhookDeliveries,
         Self::Events,
+        Self::Jobs,
     ];
 
     /// The part of the table's name after the prefix.
@@ -84,6 +89,7 @@ impl Table {
             Self::WebhookEndpoints => "webhook-endpoints",
             Self::WebhookDeliveries => "webhook-deliveries",
             Self::Events => "events",
+            Self::Jobs => "jobs",
         }
     }
 }

@@ -124,6 +124,8 @@ pub enum Part {
     Endpoint,
     /// A webhook delivery.
     Delivery,
+    /// A long job's item, or its marker of an item it acted on.
+    Job,
 }
 
 /// A write transaction assembled by several parts of the code (an area's store, the

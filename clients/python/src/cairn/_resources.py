@@ -8,6 +8,7 @@ import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
+from . import _bulk as bulk_specs
 from . import _groups as group_specs
 from . import _specs as specs
 from . import errors, models
@@ -174,6 +175,11 @@ class Executions(_Sync):
     cancel = _sync(specs.executions_cancel)
     replay = _sync(specs.executions_replay)
     rollback = _sync(specs.executions_rollback)
+    bulk = _sync(bulk_specs.executions_bulk)
+    bulk_dry_run = _sync(bulk_specs.executions_bulk_dry_run)
+    bulk_job = _sync(bulk_specs.executions_bulk_job)
+    bulk_jobs = _sync_list(bulk_specs.executions_bulk_jobs)
+    cancel_bulk = _sync(bulk_specs.executions_cancel_bulk)
     _delete_once = _sync(specs.executions_delete)
 
     def delete(self, execution_id: str, *, max_requests: int = DELETE_MAX_REQUESTS) -> None:
@@ -206,6 +212,11 @@ class AsyncExecutions(_Async):
     cancel = _async(specs.executions_cancel)
     replay = _async(specs.executions_replay)
     rollback = _async(specs.executions_rollback)
+    bulk = _async(bulk_specs.executions_bulk)
+    bulk_dry_run = _async(bulk_specs.executions_bulk_dry_run)
+    bulk_job = _async(bulk_specs.executions_bulk_job)
+    bulk_jobs = _async_list(bulk_specs.executions_bulk_jobs)
+    cancel_bulk = _async(bulk_specs.executions_cancel_bulk)
     _delete_once = _async(specs.executions_delete)
 
     async def delete(self, execution_id: str, *, max_requests: int = DELETE_MAX_REQUESTS) -> None:

@@ -140,6 +140,9 @@ class WritesStored(Model):
     total: int
 
 
+ResolvedBy = Literal["replay", "request"]
+
+
 class FailureSummary(Model):
     """A failure as lists show it."""
 
@@ -151,6 +154,8 @@ class FailureSummary(Model):
     status: FailureStatus
     created_at: datetime
     resolved_at: datetime | None
+    #: ``replay`` (its execution completed after a replay), ``request``, or ``None``.
+    resolved_by: ResolvedBy | None
     #: Failures of the same workflow, error type, agent and fingerprint share it.
     group_id: str
     #: The message with what varies between failures of one cause replaced.
@@ -212,8 +217,66 @@ class FailureGroup(Model):
     fingerprint: str
     sample_message: str
     counts: FailureGroupCounts
+    #: A resolved group's: ``replay`` when replays resolved it by themselves, else ``request``.
+    resolved_by: ResolvedBy | None
     first_seen: datetime
     last_seen: datetime
+
+
+BulkAction = Literal["replay", "cancel"]
+BulkStatus = Literal["running", "completed", "failed", "cancelled"]
+
+
+class BulkFilter(Model):
+    """Which executions a bulk job acts on: every condition given holds (``tag``: each
+    ``key:value``)."""
+
+    status: ExecutionStatus | None = None
+    workflow_id: str | None = None
+    tag: list[str] | str | None = None
+    failure_group: str | None = None
+    error_type: str | None = None
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+
+
+class BulkJob(Model):
+    """A bulk job: ``matched`` when it started, and what it has reached so far
+    (``done``, ``skipped`` and ``failed``, each with the reasons)."""
+
+    id: str
+    action: BulkAction
+    filter: BulkFilter
+    status: BulkStatus
+    matched: int
+    done: int
+    skipped: int
+    skipped_by_reason: dict[str, int]
+    failed: int
+    failed_by_reason: dict[str, int]
+    credits_needed: int
+    error: str | None
+    created_at: datetime
+    updated_at: datetime
+    ended_at: datetime | None
+    object: Literal["bulk_job"]
+
+    @property
+    def reached(self) -> int:
+        """Executions the job has reached (done, skipped or failed)."""
+        return self.done + self.skipped + self.failed
+
+
+class BulkDryRun(Model):
+    """What a bulk job would act on: how many executions match now, what replaying them
+    would cost, and the first 20 (newest first)."""
+
+    action: BulkAction
+    filter: BulkFilter
+    matched: int
+    credits_needed: int
+    executions: list[ExecutionSummary]
+    object: Literal["bulk_dry_run"]
 
 
 class FailureGroupSettled(FailureGroup):

@@ -268,7 +268,7 @@ impl Runs {
     ) -> Result<Plan, Error> {
         let mut plan = Plan::new(current, action, now)?;
         for failure in self.open_failures(tenant, current).await? {
-            let resolved = failure.resolved(now);
+            let resolved = failure.resolved(now, super::failures::model::ResolvedBy::Replay);
             self.replace_failure(&mut plan, tenant, &failure, &resolved)?;
             plan.events.push(Event::failure(EventType::FailureResolved, &resolved, now));
         }

@@ -435,6 +435,24 @@ impl ExecutionStore {
         Ok(None)
     }
 
+    /// The summaries of the tenant's executions `ids` that exist (in no particular
+    /// order): batch reads of their items in either layout, `input` and `output` not read.
+    ///
+    /// # Errors
+    /// The reads' [`StoreError`]s.
+    pub async fn summaries(&self, tenant: &TenantId, ids: &[ExecutionId]) -> Result<Vec<Execution>, StoreError> {
+        let keys: Vec<Item> = ids
+            .iter()
+            .flat_map(|id| {
+                places(tenant, storage::shard_of(id.as_str())).map(|partition| {
+                    HashMap::from([("tenant_id".to_owned(), s(partition)), ("id".to_owned(), s(id.as_str()))])
+                })
+            })
+            .collect();
+        let items = shared::dynamo::batch_get_projected(&self.client, self.table(), keys, SUMMARY_ATTRIBUTES).await?;
+        self.decode(tenant, items).await
+    }
+
     /// The window of the tenant's executions that `list` asks for (of `workflow`, its
     /// workflow checked; its key and cursor not looked at), newest first, and the total
     /// matching. The executions are summaries: their `input` and `output` are not read

@@ -8,6 +8,26 @@ use shared::ids::{CommandId, ExecutionId, FailureGroupId, FailureId, WorkflowId}
 
 use crate::Error;
 
+/// What resolved a failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResolvedBy {
+    /// Its execution completed (after a replay: a failed execution runs again only so).
+    Replay,
+    /// A request: `POST /failures/{id}/resolve`, or its group's.
+    Request,
+}
+
+impl WireEnum for ResolvedBy {
+    const ALL: &'static [Self] = &[Self::Replay, Self::Request];
+
+    fn wire(self) -> &'static str {
+        match self {
+            Self::Replay => "replay",
+            Self::Request => "request",
+        }
+    }
+}
+
 /// A failure's status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FailureStatus {
@@ -94,6 +114,9 @@ pub struct Failure {
     pub created_at: DateTime<Utc>,
     /// When it was resolved.
     pub resolved_at: Option<DateTime<Utc>>,
+    /// What resolved it (`None` while not resolved, and for a failure resolved before
+    /// this was recorded).
+    pub resolved_by: Option<ResolvedBy>,
 }
 
 impl Failure {
@@ -126,6 +149,7 @@ impl Failure {
             version: 1,
             created_at: now,
             resolved_at: None,
+            resolved_by: None,
         }
     }
 
@@ -142,12 +166,13 @@ impl Failure {
         next
     }
 
-    /// The failure resolved at `now`, its pending commands cancelled.
+    /// The failure resolved at `now` by `by`, its pending commands cancelled.
     #[must_use]
-    pub fn resolved(&self, now: DateTime<Utc>) -> Self {
+    pub fn resolved(&self, now: DateTime<Utc>, by: ResolvedBy) -> Self {
         let mut next = self.with_pending_commands(CommandStatus::Cancelled);
         next.status = FailureStatus::Resolved;
         next.resolved_at = Some(now);
+        next.resolved_by = Some(by);
         next
     }
 
@@ -159,7 +184,9 @@ impl Failure {
     pub fn settle(&self, settlement: Settlement, now: DateTime<Utc>) -> Result<Option<Self>, Error> {
         match (settlement, self.status) {
             (Settlement::Resolve, FailureStatus::Resolved) => Ok(None),
-            (Settlement::Resolve, FailureStatus::Open | FailureStatus::Ignored) => Ok(Some(self.resolved(now))),
+            (Settlement::Resolve, FailureStatus::Open | FailureStatus::Ignored) => {
+                Ok(Some(self.resolved(now, ResolvedBy::Request)))
+            }
             (Settlement::Ignore, FailureStatus::Open) => {
                 let mut next = self.clone();
                 next.status = FailureStatus::Ignored;
@@ -221,6 +248,8 @@ pub struct FailureGroup {
     pub last_seen: DateTime<Utc>,
     /// Its failures by status: open, resolved, ignored.
     pub counts: [u64; 3],
+    /// Of the resolved, those resolved by their execution's completion after a replay.
+    pub resolved_by_replay: u64,
 }
 
 impl FailureGroup {
@@ -232,6 +261,18 @@ impl FailureGroup {
             [open, ..] if open > 0 => FailureStatus::Open,
             [_, resolved, _] if resolved > 0 => FailureStatus::Resolved,
             _ => FailureStatus::Ignored,
+        }
+    }
+
+    /// For a resolved group: `Replay` when every failure of it that was resolved was
+    /// resolved by its execution's completion after a replay (it resolved by itself),
+    /// else `Request`.
+    #[must_use]
+    pub fn resolved_by(&self) -> Option<ResolvedBy> {
+        match self.status() {
+            FailureStatus::Resolved if self.resolved_by_replay >= self.counts[1] => Some(ResolvedBy::Replay),
+            FailureStatus::Resolved => Some(ResolvedBy::Request),
+            _ => None,
         }
     }
 }
@@ -278,7 +319,7 @@ mod tests {
         );
         assert_eq!(f.recovery_commands.len(), 1);
         assert_eq!(f.recovery_commands[0].status, CommandStatus::Pending);
-        let r = f.resolved(now);
+        let r = f.resolved(now, ResolvedBy::Request);
         assert_eq!((r.status, r.resolved_at), (FailureStatus::Resolved, Some(now)));
         assert_eq!(r.recovery_commands[0].status, CommandStatus::Cancelled);
         let replayed = f.with_pending_commands(CommandStatus::Completed);

@@ -20,7 +20,8 @@ use shared::dynamo::{Part, StoreError, Table, Tables, Transaction, batch_get, ne
 use shared::ids::{CommandId, ExecutionId, FailureGroupId, FailureId, WorkflowId, created_millis, id_range};
 
 use super::model::{
-    CommandStatus, Failure, FailureGroup, FailureStatus, RecoveryCommand, SPAN_FAMILY, counter_name, grouped,
+    CommandStatus, Failure, FailureGroup, FailureStatus, RecoveryCommand, ResolvedBy, SPAN_FAMILY, counter_name,
+    grouped,
 };
 use crate::runs::ListFailures;
 use crate::runs::storage::{self, MAX_COUNTED, Source, merged_window, put_item, start_after, timed_total};
@@ -106,7 +107,7 @@ impl FailureStore {
     }
 
     /// `group` with its failures counted by status from `by_group` (each up to
-    /// [`MAX_COUNTED`]).
+    /// [`MAX_COUNTED`]), and its resolved failures that a replay resolved.
     ///
     /// # Errors
     /// The reads' [`StoreError`]s.
@@ -118,8 +119,16 @@ impl FailureStore {
                 MAX_COUNTED,
             )
         });
-        let found = futures_util::future::try_join_all(counts).await?;
+        let resolved = ("tenant_group_status", group_key(tenant, &group.id, FailureStatus::Resolved));
+        let by_replay = shared::dynamo::newest_first(&self.client, self.table(), Some("by_group"), resolved)
+            .filter_expression("resolved_by = :replay")
+            .expression_attribute_values(":replay", s(ResolvedBy::Replay.wire()));
+        let (found, by_replay) = tokio::try_join!(
+            futures_util::future::try_join_all(counts),
+            shared::dynamo::count(by_replay, MAX_COUNTED)
+        )?;
         group.counts = [found[0], found[1], found[2]];
+        group.resolved_by_replay = by_replay;
         Ok(group)
     }
 
@@ -372,6 +381,9 @@ struct FailureRecord {
     version: u64,
     created_at: String,
     resolved_at: Option<String>,
+    /// `replay` or `request`; absent while not resolved (and on earlier failures).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    resolved_by: Option<String>,
     tenant_status: String,
     /// Absent on failures recorded before groups (then derived on reading).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -443,6 +455,7 @@ impl GroupRecord {
             fingerprint: self.fingerprint,
             sample_message: self.sample_message,
             counts: [0; 3],
+            resolved_by_replay: 0,
         })
     }
 }
@@ -479,6 +492,7 @@ impl FailureRecord {
             version: f.version,
             created_at: shared::time::format(f.created_at),
             resolved_at: f.resolved_at.map(shared::time::format),
+            resolved_by: f.resolved_by.map(|by| by.wire().to_owned()),
             tenant_status: format!("{}#{}", tenant.as_str(), f.status.wire()),
             fingerprint: Some(f.fingerprint.clone()),
             group_id: Some(f.group_id.to_string()),
@@ -521,6 +535,7 @@ impl FailureRecord {
             version: self.version,
             created_at: time(&self.created_at)?,
             resolved_at: self.resolved_at.as_deref().map(time).transpose()?,
+            resolved_by: self.resolved_by.as_deref().and_then(ResolvedBy::from_wire),
         })
     }
 }

@@ -16,7 +16,7 @@ import pydantic
 
 from .. import errors
 from .._client import Cairn
-from . import billing, checkpoints, executions, failures, keys, langgraph, webhooks, workflows
+from . import billing, bulk, checkpoints, executions, failures, keys, langgraph, webhooks, workflows
 from .config import CommandError, State, config_path, read_profiles, state, write_profiles
 from .output import report
 
@@ -175,6 +175,9 @@ for group in (
     langgraph.langgraph,
 ):
     cli.add_command(group)
+
+# `cairn executions bulk` is registered on the executions group by its module.
+assert bulk.bulk.name == "bulk"
 
 
 def main() -> None:

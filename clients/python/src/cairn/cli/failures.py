@@ -120,7 +120,7 @@ def failures_groups(status: Any, workflow_id: str | None, follow: bool) -> None:
         ["id", "status", "open", "total", "error_type", "last_seen", "fingerprint"],
         lambda g: [
             g.id,
-            g.status,
+            f"{g.status} by replay" if g.resolved_by == "replay" else g.status,
             g.counts.open,
             g.counts.total,
             g.error_type,
@@ -144,6 +144,7 @@ GROUP_FIELDS = [
     "fingerprint",
     "sample_message",
     "counts",
+    "resolved_by",
     "first_seen",
     "last_seen",
 ]

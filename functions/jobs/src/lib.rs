@@ -1,0 +1,78 @@
+//! The jobs function: runs bulk jobs (`POST /executions/bulk`) in rounds. The jobs
+//! table's stream hands it each job item a write left running (Lambda's event source
+//! mapping; locally `cairn-relay`); it runs that job's rounds
+//! ([`domain::runs::Runs::bulk_round`]) while the invocation has time, and the item its
+//! last round wrote comes back through the stream to go on. A record of a round already
+//! run (the job moved past it) is passed over; a round whose storage failed is reported
+//! in `batchItemFailures`, so that the mapping hands it over again (a round does nothing
+//! twice); a round that can never succeed (an item this code cannot read) ends its job
+//! as failed.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use domain::Error;
+use domain::runs::Runs;
+use domain::runs::bulk::named;
+use serde_json::{Value, json};
+use shared::TenantId;
+use shared::dynamo::{StoreError, Tables};
+use shared::ids::BulkJobId;
+use shared::time::SystemClock;
+
+/// Time left at which no further round is started: a round (25 executions, 4 at once)
+/// takes a few seconds.
+pub const MARGIN: Duration = Duration::from_secs(30);
+
+/// What the function needs, built once per cold start.
+#[derive(Debug, Clone)]
+pub struct Jobs {
+    runs: Runs,
+}
+
+impl Jobs {
+    /// Over `client` and the named tables.
+    #[must_use]
+    pub fn new(client: aws_sdk_dynamodb::Client, tables: Tables) -> Self {
+        Self { runs: Runs::new(client, tables, shared::config::execution_cost_credits()) }
+    }
+
+    /// Handles a stream batch with `deadline_ms` (milliseconds since the Unix epoch, as
+    /// Lambda gives it): answers the records to hand over again.
+    pub async fn handle(&self, event: Value, deadline_ms: u64) -> Value {
+        let deadline = UNIX_EPOCH + Duration::from_millis(deadline_ms);
+        let records = event["Records"].as_array().cloned().unwrap_or_default();
+        for (at, record) in records.iter().enumerate() {
+            let Some((tenant, id, round)) = named(record) else {
+                tracing::error!(record = %record["dynamodb"]["Keys"], "jobs: a record that names no job; passed over");
+                continue;
+            };
+            // A later record of the same job in the batch supersedes this one.
+            if records[at + 1..].iter().any(|r| named(r).is_some_and(|(t, i, _)| t == tenant && i == id)) {
+                continue;
+            }
+            if let Err(error) = Box::pin(self.run(&tenant, &id, round, deadline)).await {
+                let sequence = record["dynamodb"]["SequenceNumber"].as_str().unwrap_or_default();
+                tracing::error!(error = %error, job = %id, sequence, "jobs: a round failed; handed over again");
+                return json!({"batchItemFailures": [{"itemIdentifier": sequence}]});
+            }
+        }
+        json!({"batchItemFailures": []})
+    }
+
+    /// Runs job `id`'s rounds from `round` while there is time.
+    async fn run(&self, tenant: &TenantId, id: &BulkJobId, mut round: u64, deadline: SystemTime) -> Result<(), Error> {
+        while SystemTime::now() + MARGIN < deadline {
+            match Box::pin(self.runs.bulk_round(tenant, id, round, &SystemClock)).await {
+                Ok(Some(job)) if job.status == domain::runs::bulk::model::JobStatus::Running => round = job.round,
+                Ok(_) => return Ok(()),
+                Err(error @ Error::Store(StoreError::Unavailable(_) | StoreError::Conflict)) => return Err(error),
+                Err(error) => {
+                    tracing::error!(error = %error, job = %id, "jobs: a round that cannot succeed; the job fails");
+                    let why = "an internal error stopped the job; the executions it reached are counted";
+                    return self.runs.bulk_fail(tenant, id, why, &SystemClock).await;
+                }
+            }
+        }
+        Ok(())
+    }
+}
