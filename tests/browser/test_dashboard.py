@@ -248,6 +248,11 @@ def test_dashboard_walkthrough(
     replay.click()
     expect(tid(page, "confirm-ok")).to_be_visible()
     expect(tid(page, "confirm-cancel")).to_be_focused()
+    # the dialog says what the replay runs again: the step recorded after the first
+    expect(tid(page, "replay-preview")).to_have_text(
+        "Runs again 1 recorded checkpoint: steps draft-reply ×1; tool calls none recorded."
+    )
+    screenshot(page, "replay-preview")
     page.keyboard.press("Escape")
     expect(tid(page, "confirm-ok")).to_be_hidden()
     expect(tid(page, "execution-status")).to_have_text("paused")

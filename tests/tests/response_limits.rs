@@ -702,3 +702,32 @@ async fn the_largest_webhook_endpoints_and_deliveries_pages_fit() {
     assert_eq!(body_of(&response)["items"].as_array().expect("items").len(), 100);
     fits("GET /webhook-endpoints/{id}/deliveries?limit=100, the largest deliveries", size);
 }
+
+/// A replay preview names at most 100 steps and 100 tools, each at its longest, and 20
+/// checkpoints: far within Lambda's payload, by construction.
+#[tokio::test]
+async fn the_largest_replay_preview_fits() {
+    let (env, t, api, wf) = running_workflow().await;
+    let e = api.post(&t.key, "/executions", &json!({"workflow_id": wf})).await.expect(201).body["id"].clone();
+    let e = e.as_str().expect("id").to_owned();
+    for i in 0..110 {
+        let mut name = format!("{i:03}");
+        name.push_str(&heavy(197));
+        let mut tool = format!("{i:03}");
+        tool.push_str(&heavy_unquoted(497));
+        let body = json!({"execution_id": e, "name": name, "state": {}, "metadata": {"cairn.tools": tool}});
+        api.post(&t.key, "/checkpoints", &body).await.expect(201);
+    }
+    let (size, answer) =
+        payload(&apps(&env).executions, &t.key, &format!("/executions/{e}/replay-preview?from_start=true")).await;
+    let body = body_of(&answer);
+    assert_eq!(
+        (body["steps"].as_array().map(Vec::len), body["tool_calls"].as_array().map(Vec::len)),
+        (Some(100), Some(100))
+    );
+    assert_eq!(
+        (body["checkpoints_after"].as_u64(), body["checkpoints"].as_array().map(Vec::len)),
+        (Some(110), Some(20))
+    );
+    fits("GET /executions/{id}/replay-preview: 100 steps of 200 and 100 tools of 500 characters", size);
+}

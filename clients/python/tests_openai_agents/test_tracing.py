@@ -105,6 +105,11 @@ async def test_a_run_is_an_execution_with_a_checkpoint_per_agent(
     assert billing_state["turns"] == 2
     (call,) = billing_state["tool_calls"]
     assert (call["name"], call["output"]) == ("lookup_invoice", "invoice F-1: 42 EUR")
+    # A replay from the start would run both agents again, and the tool the billing one called.
+    preview = client.executions.replay_preview(execution.id, checkpoint_id=None)
+    assert [(s.name, s.count) for s in preview.steps] == [("triage", 1), ("billing", 1)]
+    assert [(t.name, t.count) for t in preview.tool_calls] == [("lookup_invoice", 1)]
+    assert (preview.replayable, preview.refused is not None) == (False, True)  # completed
 
 
 async def test_a_failed_run_is_a_failure_with_the_agents_name(

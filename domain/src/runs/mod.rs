@@ -28,6 +28,7 @@ pub mod checkpoints;
 pub mod deletion;
 pub mod executions;
 pub mod failures;
+pub mod preview;
 mod rollback;
 mod storage;
 

@@ -55,6 +55,7 @@
 //   checkpoint-row           one checkpoint (data-id, data-sequence; data-current="true" on the current one)
 //   view-state               a checkpoint's "View state" button
 //   replay-here              a checkpoint's "Replay from here" button
+//   replay-preview           in its confirmation: the steps and tool calls the replay runs again
 //   rollback-here            a checkpoint's "Roll back to here" button
 //   state-view               the <pre> showing the loaded checkpoint state (data-checkpoint-id)
 //   confirm-ok, confirm-cancel   the buttons of the confirmation <dialog>

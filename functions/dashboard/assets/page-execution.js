@@ -210,13 +210,28 @@ export async function pageExecution(ctx) {
     }
   }
 
+  /** What a replay from `cp` runs again (the API's replay preview), as a paragraph. */
+  async function previewOf(cp) {
+    try {
+      const p = await api('GET', `/executions/${enc(ex.id)}/replay-preview`, { query: { checkpoint_id: cp.id } });
+      const listed = (counted) => counted.map((c) => `${c.name} ×${fmtNumber(c.count)}`).join(', ') || 'none recorded';
+      const count = `${fmtNumber(p.checkpoints_after)}${p.more ? '+' : ''}`;
+      return h('p', { testid: 'replay-preview' },
+        `Runs again ${count} recorded checkpoint${p.checkpoints_after === 1 ? '' : 's'}: steps ${listed(p.steps)}; tool calls ${listed(p.tool_calls)}.`);
+    } catch {
+      return null;
+    }
+  }
+
   async function act(kind, cp, button) {
     const replay = kind === 'replay';
     const label = `checkpoint #${cp.sequence}${cp.name ? ` “${cp.name}”` : ''}`;
+    const preview = replay ? await previewOf(cp) : null;
     const ok = await confirmDialog(replay
       ? {
         title: 'Replay from this checkpoint?',
-        message: [`The execution (now ${ex.status}) runs again from ${label} as attempt ${ex.attempt + 1}.`, 'This costs 1 credit. Only failed or paused executions can be replayed.'],
+        message: [`The execution (now ${ex.status}) runs again from ${label} as attempt ${ex.attempt + 1}.`, preview,
+          'This costs 1 credit. Only failed or paused executions can be replayed.'].filter(Boolean),
         ok: 'Replay',
       }
       : {

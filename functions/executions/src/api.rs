@@ -322,6 +322,53 @@ pub async fn replay(
     act(&state, &tenant, &id, Change::Replay(from)).await
 }
 
+/// `GET /executions/{execution_id}/replay-preview`: what a replay from `checkpoint_id`
+/// (or the start, with `from_start=true`; else the current checkpoint) would run again.
+pub async fn replay_preview(
+    State(state): State<AppState>,
+    tenant: TenantId,
+    PathId(raw): PathId,
+    mut query: Query,
+) -> Result<Response, ApiError> {
+    let id = parse_id(&raw)?;
+    let checkpoint = query.string("checkpoint_id");
+    let from_start = query.boolean("from_start", false);
+    if checkpoint.is_some() && from_start {
+        query.reject("from_start", "excludes checkpoint_id: a replay starts from one place".to_owned());
+    }
+    query.finish()?;
+    let from = match checkpoint {
+        Some(raw) => {
+            ReplayFrom::Checkpoint(CheckpointId::parse(&raw).ok_or_else(|| ApiError::not_found("checkpoint", &raw))?)
+        }
+        None if from_start => ReplayFrom::Start,
+        None => ReplayFrom::Current,
+    };
+    let preview = Box::pin(state.runs.replay_preview(&tenant, &id, &from)).await?;
+    let named = |counted: &[(String, u64)]| -> Vec<Value> {
+        counted.iter().map(|(name, count)| serde_json::json!({"name": name, "count": count})).collect()
+    };
+    let brief = |c: &domain::runs::checkpoints::model::Checkpoint| {
+        serde_json::json!({"id": c.id, "sequence": c.sequence, "name": c.name, "attempt": c.attempt,
+                           "created_at": shared::time::format(c.created_at)})
+    };
+    let answer = serde_json::json!({
+        "object": "replay_preview",
+        "execution_id": preview.execution.id,
+        "status": preview.execution.status.wire(),
+        "replayable": preview.refused.is_none(),
+        "refused": preview.refused,
+        "from_checkpoint": preview.from.as_ref().map(brief),
+        "credits": preview.cost,
+        "checkpoints_after": preview.after,
+        "more": preview.more,
+        "steps": named(&preview.steps),
+        "tool_calls": named(&preview.tools),
+        "checkpoints": preview.first.iter().map(brief).collect::<Vec<_>>(),
+    });
+    ok(&answer)
+}
+
 /// `POST /executions/{execution_id}/rollback`
 pub async fn rollback(
     State(state): State<AppState>,

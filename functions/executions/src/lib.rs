@@ -34,6 +34,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/api/v1/executions/{execution_id}/pause"),
     ("POST", "/api/v1/executions/{execution_id}/cancel"),
     ("POST", "/api/v1/executions/{execution_id}/replay"),
+    ("GET", "/api/v1/executions/{execution_id}/replay-preview"),
     ("POST", "/api/v1/executions/{execution_id}/rollback"),
 ];
 
@@ -70,6 +71,7 @@ pub fn app(client: Client, tables: Tables, clock: Arc<dyn Clock>) -> Router {
         .route(&format!("{one}/pause"), post(api::pause))
         .route(&format!("{one}/cancel"), post(api::cancel))
         .route(&format!("{one}/replay"), post(api::replay))
+        .route(&format!("{one}/replay-preview"), get(api::replay_preview))
         .route(&format!("{one}/rollback"), post(api::rollback))
         .with_state(state);
     shared::http::api(routes, auth)

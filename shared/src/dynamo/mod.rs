@@ -12,6 +12,7 @@
 //! - `client`: the client, its configuration and its HTTPS client;
 //! - `error`: storage errors and the classes of the SDK's errors;
 //! - `write_gate`: the request's write gate, which every write transaction passes;
+//! - `marker`: a job's marker, a write gate that makes its action happen once;
 //! - `transaction`: write transactions and DynamoDB's limits on them;
 //! - `read`: reads by key (one item, a batch, a snapshot);
 //! - `query`: queries of one partition, by window and count;
@@ -20,6 +21,7 @@
 mod client;
 mod error;
 mod item;
+mod marker;
 mod query;
 mod read;
 mod retry;
@@ -42,6 +44,7 @@ pub use transaction::{
     MAX_ITEM_BYTES, MAX_TRANSACTION_BYTES, MAX_TRANSACTION_ITEMS, Part, Transaction, TransactionError, transact,
 };
 // The gate's tests check its room in a transaction against these.
+pub use marker::Marker;
 #[cfg(test)]
 pub(crate) use transaction::{fits, operation_size};
-pub use write_gate::{MAX_CARRYING_KEYS, Marker, Read, WriteGate, before_effect, current_gate, gated};
+pub use write_gate::{MAX_CARRYING_KEYS, Read, WriteGate, before_effect, current_gate, gated};

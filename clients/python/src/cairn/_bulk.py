@@ -1,5 +1,6 @@
-"""The specs of ``/executions/bulk`` (see :mod:`cairn._specs`): one action on every
-execution a filter matches, as a job the service runs in rounds."""
+"""The specs of recovery (see :mod:`cairn._specs`): ``/executions/bulk``, one action on
+every execution a filter matches as a job the service runs in rounds, and
+``/executions/{id}/replay-preview``, what a replay would run again."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from . import models
-from ._specs import ListSpec, Spec, _clean, model
+from ._specs import OMIT, ListSpec, Spec, _clean, model
 from ._transport import call, query_value
 
 
@@ -105,3 +106,19 @@ def executions_cancel_bulk(
     """Stops a bulk job: no round starts after; what it did stays done."""
     c = call("POST", f"/executions/bulk/{bulk_id}/cancel", idempotency_key=idempotency_key)
     return Spec(c, model(models.BulkJob))
+
+
+def executions_replay_preview(
+    _: Any, execution_id: str, *, checkpoint_id: str | None = OMIT
+) -> Spec[models.ReplayPreview]:
+    """What replaying the execution would run again, changing nothing: from its current
+    checkpoint by default, from ``checkpoint_id``, or from the start with
+    ``checkpoint_id=None`` (as ``replay`` takes it). Steps by checkpoint name, tool calls
+    from the ``cairn.tools`` metadata."""
+    params: dict[str, Any] = {}
+    if checkpoint_id is None:
+        params["from_start"] = "true"
+    elif checkpoint_id is not OMIT:
+        params["checkpoint_id"] = checkpoint_id
+    c = call("GET", f"/executions/{execution_id}/replay-preview", params=params)
+    return Spec(c, model(models.ReplayPreview))

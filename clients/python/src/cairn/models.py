@@ -223,6 +223,41 @@ class FailureGroup(Model):
     last_seen: datetime
 
 
+class CheckpointBrief(Model):
+    """A checkpoint named in a replay preview."""
+
+    id: str
+    sequence: int
+    name: str | None
+    attempt: int
+    created_at: datetime
+
+
+class NamedCount(Model):
+    """A step or tool, and how often it was recorded."""
+
+    name: str
+    count: int
+
+
+class ReplayPreview(Model):
+    """What a replay would run again: the checkpoints recorded after the one it starts
+    from, as steps (by name) and tool calls; whether it would be accepted now."""
+
+    object: Literal["replay_preview"]
+    execution_id: str
+    status: ExecutionStatus
+    replayable: bool
+    refused: str | None
+    from_checkpoint: CheckpointBrief | None
+    credits: int
+    checkpoints_after: int
+    more: bool
+    steps: list[NamedCount]
+    tool_calls: list[NamedCount]
+    checkpoints: list[CheckpointBrief]
+
+
 BulkAction = Literal["replay", "cancel"]
 BulkStatus = Literal["running", "completed", "failed", "cancelled"]
 

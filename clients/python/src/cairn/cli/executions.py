@@ -163,13 +163,40 @@ def executions_start(workflow_id: str, raw_input: str | None, tag: tuple[str, ..
 @click.argument("execution_id")
 @click.option("--from", "from_checkpoint", metavar="CHECKPOINT_ID", help="Replay from this checkpoint.")
 @click.option("--from-start", is_flag=True, help="Replay from the start.")
-def executions_replay(execution_id: str, from_checkpoint: str | None, from_start: bool) -> None:
+@click.option("--preview", is_flag=True, help="Show what the replay would run again; change nothing.")
+def executions_replay(
+    execution_id: str, from_checkpoint: str | None, from_start: bool, preview: bool
+) -> None:
     """Replays a failed or paused execution, from its current checkpoint unless told
-    otherwise (it costs a credit)."""
+    otherwise (it costs a credit). With --preview, the steps and tool calls recorded after
+    that checkpoint, which the replay would run again."""
     if from_checkpoint is not None and from_start:
         raise click.UsageError("--from and --from-start exclude each other")
     checkpoint_id: Any = None if from_start else OMIT if from_checkpoint is None else from_checkpoint
-    done(state().client().executions.replay(execution_id, checkpoint_id=checkpoint_id), "replayed")
+    client = state().client()
+    if preview:
+        show_preview(client.executions.replay_preview(execution_id, checkpoint_id=checkpoint_id))
+        return
+    done(client.executions.replay(execution_id, checkpoint_id=checkpoint_id), "replayed")
+
+
+def show_preview(p: models.ReplayPreview) -> None:
+    """A replay preview for people (the API's JSON with --json)."""
+    if state().as_json:
+        emit_json(api_json(p))
+        return
+    at = p.from_checkpoint
+    start = f"checkpoint #{at.sequence} {at.name or ''}".rstrip() if at else "the start"
+    more = "+" if p.more else ""
+    click.echo(
+        f"A replay of {p.execution_id} from {start} runs again {p.checkpoints_after}{more} checkpoints:"
+    )
+    for title, counted in (("steps", p.steps), ("tool calls", p.tool_calls)):
+        listed = ", ".join(f"{c.name} x{c.count}" for c in counted) or "none recorded"
+        click.echo(f"  {title}: {listed}")
+    cost = f"it costs {p.credits} credit{'' if p.credits == 1 else 's'}"
+    verdict = cost if p.replayable else f"refused now: {p.refused}"
+    click.echo(f"  {verdict}")
 
 
 @command(executions, "rollback")

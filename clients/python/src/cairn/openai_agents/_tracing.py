@@ -446,6 +446,8 @@ class CairnTracingProcessor(TracingProcessor):
                 "ended_at": data.get("ended_at"),
             }
         )
+        # The tools it called, for replay previews (docs/api.md, "replay-preview").
+        tools = ",".join(str(c.get("name")) for c in agent.tool_calls if c.get("name"))
         self._send(
             run,
             "record a checkpoint",
@@ -453,6 +455,7 @@ class CairnTracingProcessor(TracingProcessor):
             execution_id=run.execution_id,
             state=state,
             name=name[:200],
+            metadata={"cairn.tools": tools[:_METADATA_VALUE_MAX]} if tools else {},
         )
 
     def _failed(self, run: _Run, event: _Event, agent_name: str) -> None:
