@@ -514,3 +514,67 @@ async fn over_http_the_stream_runs_a_job_to_its_end() {
         assert_eq!(api.get(&t.key, &format!("/executions/{e}")).await.body["attempt"], 2, "{e}");
     }
 }
+
+/// The incident of the issue: 200 failed executions of two causes, recovered by one job
+/// over the incident's tag: two groups, a dry run, each execution replayed once and
+/// charged once, both groups resolved by themselves once the replays complete.
+#[tokio::test]
+async fn an_incident_of_two_hundred_across_two_causes_is_recovered_by_one_job() {
+    let env = own_env().await;
+    let api = Api::new(Transport::in_process(&env));
+    let t = env.tenant_with_credits(1_000).await;
+    let wf = workflow(&api, &t.key, "incident-200").await;
+    let mut failed = Vec::new();
+    for n in 0..200 {
+        let cause = if n % 4 == 0 { "TIMEOUT" } else { "RATE_LIMIT" };
+        failed.push(execution(&api, &t.key, &wf, json!({"incident": "7"}), Some(cause)).await);
+    }
+    execution(&api, &t.key, &wf, json!({"incident": "7"}), None).await; // running: not matched
+    let groups = api.get(&t.key, "/failures/groups").await.body["items"].as_array().expect("items").clone();
+    let counts: Vec<(String, u64)> = groups
+        .iter()
+        .map(|g| (g["error_type"].as_str().expect("type").to_owned(), g["counts"]["open"].as_u64().expect("open")))
+        .collect();
+    assert_eq!(counts.len(), 2, "two causes, two groups: {counts:?}");
+    assert!(counts.contains(&("RATE_LIMIT".to_owned(), 150)) && counts.contains(&("TIMEOUT".to_owned(), 50)));
+
+    let filter = json!({"tag": "incident:7", "status": "failed"});
+    let dry = api.post(&t.key, "/executions/bulk", &bulk("replay", filter.clone(), true)).await;
+    assert_eq!((dry.expect(200).body["matched"].as_u64(), dry.body["credits_needed"].as_i64()), (Some(200), Some(200)));
+    let before = balance(&api, &t.key).await;
+    let started = api.post(&t.key, "/executions/bulk", &bulk("replay", filter, false)).await;
+    let id = started.expect(202).body["id"].as_str().expect("id").to_owned();
+    let handler = jobs::Jobs::new(env.client.clone(), env.tables.clone());
+    let reader = RoundReader(env.clone());
+    let mut last = Value::Null;
+    for _ in 0..20 {
+        last = drive(&api, &t, &id, &handler, &reader).await;
+        if last["status"] != "running" {
+            break;
+        }
+    }
+    assert_eq!(
+        (last["status"].as_str(), last["done"].as_u64(), last["skipped"].as_u64()),
+        (Some("completed"), Some(200), Some(0)),
+        "{last}"
+    );
+    assert_eq!(balance(&api, &t.key).await, before - 200, "charged once each");
+    let events = reported(&env, &t.id).await;
+    assert_eq!(events["execution.replayed"].len(), 200, "reported once each");
+    let mut expected = failed.clone();
+    expected.sort();
+    assert_eq!(ids_of(&events["execution.replayed"]), expected);
+
+    for e in &failed {
+        api.post(&t.key, &format!("/executions/{e}/complete"), &json!({})).await.expect(200);
+    }
+    for g in &groups {
+        let now = api.get(&t.key, &format!("/failures/groups/{}", g["id"].as_str().expect("id"))).await;
+        assert_eq!(
+            (now.body["status"].as_str(), now.body["resolved_by"].as_str()),
+            (Some("resolved"), Some("replay")),
+            "{}",
+            now.body
+        );
+    }
+}
