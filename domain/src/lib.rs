@@ -8,6 +8,7 @@
 //! - [`subscriptions`]: plans and the tenant's subscription as Cairn shows it.
 //! - [`blobs`]: large payloads (execution values, checkpoint states), in parts.
 //! - [`keys`]: a tenant's API keys.
+//! - [`retention`]: how long ended executions and their checkpoints are kept.
 //! - [`webhooks`]: events, webhook endpoints and deliveries.
 //!
 //! Dependency rule: functions -> domain -> shared, never sideways; no function crate
@@ -17,6 +18,7 @@ pub mod blobs;
 pub mod credits;
 mod error;
 pub mod keys;
+pub mod retention;
 pub mod runs;
 pub mod subscriptions;
 pub mod webhooks;

@@ -5,3 +5,4 @@
 pub mod admin;
 pub mod tables;
 pub mod template;
+pub mod ttl;

@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 
 /// The areas scopes name, as the first segment of their routes' paths says
-/// (`/webhook-endpoints` is `webhooks`).
+/// (`/webhook-endpoints` is `webhooks`, `/settings` is `executions`).
 pub const AREAS: [&str; 7] = ["workflows", "executions", "checkpoints", "failures", "billing", "keys", "webhooks"];
 
 /// The scope of every area and access.
@@ -51,7 +51,12 @@ impl std::fmt::Display for Needed {
 pub fn needed(method: &http::Method, path: &str) -> Option<Needed> {
     let path = path.strip_prefix("/api/v1").unwrap_or(path);
     let first = path.trim_start_matches('/').split('/').next().unwrap_or_default();
-    let first = if first == "webhook-endpoints" { "webhooks" } else { first };
+    // `/settings/retention` is the executions' (how long they are kept).
+    let first = match first {
+        "webhook-endpoints" => "webhooks",
+        "settings" => "executions",
+        other => other,
+    };
     let area = AREAS.into_iter().find(|area| *area == first)?;
     let access = if method == http::Method::GET || method == http::Method::HEAD { Access::Read } else { Access::Write };
     Some(Needed { area, access })

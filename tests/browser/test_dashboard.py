@@ -567,3 +567,55 @@ def test_the_webhooks_page_shows_a_secret_once_and_each_deliverys_attempts(
         console.assert_clean()
     finally:
         receiver.server.shutdown()
+
+
+def test_the_settings_page_sets_retention_and_an_ended_execution_shows_its_expiry(
+    page: Page,
+    dashboard_url: str,
+    api_url: str,
+    admin: Callable[..., str],
+    console: Console,
+    screenshot: Callable[[Page, str], Path],
+) -> None:
+    # A tenant of its own: its retention is this test's alone.
+    tenant_id = admin("tenant", "create", "--name", "dashboard-retention")
+    key = admin("key", "create", "--tenant", tenant_id)
+    admin("credits", "grant", "--tenant", tenant_id, "--credits", "10")
+    own = Api(api_url, key)
+    try:
+        sign_in(page, dashboard_url, key)
+        tid(page, "nav-settings").click()
+        expect(page).to_have_url(re.compile(r"#/settings$"))
+        expect(tid(page, "retention-summary")).to_contain_text("kept 30 days")
+        expect(tid(page, "retention-checkpoint-days")).to_be_hidden()
+
+        # More than the plan allows: the API's field message, nothing saved.
+        console.expect_failure("/api/v1/settings/retention", 422)
+        tid(page, "retention-days").fill("45")
+        tid(page, "retention-save").click()
+        expect(tid(page, "error")).to_contain_text("executions_days")
+        assert own.call("GET", "/settings/retention")["executions_days"] is None
+
+        tid(page, "retention-days").fill("7")
+        tid(page, "retention-checkpoints").select_option("days")
+        expect(tid(page, "retention-checkpoint-days")).to_be_visible()
+        tid(page, "retention-checkpoint-days").fill("2")
+        tid(page, "retention-save").click()
+        expect(tid(page, "notice")).to_contain_text("Retention saved")
+        expect(tid(page, "retention-summary")).to_contain_text("kept 7 days")
+        saved = own.call("GET", "/settings/retention")
+        assert (saved["executions_days"], saved["checkpoints"], saved["checkpoints_days"]) == (7, "days", 2)
+        screenshot(page, "settings")
+
+        # An execution that ends now shows when it expires.
+        wf = own.call("POST", "/workflows", json={"name": "kept", "workflow_type": "custom"}, expect=(201,))
+        e = own.call("POST", "/executions", json={"workflow_id": wf["id"]}, expect=(201,))
+        done = own.call("POST", f"/executions/{e['id']}/complete", json={})
+        page.goto(f"{dashboard_url}#/executions/{e['id']}")
+        expires = tid(page, "execution-expires")
+        expect(expires).to_be_visible()
+        assert expires.locator("time").get_attribute("datetime") == done["expires_at"]
+        assert csp_violations(page) == []
+        console.assert_clean()
+    finally:
+        own.close()

@@ -49,6 +49,22 @@ pub async fn env() -> Env {
     Env { client: shared::dynamo::client().await, tables: Tables::new(&prefix) }
 }
 
+/// Tables of a test binary's own, named `<name><process id>-` (made once for all its
+/// tests: tables cost DynamoDB Local), which no relay reads: for tests that hand stream
+/// records to a function's handler themselves.
+pub async fn own_env(name: &str) -> Env {
+    static MADE: tokio::sync::Mutex<std::collections::BTreeSet<String>> =
+        tokio::sync::Mutex::const_new(std::collections::BTreeSet::new());
+    let shared_env = env().await;
+    let prefix = format!("{name}{}-", std::process::id());
+    let mut made = MADE.lock().await;
+    if !made.contains(&prefix) {
+        infra::tables::create_missing(&shared_env.client, &prefix).await.expect("tables");
+        made.insert(prefix.clone());
+    }
+    Env { client: shared_env.client, tables: Tables::new(&prefix) }
+}
+
 /// A tenant made for one test, with a live API key.
 #[derive(Debug, Clone)]
 pub struct Tenant {
@@ -386,6 +402,8 @@ const AREAS: [(&str, &str); 7] = [
 /// The function that serves `path` (by its first segment after /api/v1) and its router.
 fn pick<'a>(routers: &'a [axum::Router], path: &str) -> (&'static str, &'a axum::Router) {
     let area = path.trim_start_matches("/api/v1/").split('/').next().unwrap_or_default();
+    // `/settings/retention` is the executions function's.
+    let area = if area == "settings" { "executions" } else { area };
     let index = AREAS.iter().position(|(segment, _)| *segment == area).unwrap_or(0);
     (AREAS[index].1, &routers[index])
 }

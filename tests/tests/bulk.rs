@@ -194,16 +194,8 @@ async fn an_idempotency_key_starts_one_job(api: Api, env: Env) {
 
 // ---- rounds, driven by hand on tables no relay reads ----
 
-/// The tests' own tables (made once for them all: tables cost DynamoDB Local).
 async fn own_env() -> Env {
-    static MADE: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
-    let shared_env = api_tests::env().await;
-    let prefix = format!("bulk{}-", std::process::id());
-    MADE.get_or_init(|| async {
-        infra::tables::create_missing(&shared_env.client, &prefix).await.expect("tables");
-    })
-    .await;
-    Env { client: shared_env.client.clone(), tables: shared::dynamo::Tables::new(&prefix) }
+    api_tests::own_env("bulk").await
 }
 
 /// The stream record of job `id`'s item at `round`, as the mapping hands it over.

@@ -37,6 +37,8 @@ const NO_IDS: &[(&str, &str)] = &[
     ("GET", "/api/v1/keys"),
     ("POST", "/api/v1/keys"),
     ("GET", "/api/v1/webhook-endpoints"),
+    ("GET", "/api/v1/settings/retention"),
+    ("PUT", "/api/v1/settings/retention"),
 ];
 
 fn id_of(reply: &api_tests::Reply) -> String {

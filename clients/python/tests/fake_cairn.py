@@ -221,6 +221,8 @@ class FakeCairn:
             "created_at": NOW,
             "updated_at": NOW,
             "ended_at": None,
+            "expires_at": None,
+            "checkpoints_expire_at": None,
         }
         self.executions[e["id"]] = e
         return 201, e

@@ -108,6 +108,8 @@ def summary(n: int = 1, **fields: Any) -> dict[str, Any]:
         "created_at": T,
         "updated_at": T,
         "ended_at": None,
+        "expires_at": None,
+        "checkpoints_expire_at": None,
     }
     return {**body, **fields}
 

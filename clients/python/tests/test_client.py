@@ -40,6 +40,8 @@ def execution(id: str = "exec_1", status: str = "running", **fields: Any) -> dic
         "created_at": "2026-11-24T10:00:00.000Z",
         "updated_at": "2026-11-24T10:00:00.000Z",
         "ended_at": None,
+        "expires_at": None,
+        "checkpoints_expire_at": None,
     }
     body.update(fields)
     return body

@@ -333,3 +333,28 @@ def test_stats_and_usage_chart_a_history_across_days() -> None:
         with pytest.raises(errors.ValidationFailed) as refused:
             client.executions.stats(bucket="hour", created_after=today, created_before=two_days_ago)
         assert refused.value.status == 422
+
+
+def test_retention_is_set_and_fixes_an_ended_executions_lifetimes(client: Cairn) -> None:
+    default = client.settings.retention()
+    assert (default.executions_days, default.effective_executions_days, default.checkpoints) == (
+        None,
+        30,
+        "all",
+    )
+    with pytest.raises(errors.ValidationFailed) as refused:
+        client.settings.set_retention(executions_days=31)
+    assert [e["field"] for e in refused.value.errors] == ["executions_days"]
+    assert client.settings.retention() == default, "a refused setting changes nothing"
+
+    r = client.settings.set_retention(executions_days=7, checkpoints="days", checkpoints_days=2)
+    assert (r.effective_executions_days, r.checkpoints, r.checkpoints_days) == (7, "days", 2)
+    wf = client.workflows.create(name="kept a week", workflow_type="custom")
+    e = client.executions.create(workflow_id=wf.id)
+    assert e.expires_at is None, "a running execution never expires"
+    done = client.executions.complete(e.id, output={"ok": True})
+    assert done.ended_at is not None
+    assert done.expires_at is not None
+    assert done.checkpoints_expire_at is not None
+    assert (done.expires_at - done.ended_at).days == 7
+    assert (done.checkpoints_expire_at - done.ended_at).days == 2

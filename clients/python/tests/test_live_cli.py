@@ -167,3 +167,23 @@ def test_an_incident_is_replayed_in_bulk_from_the_cli(client: Cairn, key: str) -
     bad = cli(key, "executions", "bulk", "replay", "--status", "broken", "--yes")
     assert bad.returncode == 2
     assert "Traceback" not in bad.stderr
+
+
+def test_cairn_settings_shows_and_sets_retention(client: Cairn, key: str) -> None:
+    shown = cli(key, "settings", "retention")
+    assert shown.returncode == 0, shown.stderr
+    assert "effective_executions_days" in shown.stdout
+    assert "30" in shown.stdout
+
+    set_ = cli(
+        key, "--json", "settings", "set-retention", "--executions-days", "10", "--checkpoints", "keep_latest"
+    )
+    assert set_.returncode == 0, set_.stderr
+    body = json.loads(set_.stdout)
+    assert (body["executions_days"], body["checkpoints"]) == (10, "keep_latest")
+    assert client.settings.retention().executions_days == 10
+
+    refused = cli(key, "settings", "set-retention", "--checkpoints", "days")
+    assert refused.returncode == 6, refused.stderr
+    assert "checkpoints_days" in refused.stderr
+    assert client.settings.retention().checkpoints == "keep_latest", "nothing changed"

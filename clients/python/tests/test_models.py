@@ -55,6 +55,7 @@ CASES: list[tuple[type[BaseModel], dict[str, Any]]] = [
     (models.BulkJob, schema("BulkJob")),
     (models.BulkDryRun, schema("BulkDryRun")),
     (models.ReplayPreview, schema("ReplayPreview")),
+    (models.Retention, schema("Retention")),
     (models.CheckpointBrief, schema("CheckpointBrief")),
     (models.NamedCount, schema("NamedCount")),
     (models.ExecutionStats, schema("ExecutionStats")),

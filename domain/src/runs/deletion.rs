@@ -528,7 +528,11 @@ impl Runs {
 
     /// Deletes `checkpoints` with their states, keys and writes, in transactions of at
     /// most [`ROLLBACK_BATCH`] operations.
-    async fn delete_checkpoints(&self, tenant: &TenantId, checkpoints: &[StoredCheckpoint]) -> Result<(), Error> {
+    pub(super) async fn delete_checkpoints(
+        &self,
+        tenant: &TenantId,
+        checkpoints: &[StoredCheckpoint],
+    ) -> Result<(), Error> {
         let mut batch = Transaction::new();
         let mut size = 0;
         for stored in checkpoints {

@@ -21,12 +21,14 @@
 //! Beside them: `rollback` plans what a rollback discards (`rollback::plan_rollback`,
 //! a pure function), [`deletion`] deletes what deletions and rollbacks leave, hidden from
 //! clients meanwhile ([`Runs::delete`], [`Runs::finish_deletions`], the janitor's work),
+//! [`expiry`] deletes what the tenant's retention says has expired ([`Runs::expire`]),
 //! and `storage` holds what the stores share.
 
 pub mod bulk;
 pub mod checkpoints;
 pub mod deletion;
 pub mod executions;
+pub mod expiry;
 pub mod failures;
 pub mod preview;
 mod rollback;
@@ -47,8 +49,11 @@ use self::executions::model::{Action, Execution, ExecutionError, ExecutionStatus
 use self::executions::store::ExecutionStore;
 use self::failures::model::FailureStatus;
 use self::failures::store::FailureStore;
+use crate::Error;
 use crate::credits::Ledger;
+use crate::retention::{Retention, RetentionStore, Standing};
 use crate::workflows::store::WorkflowStore;
+use shared::TenantId;
 
 pub use self::storage::MAX_COUNTED;
 pub use crate::BeforeCommit;
@@ -72,6 +77,8 @@ pub struct Runs {
     execution_cost: i64,
     /// Bulk jobs and their markers.
     jobs: self::bulk::store::JobStore,
+    /// The tenants' retention settings (an ending reads them).
+    retention: RetentionStore,
 }
 
 impl Runs {
@@ -85,9 +92,28 @@ impl Runs {
             hidden: HiddenStore::new(client.clone(), tables.clone()),
             workflows: WorkflowStore::new(client.clone(), tables.clone()),
             jobs: self::bulk::store::JobStore::new(client.clone(), tables.clone()),
+            retention: RetentionStore::new(client.clone(), tables.clone()),
             ledger: Ledger::new(client, tables),
             execution_cost,
         }
+    }
+
+    /// The tenant's retention settings and plan.
+    ///
+    /// # Errors
+    /// The read's storage error.
+    pub async fn retention(&self, tenant: &TenantId) -> Result<Standing, Error> {
+        Ok(self.retention.read(tenant).await?)
+    }
+
+    /// Sets the tenant's retention settings (checked by the caller against its plan:
+    /// [`crate::retention::Retention::problems`]); they apply to executions that end
+    /// from now on.
+    ///
+    /// # Errors
+    /// The write's storage error.
+    pub async fn set_retention(&self, tenant: &TenantId, retention: &Retention) -> Result<(), Error> {
+        Ok(self.retention.write(tenant, retention).await?)
     }
 
     /// The client, to commit transactions with.

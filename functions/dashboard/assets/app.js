@@ -26,20 +26,21 @@
 //   live.js       live pages: polling with backoff, paused while the tab is hidden
 //   diff.js       what changed between two JSON states (time-sliced)
 //   page-*.js     one module per page: signin, overview, executions, execution,
-//                 failures, bulk jobs, workflows, billing, keys, webhooks
+//                 failures, bulk jobs, workflows, billing, keys, webhooks, settings
 //
 // Routes (location.hash): #/signin, #/overview (after sign-in; ?range=24h|7d|30d),
 // #/executions, #/executions/<id> (?checkpoint=<id> shows its state, ?from=<id>&to=<id>
 // the diff of two, ?cp_page=N the timeline's page), #/failures,
 // #/failures/<id>, #/bulk, #/bulk/<id>, #/workflows, #/workflows/<id>, #/billing, #/keys, #/webhooks,
-// #/webhooks/<id>. List filters and
+// #/webhooks/<id>, #/settings. List filters and
 // pages live in the hash's query (#/executions?status=paused&page=2), so Back works.
 //
 // Stable hooks for tests (data-testid):
 //   signin-key               the API key input on the sign-in page
 //   signin-submit            its submit button
 //   signout                  the Sign out button (in the top bar on every signed-in page)
-//   nav-overview, nav-executions, nav-failures, nav-workflows, nav-billing, nav-keys, nav-webhooks   the main navigation links
+//   nav-overview, nav-executions, nav-failures, nav-workflows, nav-billing, nav-keys, nav-webhooks,
+//   nav-settings             the main navigation links
 //   error                    the visible error banner (role=alert); the API's detail and field messages
 //   notice                   the success banner (role=status)
 //   empty                    any empty state (says what to do next)
@@ -107,6 +108,9 @@
 //   webhook-test, webhook-toggle, webhook-delete   an endpoint's Send test, Disable/Enable, Delete buttons
 //   deliveries-table, delivery-row (data-id, data-status), delivery-status, delivery-attempts, delivery-last,
 //   delivery-retry, deliveries-refresh   an endpoint's deliveries
+//   retention-summary, retention-days, retention-checkpoints, retention-checkpoint-days,
+//   retention-save           the settings page's retention form
+//   execution-expires        the execution page's expiry (once ended)
 
 import { onUnauthorized } from './api.js';
 import { $ } from './dom.js';
@@ -118,6 +122,7 @@ import { pageFailure, pageFailures } from './page-failures.js';
 import { pageKeys } from './page-keys.js';
 import { pageOverview } from './page-overview.js';
 import { pageWebhook, pageWebhooks } from './page-webhooks.js';
+import { pageSettings } from './page-settings.js';
 import { pageSignin } from './page-signin.js';
 import { pageWorkflow, pageWorkflows } from './page-workflows.js';
 import { endSession, signOut, startRouter } from './router.js';
@@ -132,6 +137,7 @@ const PAGES = {
   billing: { title: 'Billing', render: pageBilling, nav: 'billing' },
   keys: { title: 'API keys', render: pageKeys, nav: 'keys' },
   webhooks: { title: 'Webhooks', render: pageWebhooks, detail: pageWebhook, nav: 'webhooks' },
+  settings: { title: 'Settings', render: pageSettings, nav: 'settings' },
 };
 
 function start() {

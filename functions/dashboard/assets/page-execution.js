@@ -75,6 +75,8 @@ function fieldsOf(ex) {
     field('Created', timeEl(ex.created_at)),
     field('Updated', timeEl(ex.updated_at)),
     field('Ended', timeEl(ex.ended_at)),
+    ex.expires_at ? field('Expires', h('span', { testid: 'execution-expires' }, timeEl(ex.expires_at), ' (',
+      link('/settings', 'retention'), ')')) : null,
     ex.cancel_reason ? field('Cancel reason', ex.cancel_reason) : null,
   );
 }

@@ -97,6 +97,7 @@ const ASSETS: &[Asset] = &[
     asset!("page-keys.js"),
     asset!("page-overview.js"),
     asset!("page-webhooks.js"),
+    asset!("page-settings.js"),
     asset!("page-signin.js"),
     asset!("page-workflows.js"),
     asset!("router.js"),

@@ -60,6 +60,8 @@ pub struct ExecutionSummary {
     created_at: String,
     updated_at: String,
     ended_at: Option<String>,
+    expires_at: Option<String>,
+    checkpoints_expire_at: Option<String>,
 }
 
 /// An execution as its own `GET` and every action show it: the summary's fields plus
@@ -98,6 +100,8 @@ impl From<Execution> for ExecutionSummary {
             created_at: shared::time::format(e.created_at),
             updated_at: shared::time::format(e.updated_at),
             ended_at: e.ended_at.map(shared::time::format),
+            expires_at: e.expires_at.map(shared::time::format),
+            checkpoints_expire_at: e.checkpoints_expire_at.map(shared::time::format),
         }
     }
 }
@@ -213,7 +217,7 @@ pub async fn get(State(state): State<AppState>, tenant: TenantId, PathId(raw): P
 
 /// `value` as a 200 JSON answer. Every answer of this function is written through
 /// [`Answer`], so the binary carries one JSON writer (docs/deploying.md, "Build").
-fn ok<T: Serialize>(value: &T) -> Result<Response, ApiError> {
+pub(crate) fn ok<T: Serialize>(value: &T) -> Result<Response, ApiError> {
     Ok(Answer::json(StatusCode::OK, value)?.into_response())
 }
 

@@ -1,11 +1,13 @@
 //! The executions area (`/api/v1/executions`): start runs, report their outcome
-//! (complete, fail, pause, cancel), replay and roll back, one at a time or in bulk.
+//! (complete, fail, pause, cancel), replay and roll back, one at a time or in bulk; and
+//! the retention settings that say how long ended executions are kept.
 //!
 //! The rules and storage of runs (executions, checkpoints, failures) live in
 //! `domain::runs`, which the checkpoints and failures functions share.
 
 pub mod api;
 pub mod bulk;
+pub mod settings;
 
 use std::sync::Arc;
 
@@ -36,6 +38,8 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/api/v1/executions/{execution_id}/replay"),
     ("GET", "/api/v1/executions/{execution_id}/replay-preview"),
     ("POST", "/api/v1/executions/{execution_id}/rollback"),
+    ("GET", "/api/v1/settings/retention"),
+    ("PUT", "/api/v1/settings/retention"),
 ];
 
 /// What the handlers share, built once per cold start.
@@ -73,6 +77,7 @@ pub fn app(client: Client, tables: Tables, clock: Arc<dyn Clock>) -> Router {
         .route(&format!("{one}/replay"), post(api::replay))
         .route(&format!("{one}/replay-preview"), get(api::replay_preview))
         .route(&format!("{one}/rollback"), post(api::rollback))
+        .route(&format!("{BASE_PATH}/settings/retention"), get(settings::get).put(settings::put))
         .with_state(state);
     shared::http::api(routes, auth)
 }

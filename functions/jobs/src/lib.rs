@@ -1,4 +1,6 @@
-//! The jobs function: runs bulk jobs (`POST /executions/bulk`) in rounds. The jobs
+//! The jobs function: runs bulk jobs (`POST /executions/bulk`) in rounds, and deletes
+//! what the tenants' retention says has expired (`domain::runs::expiry`: a marker's
+//! REMOVE, DynamoDB's TTL having passed, or its INSERT when due at once). The jobs
 //! table's stream hands it each job item a write left running (Lambda's event source
 //! mapping; locally `cairn-relay`); it runs that job's rounds
 //! ([`domain::runs::Runs::bulk_round`]) while the invocation has time, and the item its
@@ -11,13 +13,14 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use domain::Error;
-use domain::runs::Runs;
 use domain::runs::bulk::named;
+use domain::runs::expiry::{Marked, marked};
+use domain::runs::{Deleted, Runs};
 use serde_json::{Value, json};
 use shared::TenantId;
 use shared::dynamo::{StoreError, Tables};
 use shared::ids::BulkJobId;
-use shared::time::SystemClock;
+use shared::time::{Clock, SystemClock};
 
 /// Time left at which no further round is started: a round (25 executions, 4 at once)
 /// takes a few seconds.
@@ -42,6 +45,14 @@ impl Jobs {
         let deadline = UNIX_EPOCH + Duration::from_millis(deadline_ms);
         let records = event["Records"].as_array().cloned().unwrap_or_default();
         for (at, record) in records.iter().enumerate() {
+            if let Some(marked) = marked(record) {
+                if let Err(error) = Box::pin(self.expire(&marked, deadline)).await {
+                    let sequence = record["dynamodb"]["SequenceNumber"].as_str().unwrap_or_default();
+                    tracing::error!(error = %error, execution = %marked.execution, sequence, "jobs: an expiry failed; handed over again");
+                    return json!({"batchItemFailures": [{"itemIdentifier": sequence}]});
+                }
+                continue;
+            }
             let Some((tenant, id, round)) = named(record) else {
                 tracing::error!(record = %record["dynamodb"]["Keys"], "jobs: a record that names no job; passed over");
                 continue;
@@ -57,6 +68,17 @@ impl Jobs {
             }
         }
         json!({"batchItemFailures": []})
+    }
+
+    /// Deletes what `marked` says is due (`domain::runs::expiry`) while there is time;
+    /// puts its marker again, due at once, when there is more.
+    async fn expire(&self, marked: &Marked, deadline: SystemTime) -> Result<(), Error> {
+        while SystemTime::now() + MARGIN < deadline {
+            if Box::pin(self.runs.expire(marked, SystemClock.now())).await? == Deleted::Done {
+                return if marked.now { self.runs.unmark(marked).await } else { Ok(()) };
+            }
+        }
+        self.runs.mark_again(marked).await
     }
 
     /// Runs job `id`'s rounds from `round` while there is time.

@@ -1,9 +1,12 @@
 //! The local stack's stand-in for Lambda's event source mappings and schedule: reads
 //! DynamoDB Local's streams that feed a function in `template.yaml` (the dispatcher's:
 //! the `events` table's and the `checkpoints` table's; the jobs function's: the `jobs`
-//! table's) and hands each batch to that function's own handler, in the event shape Lambda sends (`Records` with `dynamodb.NewImage` in
-//! DynamoDB's JSON) and filtered by the mapping's own patterns ([`filter`]), and runs
-//! the dispatcher's sweep of due retries every couple of seconds.
+//! table's) and hands each batch to that function's own handler, in the event shape
+//! Lambda sends (`Records` with `dynamodb.NewImage` in DynamoDB's JSON) and filtered by
+//! the mapping's own patterns ([`filter`]), and runs the dispatcher's sweep of due
+//! retries every couple of seconds. With that sweep it plays DynamoDB's TTL on the
+//! streamed tables whose items expire (`infra::ttl`), so that their REMOVE records come
+//! as they would on AWS.
 //!
 //! Like an event source mapping, it reads each shard in order, hands records over in
 //! batches of the mapping's size, and moves on only past records the handler did not
@@ -204,6 +207,21 @@ async fn sources(client: &aws_sdk_dynamodb::Client, tables: &Tables) -> Result<V
     Ok(sources)
 }
 
+/// The streamed tables whose items expire (their names and specs), whose TTL the relay
+/// plays.
+fn expiring(sources: &[Source], tables: &Tables) -> Result<Vec<(String, infra::template::TableSpec)>> {
+    let specs = infra::template::Template::embedded()?.tables()?;
+    let mut expiring: Vec<(String, infra::template::TableSpec)> = Vec::new();
+    for spec in specs.into_iter().filter(|spec| spec.ttl_attribute.is_some()) {
+        let streamed = sources.iter().any(|source| source.table == spec.suffix);
+        let table = Table::ALL.into_iter().find(|t| t.suffix() == spec.suffix);
+        if let (true, Some(table)) = (streamed, table) {
+            expiring.push((tables.name(table).to_owned(), spec));
+        }
+    }
+    Ok(expiring)
+}
+
 /// Runs the relay until stopped (or, with `once`, until the streams have nothing new
 /// and one sweep ran).
 ///
@@ -216,6 +234,7 @@ pub async fn run(client: &aws_sdk_dynamodb::Client, tables: &Tables, settings: &
         jobs: jobs::Jobs::new(client.clone(), tables.clone()),
     };
     let sources = sources(client, tables).await?;
+    let expiring = expiring(&sources, tables)?;
     // "<table>/<shard id>" -> the sequence number of the last record handed over and accepted.
     let mut state = load_state(&settings.state_file);
     let mut last_sweep: Option<Instant> = None;
@@ -230,6 +249,14 @@ pub async fn run(client: &aws_sdk_dynamodb::Client, tables: &Tables, settings: &
         if last_sweep.is_none_or(|at| at.elapsed() >= settings.sweep) {
             if let Err(error) = handlers.dispatcher.handle(json!({"source": "cairn.relay"})).await {
                 eprintln!("relay: sweep: {error}");
+            }
+            // DynamoDB's TTL, which DynamoDB Local does not play, on the streamed tables.
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+            let now = i64::try_from(now).unwrap_or(i64::MAX);
+            for (name, spec) in &expiring {
+                if let Err(error) = infra::ttl::expire(client, name, spec, now).await {
+                    eprintln!("relay: time to live of {name}: {error:#}");
+                }
             }
             last_sweep = Some(Instant::now());
             if settings.once && handed == 0 {

@@ -10,6 +10,7 @@ from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
 from . import _bulk as bulk_specs
 from . import _groups as group_specs
+from . import _settings as settings_specs
 from . import _specs as specs
 from . import errors, models
 from ._api import API, AsyncAPI
@@ -354,6 +355,20 @@ class AsyncWebhookEndpoints(_Async):
     retry = _async(specs.webhook_endpoints_retry)
 
 
+class Settings(_Sync):
+    """``/settings``: how long ended executions and their checkpoints are kept."""
+
+    retention = _sync(settings_specs.settings_retention)
+    set_retention = _sync(settings_specs.settings_set_retention)
+
+
+class AsyncSettings(_Async):
+    """``/settings``: how long ended executions and their checkpoints are kept."""
+
+    retention = _async(settings_specs.settings_retention)
+    set_retention = _async(settings_specs.settings_set_retention)
+
+
 # ---- every resource of a client ----
 
 
@@ -369,6 +384,7 @@ class Resources:
         self.billing = Billing(api)
         self.keys = Keys(api)
         self.webhook_endpoints = WebhookEndpoints(api)
+        self.settings = Settings(api)
 
 
 class AsyncResources:
@@ -383,3 +399,4 @@ class AsyncResources:
         self.billing = AsyncBilling(api)
         self.keys = AsyncKeys(api)
         self.webhook_endpoints = AsyncWebhookEndpoints(api)
+        self.settings = AsyncSettings(api)

@@ -15,6 +15,7 @@ WorkflowType = Literal["crewai", "langgraph", "autogen", "semantic_kernel", "cus
 WorkflowStatus = Literal["draft", "published", "archived"]
 ExecutionStatus = Literal["running", "completed", "failed", "cancelled", "paused"]
 FailureStatus = Literal["open", "resolved", "ignored"]
+CheckpointRetention = Literal["all", "keep_latest", "days"]
 
 
 class Model(BaseModel):
@@ -80,6 +81,10 @@ class ExecutionSummary(Model):
     created_at: datetime
     updated_at: datetime
     ended_at: datetime | None
+    #: When the ended execution is deleted (the tenant's retention when it ended).
+    expires_at: datetime | None
+    #: When all its checkpoints but the one it stands at are deleted, if before.
+    checkpoints_expire_at: datetime | None
 
 
 class Execution(ExecutionSummary):
@@ -580,3 +585,18 @@ class Page(Model, Generic[T]):
         if len(self.items) < size or not self.items:
             return None
         return str(getattr(self.items[-1], "id"))  # noqa: B009 (every listed model has an id)
+
+
+class Retention(Model):
+    """How long the tenant's ended executions and their checkpoints are kept
+    (``/settings/retention``). ``executions_days`` ``None``: as long as the plan allows
+    (``max_executions_days``); ``effective_executions_days`` is what applies."""
+
+    executions_days: int | None
+    checkpoints: CheckpointRetention
+    checkpoints_days: int | None
+    plan: str | None
+    max_executions_days: int
+    effective_executions_days: int
+    updated_at: datetime | None
+    object: Literal["retention"]

@@ -216,10 +216,17 @@ impl Runs {
         clock: &dyn Clock,
         before_commit: BeforeCommit<'_, Changed>,
     ) -> Result<Changed, Error> {
+        // An ending reads the tenant's retention beside the execution.
+        let ends = matches!(
+            change,
+            Change::Fail { .. } | Change::Plain(Action::Complete { .. } | Action::Fail { .. } | Action::Cancel { .. })
+        );
         retry_races(|| async move {
-            let current = self.load(tenant, id).await?;
+            let (current, standing) = tokio::try_join!(self.load(tenant, id), async {
+                Ok::<_, Error>(if ends { Some(self.retention.read(tenant).await?) } else { None })
+            })?;
             let now = clock.now();
-            let plan = match change {
+            let mut plan = match change {
                 Change::Fail { error, details } => self.plan_failure(tenant, &current, error, details, now)?,
                 Change::Replay(from) => self.plan_replay(tenant, &current, from, now).await?,
                 Change::Rollback(to) => self.plan_rollback(tenant, &current, to, now).await?,
@@ -229,6 +236,15 @@ impl Runs {
                     _ => Plan::new(&current, action, now)?,
                 },
             };
+            if let Some(standing) = standing
+                && !current.status.is_ended()
+                && let Some(ended) = plan.next.ended_at
+            {
+                let lifetimes = standing.retention.lifetimes(standing.plan, ended);
+                plan.next.expires_at = Some(lifetimes.expires_at);
+                plan.next.checkpoints_expire_at = lifetimes.checkpoints_expire_at;
+                crate::runs::expiry::stage_markers(&mut plan.effects, self.failures.tables(), tenant, &plan.next)?;
+            }
             self.commit_plan(tenant, &current, plan, before_commit).await
         })
         .await

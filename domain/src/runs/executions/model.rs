@@ -107,6 +107,11 @@ pub struct Execution {
     pub updated_at: DateTime<Utc>,
     /// When it ended (completed, failed, cancelled).
     pub ended_at: Option<DateTime<Utc>>,
+    /// When it expires, once ended: the tenant's retention when it ended
+    /// (`crate::retention`); `None` while running or paused.
+    pub expires_at: Option<DateTime<Utc>>,
+    /// When all its checkpoints but the one it stands at go, if before it expires.
+    pub checkpoints_expire_at: Option<DateTime<Utc>>,
     /// Whether its checkpoints are kept apart from the tenant's partition (see
     /// `checkpoints::store::Layout`): every execution started since that layout, unless
     /// it is switched off; false for executions from before.
@@ -246,6 +251,8 @@ impl Execution {
             created_at: now,
             updated_at: now,
             ended_at: None,
+            expires_at: None,
+            checkpoints_expire_at: None,
             checkpoints_apart: true,
             spread: true,
         }
@@ -301,6 +308,11 @@ impl Execution {
         next.version = self.version + 1;
         next.updated_at = now;
         next.ended_at = next.status.is_ended().then_some(now);
+        if !next.status.is_ended() {
+            // Its lifetimes are the retention's when it ends again.
+            next.expires_at = None;
+            next.checkpoints_expire_at = None;
+        }
         match action {
             Action::Complete { output } => next.output.clone_from(output),
             Action::Fail { error } => next.error = Some(error.clone()),

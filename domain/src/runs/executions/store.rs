@@ -116,6 +116,11 @@ struct ExecutionRecord {
     created_at: String,
     updated_at: String,
     ended_at: Option<String>,
+    /// Once ended: when it expires (see `crate::retention`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    expires_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    checkpoints_expire_at: Option<String>,
     tenant_status: String,
     tenant_workflow: String,
     tenant_workflow_status: String,
@@ -154,6 +159,8 @@ const SUMMARY_ATTRIBUTES: &[&str] = &[
     "created_at",
     "updated_at",
     "ended_at",
+    "expires_at",
+    "checkpoints_expire_at",
     "tenant_status",
     "tenant_workflow",
     "tenant_workflow_status",
@@ -197,6 +204,8 @@ impl ExecutionRecord {
             created_at: shared::time::format(e.created_at),
             updated_at: shared::time::format(e.updated_at),
             ended_at: e.ended_at.map(shared::time::format),
+            expires_at: e.expires_at.map(shared::time::format),
+            checkpoints_expire_at: e.checkpoints_expire_at.map(shared::time::format),
             tenant_status: format!("{t}#{}", e.status.wire()),
             tenant_workflow: format!("{t}#{}", e.workflow_id),
             tenant_workflow_status: format!("{t}#{}#{}", e.workflow_id, e.status.wire()),
@@ -267,6 +276,8 @@ impl ExecutionRecord {
             created_at: time(&self.created_at)?,
             updated_at: time(&self.updated_at)?,
             ended_at: self.ended_at.as_deref().map(time).transpose()?,
+            expires_at: self.expires_at.as_deref().map(time).transpose()?,
+            checkpoints_expire_at: self.checkpoints_expire_at.as_deref().map(time).transpose()?,
             checkpoints_apart: self.checkpoints_apart,
             spread: self.tenant_id.contains('#'),
         })
@@ -645,6 +656,17 @@ impl ExecutionStore {
         e: &Execution,
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
+        self.stage_expire(tx, tenant, e)?;
+        self.hidden.stage_purge(tx, tenant, &e.id, now)
+    }
+
+    /// Adds to `tx` the deletion of execution `e` as [`Self::stage_delete`] does, but
+    /// with no purge marker: its checkpoints are gone already (an expiry deletes them
+    /// first, `crate::runs::expiry`).
+    ///
+    /// # Errors
+    /// [`StoreError`] if an operation cannot be built.
+    pub fn stage_expire(&self, tx: &mut Transaction, tenant: &TenantId, e: &Execution) -> Result<(), StoreError> {
         let table = self.table();
         let delete = Delete::builder()
             .table_name(table)
@@ -661,7 +683,6 @@ impl ExecutionStore {
         for name in ["input", "output"] {
             self.blobs.stage_delete(tx, Part::Blob, tenant, &format!("{}#{name}", e.id))?;
         }
-        self.hidden.stage_purge(tx, tenant, &e.id, now)?;
         tags::stage_delete(tx, table, tenant, e)?;
         let change = CounterChange::between(&e.counters(), &[]);
         tx.extend(Part::Counters, change.transact_items(&self.tables, tenant)?);

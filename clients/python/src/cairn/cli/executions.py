@@ -113,6 +113,7 @@ EXECUTION_FIELDS = [
     "created_at",
     "updated_at",
     "ended_at",
+    "expires_at",
 ]
 
 
