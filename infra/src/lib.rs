@@ -3,6 +3,7 @@
 //! in DynamoDB (Local), and the operations of the `cairn-admin` command line.
 
 pub mod admin;
+pub mod erasure;
 pub mod tables;
 pub mod template;
 pub mod ttl;

@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 use infra::admin::{self, Revoked};
 use shared::config::Config;
@@ -86,6 +86,17 @@ enum TenantCommand {
         /// Display name.
         #[arg(long)]
         name: String,
+    },
+    /// Deletes a tenant and everything it owns in every table, its keys revoked first;
+    /// prints a report (JSON) of what was deleted and when. Refused while the tenant has
+    /// a live subscription (docs/retention.md, "Deleting a tenant").
+    Delete {
+        /// The tenant's id.
+        #[arg(long)]
+        tenant: String,
+        /// Confirms: the deletion cannot be undone.
+        #[arg(long)]
+        yes: bool,
     },
 }
 
@@ -200,6 +211,14 @@ async fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Tenant { command: TenantCommand::Create { name } } => {
             println!("{}", admin::create_tenant(&client, tables, &name, &now()).await?);
+        }
+        Command::Tenant { command: TenantCommand::Delete { tenant, yes } } => {
+            if !yes {
+                bail!("deleting {tenant} cannot be undone: add --yes");
+            }
+            let report = infra::erasure::delete_tenant(&client, tables, &tenant).await?;
+            eprintln!("deleted {tenant}: {} items in {} passes", report.total, report.passes);
+            println!("{}", serde_json::to_string_pretty(&report)?);
         }
         Command::Key { command: KeyCommand::Create { tenant } } => {
             let (id, key) = admin::create_key(&client, tables, &tenant, &now()).await?;

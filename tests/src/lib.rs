@@ -65,6 +65,29 @@ pub async fn own_env(name: &str) -> Env {
     Env { client: shared_env.client, tables: Tables::new(&prefix) }
 }
 
+/// Every item of `env`'s table `table` (a scan, read consistently: for tests on small
+/// tables of their own).
+pub async fn scan_all(env: &Env, table: shared::dynamo::Table) -> Vec<shared::dynamo::Item> {
+    let mut items = Vec::new();
+    let mut start = None;
+    loop {
+        let page = env
+            .client
+            .scan()
+            .table_name(env.tables.name(table))
+            .set_exclusive_start_key(start)
+            .consistent_read(true)
+            .send()
+            .await
+            .expect("scan");
+        items.extend(page.items.unwrap_or_default());
+        start = page.last_evaluated_key;
+        if start.is_none() {
+            return items;
+        }
+    }
+}
+
 /// A tenant made for one test, with a live API key.
 #[derive(Debug, Clone)]
 pub struct Tenant {

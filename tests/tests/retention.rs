@@ -189,25 +189,9 @@ async fn hand_over(env: &Env, records: Vec<Value>) {
 async fn items_naming(env: &Env, needle: &str) -> Vec<String> {
     let mut found = Vec::new();
     for table in Table::ALL {
-        let mut start = None;
-        loop {
-            let page = env
-                .client
-                .scan()
-                .table_name(env.tables.name(table))
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .expect("scan");
-            for item in page.items.unwrap_or_default() {
-                let text = format!("{item:?}");
-                if text.contains(needle) {
-                    found.push(format!("{}: {:?} {:?}", table.suffix(), item.get("tenant_id"), item.get("id")));
-                }
-            }
-            start = page.last_evaluated_key;
-            if start.is_none() {
-                break;
+        for item in api_tests::scan_all(env, table).await {
+            if format!("{item:?}").contains(needle) {
+                found.push(format!("{}: {:?} {:?}", table.suffix(), item.get("tenant_id"), item.get("id")));
             }
         }
     }
