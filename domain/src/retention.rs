@@ -16,9 +16,12 @@ use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{TransactWriteItem, Update};
 use chrono::{DateTime, TimeDelta, Utc};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use shared::ApiError;
 use shared::TenantId;
-use shared::body::WireEnum;
+use shared::body::{Fields, Patch, WireEnum, integer, one_of};
 use shared::dynamo::{Part, StoreError, Table, Tables, Transaction, TransactionError, built, classify, s};
+use shared::error::FieldError;
 
 use crate::subscriptions::{Plan, Subscription};
 
@@ -135,25 +138,81 @@ impl Retention {
     }
 }
 
-/// The settings as stored on the accounts item.
+/// Settings as a client sends them (`executions_days`, `checkpoints`,
+/// `checkpoints_days`; a field left out takes its default), checked against `plan`,
+/// each problem named `{prefix}{field}` in `errors` (`None` then).
+pub fn read(body: Value, prefix: &str, plan: Option<Plan>, errors: &mut Vec<FieldError>) -> Option<Retention> {
+    let Ok(mut f) = Fields::new(body) else {
+        let field = prefix.trim_end_matches('.');
+        errors.push(FieldError::new(if field.is_empty() { "body" } else { field }, "must be a JSON object"));
+        return None;
+    };
+    let days = |max: u32| integer(1, i64::from(max));
+    let executions_days = f.nullable("executions_days", days(max_days(Some(Plan::Enterprise))));
+    let checkpoints = f.optional("checkpoints", one_of(CheckpointPolicy::ALL)).unwrap_or_default();
+    let checkpoints_days = f.nullable("checkpoints_days", days(MAX_CHECKPOINT_DAYS));
+    let before = errors.len();
+    if let Err(ApiError::Validation(found)) = f.finish() {
+        errors.extend(found.into_iter().map(|e| FieldError::new(format!("{prefix}{}", e.field), e.message)));
+    }
+    let whole = |patch: Patch<i64>| match patch {
+        Patch::Value(days) => u32::try_from(days).ok(),
+        Patch::Absent | Patch::Null => None,
+    };
+    let retention = Retention {
+        executions_days: whole(executions_days),
+        checkpoints,
+        checkpoints_days: whole(checkpoints_days),
+        updated_at: None,
+    };
+    if errors.len() == before {
+        errors.extend(
+            retention
+                .problems(plan)
+                .into_iter()
+                .map(|(field, message)| FieldError::new(format!("{prefix}{field}"), message)),
+        );
+    }
+    (errors.len() == before).then_some(retention)
+}
+
+/// The settings as stored (on the accounts item, or a workflow's item).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-struct RetentionRecord {
+pub(crate) struct RetentionRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     executions_days: Option<u32>,
     checkpoints: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     checkpoints_days: Option<u32>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     updated_at: String,
 }
 
 impl RetentionRecord {
-    fn into_retention(self) -> Result<Retention, StoreError> {
+    /// `retention` as stored.
+    pub(crate) fn of(retention: &Retention) -> Self {
+        Self {
+            executions_days: retention.executions_days,
+            checkpoints: retention.checkpoints.wire().to_owned(),
+            checkpoints_days: retention.checkpoints_days,
+            updated_at: retention.updated_at.map(shared::time::format).unwrap_or_default(),
+        }
+    }
+
+    /// The settings it stores.
+    ///
+    /// # Errors
+    /// [`StoreError::Corrupt`] for what this code cannot read.
+    pub(crate) fn into_retention(self) -> Result<Retention, StoreError> {
         let corrupt = |what: &str| StoreError::Corrupt(format!("retention: {what}"));
         Ok(Retention {
             executions_days: self.executions_days,
             checkpoints: CheckpointPolicy::from_wire(&self.checkpoints).ok_or_else(|| corrupt("checkpoints"))?,
             checkpoints_days: self.checkpoints_days,
-            updated_at: Some(shared::time::parse(&self.updated_at).map_err(|_| corrupt("updated_at"))?),
+            updated_at: match self.updated_at.as_str() {
+                "" => None,
+                at => Some(shared::time::parse(at).map_err(|_| corrupt("updated_at"))?),
+            },
         })
     }
 }
@@ -165,6 +224,9 @@ pub struct Standing {
     pub retention: Retention,
     /// The plan of its live subscription.
     pub plan: Option<Plan>,
+    /// Whether a workflow of the tenant has, or has had, retention of its own (an
+    /// ending then reads its workflow's).
+    pub overrides: bool,
 }
 
 /// The settings on the tenants' accounts items.
@@ -195,7 +257,7 @@ impl RetentionStore {
             .get_item()
             .table_name(self.table())
             .key("tenant_id", s(tenant.as_str()))
-            .projection_expression("retention, subscription")
+            .projection_expression("retention, subscription, retention_overrides")
             .send()
             .await
             .map_err(classify)?;
@@ -207,7 +269,8 @@ impl RetentionStore {
         let subscription: Option<Subscription> =
             item.remove("subscription").map(serde_dynamo::from_attribute_value).transpose()?;
         let plan = subscription.filter(Subscription::is_live).and_then(|sub| Plan::parse(&sub.plan_id));
-        Ok(Standing { retention, plan })
+        let overrides = item.get("retention_overrides").and_then(|v| v.as_bool().ok()).copied().unwrap_or(false);
+        Ok(Standing { retention, plan, overrides })
     }
 
     /// Sets the tenant's settings to `retention` (its `updated_at` set), in one
@@ -216,17 +279,29 @@ impl RetentionStore {
     /// # Errors
     /// The write's [`TransactionError`].
     pub async fn write(&self, tenant: &TenantId, retention: &Retention) -> Result<(), TransactionError> {
-        let record = RetentionRecord {
-            executions_days: retention.executions_days,
-            checkpoints: retention.checkpoints.wire().to_owned(),
-            checkpoints_days: retention.checkpoints_days,
-            updated_at: retention.updated_at.map(shared::time::format).unwrap_or_default(),
-        };
+        let record = RetentionRecord::of(retention);
         let update = Update::builder()
             .table_name(self.table())
             .key("tenant_id", s(tenant.as_str()))
             .update_expression("SET retention = :r")
             .expression_attribute_values(":r", serde_dynamo::to_attribute_value(record).map_err(StoreError::from)?);
+        let mut tx = Transaction::new();
+        tx.push(Part::Account, TransactWriteItem::builder().update(built(update.build())?).build());
+        tx.commit(&self.client).await
+    }
+
+    /// Notes that a workflow of the tenant has retention of its own (never taken back:
+    /// endings read the workflow's from then on), in one transaction the request's gate
+    /// admits.
+    ///
+    /// # Errors
+    /// The write's [`TransactionError`].
+    pub async fn note_overrides(&self, tenant: &TenantId) -> Result<(), TransactionError> {
+        let update = Update::builder()
+            .table_name(self.table())
+            .key("tenant_id", s(tenant.as_str()))
+            .update_expression("SET retention_overrides = :yes")
+            .expression_attribute_values(":yes", aws_sdk_dynamodb::types::AttributeValue::Bool(true));
         let mut tx = Transaction::new();
         tx.push(Part::Account, TransactWriteItem::builder().update(built(update.build())?).build());
         tx.commit(&self.client).await

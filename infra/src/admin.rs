@@ -226,6 +226,7 @@ pub async fn history(
                 status: WorkflowStatus::Published,
                 definition: None,
                 metadata: std::collections::BTreeMap::new(),
+                retention: None,
             };
             domain::workflows::create(&workflows, &tenant, new, made.at, &|_| {}).await?.id
         }

@@ -615,6 +615,14 @@ def test_the_settings_page_sets_retention_and_an_ended_execution_shows_its_expir
         expires = tid(page, "execution-expires")
         expect(expires).to_be_visible()
         assert expires.locator("time").get_attribute("datetime") == done["expires_at"]
+
+        # A workflow's own retention shows on its page; the tenant's otherwise.
+        page.goto(f"{dashboard_url}#/workflows/{wf['id']}")
+        expect(tid(page, "workflow-retention")).to_contain_text("the tenant's")
+        body = {"name": "short-lived", "workflow_type": "custom", "retention": {"executions_days": 3}}
+        short = own.call("POST", "/workflows", json=body, expect=(201,))
+        page.goto(f"{dashboard_url}#/workflows/{short['id']}")
+        expect(tid(page, "workflow-retention")).to_contain_text("its own: kept 3 days")
         assert csp_violations(page) == []
         console.assert_clean()
     finally:

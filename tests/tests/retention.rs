@@ -23,6 +23,7 @@ both_paths!(
     settings_default_to_the_plan_and_a_put_replaces_them,
     settings_that_cannot_apply_are_422_naming_the_field_and_change_nothing,
     an_ending_fixes_the_lifetimes_and_a_replay_takes_them_away,
+    a_workflows_own_retention_is_used_instead_of_the_tenants,
 );
 
 async fn workflow(api: &Api, key: &str) -> String {
@@ -138,6 +139,52 @@ async fn an_ending_fixes_the_lifetimes_and_a_replay_takes_them_away(api: Api, en
     assert_eq!(done["checkpoints_expire_at"], json!(null));
     let listed = api.get(&t.key, &format!("/executions?workflow_id={wf}")).await;
     assert_eq!(listed.body["items"][0]["expires_at"], done["expires_at"], "lists show it too");
+}
+
+async fn a_workflows_own_retention_is_used_instead_of_the_tenants(api: Api, env: Env) {
+    let t = env.tenant().await;
+    api.put(&t.key, "/settings/retention", &json!({"executions_days": 20})).await.expect(200);
+    let own = json!({"executions_days": 3, "checkpoints": "keep_latest", "checkpoints_days": null});
+    let body = json!({"name": "short-lived", "workflow_type": "custom", "retention": own});
+    let created = api.post(&t.key, "/workflows", &body).await;
+    assert_eq!(created.expect(201).body["retention"], own);
+    let wf = created.body["id"].as_str().expect("id").to_owned();
+    assert_eq!(api.get(&t.key, &format!("/workflows/{wf}")).await.body["retention"], own);
+    let plain = workflow(&api, &t.key).await;
+    assert_eq!(api.get(&t.key, &format!("/workflows/{plain}")).await.body["retention"], json!(null));
+
+    // Beyond the plan, or breaking a rule: 422 naming the field, nothing written.
+    for (retention, field) in [
+        (json!({"executions_days": 31}), "retention.executions_days"),
+        (json!({"checkpoints": "days"}), "retention.checkpoints_days"),
+        (json!({"keep": 1}), "retention.keep"),
+        (json!([1]), "retention"),
+    ] {
+        let body = json!({"name": "refused", "workflow_type": "custom", "retention": retention});
+        let refused = api.post(&t.key, "/workflows", &body).await;
+        refused.expect_problem(422, "validation_failed");
+        assert_eq!(refused.error_fields(), vec![field.to_owned()], "{retention}");
+        let changed = api.put(&t.key, &format!("/workflows/{wf}"), &json!({"retention": retention})).await;
+        assert_eq!(changed.expect_problem(422, "validation_failed").error_fields(), vec![field.to_owned()]);
+    }
+    assert_eq!(api.get(&t.key, "/workflows?name=refused").await.body["total"], 0);
+    assert_eq!(api.get(&t.key, &format!("/workflows/{wf}")).await.body["retention"], own);
+
+    let e = start(&api, &t.key, &wf, json!({})).await;
+    let done = act(&api, &t.key, &e, "complete", json!({})).await;
+    let ended = at(&done["ended_at"]);
+    assert_eq!(at(&done["expires_at"]), ended + TimeDelta::days(3));
+    assert_eq!(at(&done["checkpoints_expire_at"]), ended);
+    let e = start(&api, &t.key, &plain, json!({})).await;
+    let done = act(&api, &t.key, &e, "cancel", json!({})).await;
+    assert_eq!(at(&done["expires_at"]), at(&done["ended_at"]) + TimeDelta::days(20), "the tenant's");
+
+    // Taken away: the tenant's applies again.
+    let cleared = api.put(&t.key, &format!("/workflows/{wf}"), &json!({"retention": null})).await;
+    assert_eq!(cleared.expect(200).body["retention"], json!(null));
+    let e = start(&api, &t.key, &wf, json!({})).await;
+    let done = act(&api, &t.key, &e, "fail", json!({"error_type": "X", "message": "boom"})).await;
+    assert_eq!(at(&done["expires_at"]), at(&done["ended_at"]) + TimeDelta::days(20));
 }
 
 // ---- expiry, driven by hand on tables no relay reads ----

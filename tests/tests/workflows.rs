@@ -67,10 +67,11 @@ async fn create_returns_201_with_location_etag_and_contract_defaults(api: Api, e
     assert_eq!(w["description"], Value::Null);
     assert_eq!(w["definition"], Value::Null);
     assert_eq!(w["metadata"], json!({}));
+    assert_eq!(w["retention"], Value::Null, "the tenant's retention applies");
     assert!(is_timestamp(&w["created_at"]), "{}", w["created_at"]);
     assert_eq!(w["created_at"], w["updated_at"]);
     let keys: Vec<&String> = w.as_object().expect("object").keys().collect();
-    assert_eq!(keys.len(), 10, "exactly the contract's fields: {keys:?}");
+    assert_eq!(keys.len(), 11, "exactly the contract's fields and the workflow's own retention: {keys:?}");
 }
 
 async fn create_accepts_every_field_and_published_status(api: Api, env: Env) {

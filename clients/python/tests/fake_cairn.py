@@ -172,6 +172,7 @@ class FakeCairn:
             "created_at": NOW,
             "updated_at": NOW,
             "definition": None,
+            "retention": None,
         }
         self.workflows[w["id"]] = w
         return 201, w

@@ -88,6 +88,7 @@ def workflow(n: int = 1, **fields: Any) -> dict[str, Any]:
         "version": 3,
         "created_at": T,
         "updated_at": T,
+        "retention": None,
     }
     return {**body, **fields}
 

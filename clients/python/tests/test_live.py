@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from cairn import AsyncCairn, Cairn, Run, errors
+from cairn import AsyncCairn, Cairn, Run, errors, models
 from cairn._keyed import KeyedExecutions
 
 pytestmark = pytest.mark.live
@@ -358,3 +358,20 @@ def test_retention_is_set_and_fixes_an_ended_executions_lifetimes(client: Cairn)
     assert done.checkpoints_expire_at is not None
     assert (done.expires_at - done.ended_at).days == 7
     assert (done.checkpoints_expire_at - done.ended_at).days == 2
+
+
+def test_a_workflows_own_retention_is_set_shown_and_taken_away(client: Cairn) -> None:
+    own = {"executions_days": 3, "checkpoints": "keep_latest", "checkpoints_days": None}
+    wf = client.workflows.create(name="short-lived", workflow_type="custom", retention=own)
+    assert wf.retention == models.WorkflowRetention(**own)
+    listed = next(iter(client.workflows.list(name="short-lived")))
+    assert listed.retention == wf.retention
+    e = client.executions.create(workflow_id=wf.id)
+    done = client.executions.cancel(e.id)
+    assert done.ended_at is not None
+    assert done.expires_at is not None
+    assert (done.expires_at - done.ended_at).days == 3
+    with pytest.raises(errors.ValidationFailed) as refused:
+        client.workflows.update(wf.id, retention={"executions_days": 31})
+    assert [e["field"] for e in refused.value.errors] == ["retention.executions_days"]
+    assert client.workflows.update(wf.id, retention=None).retention is None

@@ -56,6 +56,7 @@ CASES: list[tuple[type[BaseModel], dict[str, Any]]] = [
     (models.BulkDryRun, schema("BulkDryRun")),
     (models.ReplayPreview, schema("ReplayPreview")),
     (models.Retention, schema("Retention")),
+    (models.WorkflowRetention, schema("WorkflowRetention")),
     (models.CheckpointBrief, schema("CheckpointBrief")),
     (models.NamedCount, schema("NamedCount")),
     (models.ExecutionStats, schema("ExecutionStats")),

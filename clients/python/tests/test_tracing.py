@@ -33,6 +33,7 @@ class Api:
             "workflow_type": "crewai",
             "status": "draft",
             "metadata": {},
+            "retention": None,
             "version": 1,
             "created_at": "2026-11-24T10:00:00Z",
             "updated_at": "2026-11-24T10:00:00Z",

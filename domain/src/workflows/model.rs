@@ -9,6 +9,8 @@ use serde_json::{Map, Value};
 use shared::body::WireEnum;
 use shared::ids::WorkflowId;
 
+use crate::retention::Retention;
+
 /// The framework a workflow is built with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WorkflowType {
@@ -91,6 +93,9 @@ pub struct Workflow {
     pub definition: Option<Map<String, Value>>,
     /// String labels, at most 50.
     pub metadata: BTreeMap<String, String>,
+    /// Its own retention, used instead of the tenant's when its executions end
+    /// (`None`: the tenant's).
+    pub retention: Option<Retention>,
     /// 1 at creation, +1 on every change.
     pub version: u64,
     /// When it was created.
@@ -114,6 +119,8 @@ pub struct NewWorkflow {
     pub definition: Option<Map<String, Value>>,
     /// See [`Workflow::metadata`].
     pub metadata: BTreeMap<String, String>,
+    /// Its own retention (`None`: the tenant's).
+    pub retention: Option<Retention>,
 }
 
 /// A change a client asks for: each `Some` replaces the old value.
@@ -131,6 +138,8 @@ pub struct WorkflowChange {
     pub definition: Option<Option<Map<String, Value>>>,
     /// New metadata, replacing the old map whole.
     pub metadata: Option<BTreeMap<String, String>>,
+    /// Its own retention: `Some(None)` takes it away.
+    pub retention: Option<Option<Retention>>,
 }
 
 impl WorkflowChange {
@@ -153,6 +162,7 @@ impl Workflow {
             status: new.status,
             definition: new.definition,
             metadata: new.metadata,
+            retention: new.retention,
             version: 1,
             created_at: now,
             updated_at: now,
@@ -197,6 +207,9 @@ impl Workflow {
         }
         if let Some(metadata) = change.metadata {
             next.metadata = metadata;
+        }
+        if let Some(retention) = change.retention {
+            next.retention = retention;
         }
         if next == *self {
             return Ok(None);
@@ -244,6 +257,7 @@ mod tests {
                 status: Draft,
                 definition: None,
                 metadata: BTreeMap::new(),
+                retention: None,
             },
             now,
         );

@@ -25,11 +25,13 @@ use shared::TenantId;
 use shared::body::WireEnum;
 use shared::counters::{self, CounterChange};
 use shared::dynamo::{
-    Item, Part, StoreError, Table, Tables, Transaction, TransactionError, built, get_item, n, newest_first,
+    Item, Part, StoreError, Table, Tables, Transaction, TransactionError, built, classify, get_item, n, newest_first,
     query_window_from, resume_after, s, transact,
 };
 use shared::ids::WorkflowId;
 use shared::pagination::PageRequest;
+
+use crate::retention::{Retention, RetentionRecord};
 
 use crate::workflows::model::{Workflow, WorkflowStatus, WorkflowType, counter_name};
 
@@ -56,6 +58,9 @@ struct WorkflowRecord {
     /// `None` in items written before the `by_name` index (until migrated).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     tenant_name: Option<String>,
+    /// Its own retention, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    retention: Option<RetentionRecord>,
 }
 
 /// The attributes a list reads: every one but `definition`, so list items are summaries.
@@ -67,6 +72,7 @@ const SUMMARY_ATTRIBUTES: &[&str] = &[
     "workflow_type",
     "status",
     "metadata",
+    "retention",
     "version",
     "created_at",
     "updated_at",
@@ -96,6 +102,7 @@ impl WorkflowRecord {
             tenant_type: format!("{t}#{}", w.workflow_type.wire()),
             tenant_status_type: format!("{t}#{}#{}", w.status.wire(), w.workflow_type.wire()),
             tenant_name: Some(name_key(t, &w.name)),
+            retention: w.retention.as_ref().map(RetentionRecord::of),
         })
     }
 
@@ -117,6 +124,7 @@ impl WorkflowRecord {
             description: self.description,
             metadata: self.metadata,
             version: self.version,
+            retention: self.retention.map(RetentionRecord::into_retention).transpose()?,
         })
     }
 }
@@ -243,6 +251,27 @@ impl WorkflowStore {
     pub async fn get(&self, tenant: &TenantId, id: &WorkflowId) -> Result<Option<Workflow>, StoreError> {
         let item = get_item(&self.client, self.table(), &[("tenant_id", tenant.as_str()), ("id", id.as_str())]).await?;
         item.map(decode).transpose()
+    }
+
+    /// The own retention of workflow `id` (`None`: it has none, or it is gone): one read
+    /// of that attribute alone.
+    ///
+    /// # Errors
+    /// The read's [`StoreError`].
+    pub async fn retention(&self, tenant: &TenantId, id: &WorkflowId) -> Result<Option<Retention>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(self.table())
+            .key("tenant_id", s(tenant.as_str()))
+            .key("id", s(id.as_str()))
+            .projection_expression("retention")
+            .send()
+            .await
+            .map_err(classify)?;
+        let Some(value) = out.item.and_then(|mut item| item.remove("retention")) else { return Ok(None) };
+        let record: RetentionRecord = serde_dynamo::from_attribute_value(value)?;
+        Ok(Some(record.into_retention()?))
     }
 
     /// Replaces `old` with `new` if the stored version is still `old.version`, and moves

@@ -111,6 +111,7 @@
 //   retention-summary, retention-days, retention-checkpoints, retention-checkpoint-days,
 //   retention-save           the settings page's retention form
 //   execution-expires        the execution page's expiry (once ended)
+//   workflow-retention       a workflow page's retention (its own, or the tenant's)
 
 import { onUnauthorized } from './api.js';
 import { $ } from './dom.js';

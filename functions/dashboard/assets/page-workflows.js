@@ -200,6 +200,8 @@ export async function pageWorkflow(ctx) {
         field('Type', typeLabel.get(wf.workflow_type) ?? wf.workflow_type),
         field('Status', badge(wf.status)),
         field('Version', fmtNumber(wf.version)),
+        field('Retention', h('span', { testid: 'workflow-retention' }, retentionText(wf.retention), ' (',
+          link('/settings', 'the tenant\'s settings'), ')')),
         field('Created', timeEl(wf.created_at)),
         field('Updated', timeEl(wf.updated_at)),
         field('Executions', h('a', { href: hashFor('/executions', { workflow_id: wf.id }) }, 'Show its executions'))),
@@ -212,4 +214,12 @@ export async function pageWorkflow(ctx) {
     h('section', { class: 'panel', 'aria-labelledby': 'wfe-title' }, h('h2', { id: 'wfe-title' }, 'Edit'), form),
     wf.metadata && Object.keys(wf.metadata).length ? h('section', { class: 'panel' }, h('h2', {}, 'Metadata'), jsonBlock(wf.metadata)) : null,
   );
+}
+
+// A workflow's own retention in words, or that the tenant's applies.
+function retentionText(r) {
+  if (!r) return 'the tenant\'s';
+  const days = r.executions_days == null ? 'as long as the plan allows' : `${fmtNumber(r.executions_days)} days`;
+  const checkpoints = { all: 'every checkpoint', keep_latest: 'the latest checkpoint', days: `the others ${fmtNumber(r.checkpoints_days ?? 0)} days` };
+  return `its own: kept ${days}, ${checkpoints[r.checkpoints] ?? r.checkpoints}`;
 }

@@ -5,11 +5,10 @@
 use axum::extract::State;
 use axum::response::Response;
 use serde::Serialize;
-use shared::body::{Fields, JsonBody, Patch, WireEnum, integer, one_of};
-use shared::error::FieldError;
+use shared::body::{JsonBody, WireEnum};
 use shared::{ApiError, TenantId};
 
-use domain::retention::{CheckpointPolicy, MAX_CHECKPOINT_DAYS, Retention, Standing, max_days};
+use domain::retention::{Standing, max_days};
 
 use crate::AppState;
 use crate::api::ok;
@@ -28,7 +27,7 @@ struct RetentionBody {
 }
 
 impl From<&Standing> for RetentionBody {
-    fn from(Standing { retention, plan }: &Standing) -> Self {
+    fn from(Standing { retention, plan, .. }: &Standing) -> Self {
         Self {
             object: "retention",
             executions_days: retention.executions_days,
@@ -54,28 +53,12 @@ pub async fn put(
     tenant: TenantId,
     JsonBody(body): JsonBody,
 ) -> Result<Response, ApiError> {
-    let mut f = Fields::new(body)?;
-    let days = |max: u32| integer(1, i64::from(max));
-    let executions_days = f.nullable("executions_days", days(max_days(Some(domain::subscriptions::Plan::Enterprise))));
-    let checkpoints = f.optional("checkpoints", one_of(CheckpointPolicy::ALL)).unwrap_or_default();
-    let checkpoints_days = f.nullable("checkpoints_days", days(MAX_CHECKPOINT_DAYS));
-    f.finish()?;
-    let whole = |patch: Patch<i64>| match patch {
-        Patch::Value(days) => u32::try_from(days).ok(),
-        Patch::Absent | Patch::Null => None,
-    };
-    let retention = Retention {
-        executions_days: whole(executions_days),
-        checkpoints,
-        checkpoints_days: whole(checkpoints_days),
-        updated_at: Some(state.clock.now()),
-    };
     let standing = state.runs.retention(&tenant).await?;
-    let problems = retention.problems(standing.plan);
-    if !problems.is_empty() {
-        let errors = problems.into_iter().map(|(field, message)| FieldError::new(field, message)).collect();
+    let mut errors = Vec::new();
+    let Some(mut retention) = domain::retention::read(body, "", standing.plan, &mut errors) else {
         return Err(ApiError::Validation(errors));
-    }
+    };
+    retention.updated_at = Some(state.clock.now());
     state.runs.set_retention(&tenant, &retention).await?;
-    ok(&RetentionBody::from(&Standing { retention, plan: standing.plan }))
+    ok(&RetentionBody::from(&Standing { retention, ..standing }))
 }

@@ -18,6 +18,7 @@ use shared::query::Query;
 use shared::{ApiError, TenantId};
 
 use crate::AppState;
+use domain::retention::Retention;
 use domain::workflows::model::{NewWorkflow, Workflow, WorkflowChange, WorkflowStatus, WorkflowType};
 use domain::workflows::store::ListFilter;
 use domain::workflows::{self as workflows, Precondition};
@@ -44,6 +45,7 @@ pub struct WorkflowSummary {
     workflow_type: &'static str,
     status: &'static str,
     metadata: BTreeMap<String, String>,
+    retention: Option<RetentionBody>,
     version: u64,
     created_at: String,
     updated_at: String,
@@ -56,6 +58,24 @@ pub struct WorkflowBody {
     #[serde(flatten)]
     summary: WorkflowSummary,
     definition: Option<Map<String, Value>>,
+}
+
+/// A workflow's own retention on the wire.
+#[derive(Debug, Serialize)]
+struct RetentionBody {
+    executions_days: Option<u32>,
+    checkpoints: &'static str,
+    checkpoints_days: Option<u32>,
+}
+
+impl From<&Retention> for RetentionBody {
+    fn from(r: &Retention) -> Self {
+        Self {
+            executions_days: r.executions_days,
+            checkpoints: r.checkpoints.wire(),
+            checkpoints_days: r.checkpoints_days,
+        }
+    }
 }
 
 impl From<Workflow> for WorkflowBody {
@@ -74,6 +94,7 @@ impl From<Workflow> for WorkflowSummary {
             workflow_type: w.workflow_type.wire(),
             status: w.status.wire(),
             metadata: w.metadata,
+            retention: w.retention.as_ref().map(RetentionBody::from),
             version: w.version,
             created_at: shared::time::format(w.created_at),
             updated_at: shared::time::format(w.updated_at),
@@ -100,7 +121,8 @@ fn reject_read_only(fields: &mut Fields) {
     }
 }
 
-fn parse_new(body: Value) -> Result<NewWorkflow, ApiError> {
+/// A new workflow, and its own retention as sent (checked against the plan later).
+fn parse_new(body: Value) -> Result<(NewWorkflow, Option<Value>), ApiError> {
     let mut f = Fields::new(body)?;
     reject_read_only(&mut f);
     let name = f.required("name", text(1, NAME_MAX));
@@ -109,19 +131,22 @@ fn parse_new(body: Value) -> Result<NewWorkflow, ApiError> {
     let definition = f.nullable("definition", json_object(DEFINITION_MAX_BYTES));
     let metadata = f.optional("metadata", string_map(METADATA_MAX_KEYS));
     let status = f.optional("status", one_of(WorkflowStatus::INITIAL));
+    let retention = f.nullable("retention", |v| Ok::<_, String>(v.clone()));
     drop_known(&mut f, READ_ONLY);
     f.finish()?;
     let (Some(name), Some(workflow_type)) = (name, workflow_type) else {
         return Err(ApiError::internal("validated fields missing"));
     };
-    Ok(NewWorkflow {
+    let new = NewWorkflow {
         name,
         workflow_type,
         description: description.into_update().flatten(),
         definition: definition.into_update().flatten(),
         metadata: metadata.unwrap_or_default(),
         status: status.unwrap_or(WorkflowStatus::Draft),
-    })
+        retention: None,
+    };
+    Ok((new, retention.into_update().flatten()))
 }
 
 /// Removes read-only fields (already reported) so they are not reported as unknown too.
@@ -131,12 +156,13 @@ fn drop_known(fields: &mut Fields, names: &[&'static str]) {
     }
 }
 
-fn parse_change(body: Value) -> Result<WorkflowChange, ApiError> {
+/// A change, and a change of its own retention as sent (`Some(None)`: taken away).
+fn parse_change(body: Value) -> Result<(WorkflowChange, Option<Option<Value>>), ApiError> {
     let mut f = Fields::new(body)?;
     if f.is_empty() {
         return Err(ApiError::field(
             "body",
-            "must contain at least one of name, description, definition, metadata, status, workflow_type",
+            "must contain at least one of name, description, definition, metadata, retention, status, workflow_type",
         ));
     }
     reject_read_only(&mut f);
@@ -146,16 +172,32 @@ fn parse_change(body: Value) -> Result<WorkflowChange, ApiError> {
     let definition = f.nullable("definition", json_object(DEFINITION_MAX_BYTES));
     let metadata = f.optional("metadata", string_map(METADATA_MAX_KEYS));
     let status = f.optional("status", one_of(WorkflowStatus::ALL));
+    let retention = f.nullable("retention", |v| Ok::<_, String>(v.clone()));
     drop_known(&mut f, READ_ONLY);
     f.finish()?;
-    Ok(WorkflowChange {
+    let change = WorkflowChange {
         name,
         description: description.into_update(),
         workflow_type,
         status,
         definition: definition.into_update(),
         metadata,
-    })
+        retention: None,
+    };
+    Ok((change, retention.into_update()))
+}
+
+/// A workflow's own retention as sent, checked against the tenant's plan; a tenant whose
+/// workflow has one is noted, so that its executions' endings read it.
+async fn own_retention(state: &AppState, tenant: &TenantId, sent: Value) -> Result<Retention, ApiError> {
+    let standing = state.retention.read(tenant).await?;
+    let mut errors = Vec::new();
+    let retention = domain::retention::read(sent, "retention.", standing.plan, &mut errors);
+    let retention = retention.ok_or(ApiError::Validation(errors))?;
+    if !standing.overrides {
+        state.retention.note_overrides(tenant).await.map_err(domain::Error::from)?;
+    }
+    Ok(retention)
 }
 
 /// What the `If-Match` header asks for.
@@ -192,7 +234,10 @@ pub async fn create(
     tenant: TenantId,
     JsonBody(body): JsonBody,
 ) -> Result<Response, ApiError> {
-    let new = parse_new(body)?;
+    let (mut new, retention) = parse_new(body)?;
+    if let Some(sent) = retention {
+        new.retention = Some(own_retention(&state, &tenant, sent).await?);
+    }
     // Known before the write: with an Idempotency-Key it is stored in the write's own
     // transaction.
     let created = |w: &Workflow| answer(StatusCode::CREATED, w.clone())?.located(&format!("workflows/{}", w.id));
@@ -241,7 +286,12 @@ pub async fn update(
     JsonBody(body): JsonBody,
 ) -> Result<Response, ApiError> {
     let id = parse_id(&raw)?;
-    let change = parse_change(body)?;
+    let (mut change, retention) = parse_change(body)?;
+    change.retention = match retention {
+        Some(Some(sent)) => Some(Some(own_retention(&state, &tenant, sent).await?)),
+        Some(None) => Some(None),
+        None => None,
+    };
     let workflow =
         workflows::update(&state.store, &tenant, &id, &precondition(&headers), &change, state.clock.now()).await?;
     respond(StatusCode::OK, workflow)
@@ -275,7 +325,8 @@ mod tests {
 
     #[test]
     fn create_defaults_to_draft_with_empty_metadata() {
-        let new = parse_new(json!({"name": "triage", "workflow_type": "crewai"})).expect("valid");
+        let (new, retention) = parse_new(json!({"name": "triage", "workflow_type": "crewai"})).expect("valid");
+        assert_eq!(retention, None);
         assert_eq!(new.status, WorkflowStatus::Draft);
         assert!(new.metadata.is_empty());
         assert_eq!(new.definition, None);
@@ -293,9 +344,12 @@ mod tests {
     #[test]
     fn change_must_not_be_empty_and_keeps_null_apart_from_absent() {
         assert_eq!(field_names(parse_change(json!({})).expect_err("empty")), ["body"]);
-        let change = parse_change(json!({"description": null})).expect("valid");
+        let (change, retention) = parse_change(json!({"description": null})).expect("valid");
         assert_eq!(change.description, Some(None));
         assert_eq!(change.definition, None);
+        assert_eq!(retention, None);
+        let (_, retention) = parse_change(json!({"retention": null})).expect("valid");
+        assert_eq!(retention, Some(None), "null takes the workflow's own retention away");
     }
 
     #[test]

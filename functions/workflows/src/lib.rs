@@ -32,6 +32,9 @@ pub const ROUTES: &[(&str, &str)] = &[
 pub struct AppState {
     /// The workflows store.
     pub store: WorkflowStore,
+    /// The tenants' retention settings and plans (a workflow's own retention is checked
+    /// against the plan).
+    pub retention: domain::retention::RetentionStore,
     /// Where "now" comes from.
     pub clock: Arc<dyn Clock>,
 }
@@ -39,7 +42,8 @@ pub struct AppState {
 /// The function's router, with the shared edge (auth, errors, logs) around it.
 pub fn app(client: Client, tables: Tables, clock: Arc<dyn Clock>) -> Router {
     let auth = AuthState::new(client.clone(), tables.clone());
-    let state = AppState { store: WorkflowStore::new(client, tables), clock };
+    let retention = domain::retention::RetentionStore::new(client.clone(), tables.clone());
+    let state = AppState { store: WorkflowStore::new(client, tables), retention, clock };
     let routes = Router::new()
         .route(&format!("{BASE_PATH}/workflows"), get(api::list).post(api::create))
         .route(&format!("{BASE_PATH}/workflows/{{workflow_id}}"), get(api::get).put(api::update).delete(api::delete))

@@ -12,6 +12,7 @@ from . import _bulk as bulk_specs
 from . import _groups as group_specs
 from . import _settings as settings_specs
 from . import _specs as specs
+from . import _workflows as workflow_specs
 from . import errors, models
 from ._api import API, AsyncAPI
 
@@ -134,21 +135,21 @@ def _async_list(
 class Workflows(_Sync):
     """``/workflows``"""
 
-    create = _sync(specs.workflows_create)
-    get = _sync(specs.workflows_get)
-    update = _sync(specs.workflows_update)
-    delete = _sync(specs.workflows_delete)
-    list = _sync_list(specs.workflows_list)
+    create = _sync(workflow_specs.workflows_create)
+    get = _sync(workflow_specs.workflows_get)
+    update = _sync(workflow_specs.workflows_update)
+    delete = _sync(workflow_specs.workflows_delete)
+    list = _sync_list(workflow_specs.workflows_list)
 
 
 class AsyncWorkflows(_Async):
     """``/workflows``"""
 
-    create = _async(specs.workflows_create)
-    get = _async(specs.workflows_get)
-    update = _async(specs.workflows_update)
-    delete = _async(specs.workflows_delete)
-    list = _async_list(specs.workflows_list)
+    create = _async(workflow_specs.workflows_create)
+    get = _async(workflow_specs.workflows_get)
+    update = _async(workflow_specs.workflows_update)
+    delete = _async(workflow_specs.workflows_delete)
+    list = _async_list(workflow_specs.workflows_list)
 
 
 #: The most DELETE requests ``executions.delete`` sends for one execution.

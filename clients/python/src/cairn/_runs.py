@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from . import _specs as specs
+from . import _workflows as workflow_specs
 from . import errors, models
 from ._resources import AsyncResources, Resources
 
@@ -265,7 +266,7 @@ def find_or_create_workflow(name: str, workflow_type: models.WorkflowType) -> Fl
     """The id of the newest workflow named exactly ``name``, else of a new
     ``workflow_type`` workflow of that name. The names are checked here too: an API
     from before the ``name`` filter answers every workflow, page by page."""
-    spec = specs.workflows_list(None, name=name)
+    spec = workflow_specs.workflows_list(None, name=name)
     after: str | None = None
     while True:
         page: models.Page[models.WorkflowSummary] = yield Page(spec, after)
@@ -275,7 +276,9 @@ def find_or_create_workflow(name: str, workflow_type: models.WorkflowType) -> Fl
         after = page.after(spec.size)
         if after is None:
             break
-    created: models.Workflow = yield specs.workflows_create(None, name=name, workflow_type=workflow_type)
+    created: models.Workflow = yield workflow_specs.workflows_create(
+        None, name=name, workflow_type=workflow_type
+    )
     return created.id
 
 

@@ -37,6 +37,15 @@ class Model(BaseModel):
         return self._raw if self._raw is not None else self.model_dump(mode="json")
 
 
+class WorkflowRetention(Model):
+    """A workflow's own retention, used instead of the tenant's when its executions end
+    (fields as in ``/settings/retention``)."""
+
+    executions_days: int | None
+    checkpoints: CheckpointRetention
+    checkpoints_days: int | None
+
+
 class WorkflowSummary(Model):
     """A workflow as lists show it (without ``definition``)."""
 
@@ -46,6 +55,8 @@ class WorkflowSummary(Model):
     workflow_type: WorkflowType
     status: WorkflowStatus
     metadata: dict[str, str]
+    #: Its own retention, used instead of the tenant's (``None``: the tenant's).
+    retention: WorkflowRetention | None
     version: int
     created_at: datetime
     updated_at: datetime

@@ -240,7 +240,14 @@ impl Runs {
                 && !current.status.is_ended()
                 && let Some(ended) = plan.next.ended_at
             {
-                let lifetimes = standing.retention.lifetimes(standing.plan, ended);
+                // A workflow's own retention, where the tenant has given any one.
+                let own = if standing.overrides {
+                    self.workflows.retention(tenant, &current.workflow_id).await?
+                } else {
+                    None
+                };
+                let retention = own.as_ref().unwrap_or(&standing.retention);
+                let lifetimes = retention.lifetimes(standing.plan, ended);
                 plan.next.expires_at = Some(lifetimes.expires_at);
                 plan.next.checkpoints_expire_at = lifetimes.checkpoints_expire_at;
                 crate::runs::expiry::stage_markers(&mut plan.effects, self.failures.tables(), tenant, &plan.next)?;
