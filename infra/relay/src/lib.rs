@@ -4,9 +4,9 @@
 //! table's) and hands each batch to that function's own handler, in the event shape
 //! Lambda sends (`Records` with `dynamodb.NewImage` in DynamoDB's JSON) and filtered by
 //! the mapping's own patterns ([`filter`]), and runs the dispatcher's sweep of due
-//! retries every couple of seconds. With that sweep it plays DynamoDB's TTL on the
-//! streamed tables whose items expire (`infra::ttl`), so that their REMOVE records come
-//! as they would on AWS.
+//! retries every couple of seconds. Every minute it plays DynamoDB's TTL on the tables
+//! whose TTL deletions a mapping wants (`infra::ttl`; the `jobs` table's expiry
+//! markers), so that their REMOVE records come as they would on AWS.
 //!
 //! Like an event source mapping, it reads each shard in order, hands records over in
 //! batches of the mapping's size, and moves on only past records the handler did not
@@ -207,19 +207,38 @@ async fn sources(client: &aws_sdk_dynamodb::Client, tables: &Tables) -> Result<V
     Ok(sources)
 }
 
-/// The streamed tables whose items expire (their names and specs), whose TTL the relay
-/// plays.
+/// How often the relay plays DynamoDB's TTL: a pass reads each table it covers whole
+/// (DynamoDB Local has no index on the TTL attribute), so not at every sweep. DynamoDB
+/// itself deletes an item within days of its time.
+pub const TTL_EVERY: Duration = Duration::from_secs(60);
+
+/// The tables whose TTL deletions a mapping hands over (a filter that wants REMOVE
+/// records), with their names and specs: the ones whose TTL the relay plays. Other
+/// tables' expired items only wait a little longer locally.
 fn expiring(sources: &[Source], tables: &Tables) -> Result<Vec<(String, infra::template::TableSpec)>> {
     let specs = infra::template::Template::embedded()?.tables()?;
     let mut expiring: Vec<(String, infra::template::TableSpec)> = Vec::new();
     for spec in specs.into_iter().filter(|spec| spec.ttl_attribute.is_some()) {
-        let streamed = sources.iter().any(|source| source.table == spec.suffix);
+        let removals = sources.iter().any(|source| {
+            source.table == spec.suffix && source.filters.iter().any(|f| f.to_string().contains("\"REMOVE\""))
+        });
         let table = Table::ALL.into_iter().find(|t| t.suffix() == spec.suffix);
-        if let (true, Some(table)) = (streamed, table) {
+        if let (true, Some(table)) = (removals, table) {
             expiring.push((tables.name(table).to_owned(), spec));
         }
     }
     Ok(expiring)
+}
+
+/// Plays DynamoDB's TTL on `expiring` as of now.
+async fn expire_due(client: &aws_sdk_dynamodb::Client, expiring: &[(String, infra::template::TableSpec)]) {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let now = i64::try_from(now).unwrap_or(i64::MAX);
+    for (name, spec) in expiring {
+        if let Err(error) = infra::ttl::expire(client, name, spec, now).await {
+            eprintln!("relay: time to live of {name}: {error:#}");
+        }
+    }
 }
 
 /// Runs the relay until stopped (or, with `once`, until the streams have nothing new
@@ -238,6 +257,7 @@ pub async fn run(client: &aws_sdk_dynamodb::Client, tables: &Tables, settings: &
     // "<table>/<shard id>" -> the sequence number of the last record handed over and accepted.
     let mut state = load_state(&settings.state_file);
     let mut last_sweep: Option<Instant> = None;
+    let mut last_ttl: Option<Instant> = None;
     loop {
         let mut handed = 0;
         for source in &sources {
@@ -250,13 +270,10 @@ pub async fn run(client: &aws_sdk_dynamodb::Client, tables: &Tables, settings: &
             if let Err(error) = handlers.dispatcher.handle(json!({"source": "cairn.relay"})).await {
                 eprintln!("relay: sweep: {error}");
             }
-            // DynamoDB's TTL, which DynamoDB Local does not play, on the streamed tables.
-            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-            let now = i64::try_from(now).unwrap_or(i64::MAX);
-            for (name, spec) in &expiring {
-                if let Err(error) = infra::ttl::expire(client, name, spec, now).await {
-                    eprintln!("relay: time to live of {name}: {error:#}");
-                }
+            // DynamoDB's TTL, which DynamoDB Local does not play.
+            if last_ttl.is_none_or(|at| at.elapsed() >= TTL_EVERY) {
+                expire_due(client, &expiring).await;
+                last_ttl = Some(Instant::now());
             }
             last_sweep = Some(Instant::now());
             if settings.once && handed == 0 {
@@ -345,6 +362,29 @@ async fn relay_once(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A TTL pass reads a table whole: it is played only where a mapping wants the
+    /// removals (the jobs table's expiry markers), not on the large outbox.
+    #[test]
+    fn ttl_is_played_on_the_tables_whose_removals_a_mapping_wants() {
+        let template = infra::template::Template::embedded().expect("template");
+        let sources: Vec<Source> = Consumer::ALL
+            .into_iter()
+            .flat_map(|(consumer, binary)| {
+                template.stream_sources(binary).expect("mappings").into_iter().map(move |s| Source {
+                    consumer,
+                    arn: String::new(),
+                    table: s.table,
+                    batch: s.batch_size,
+                    filters: s.filters,
+                })
+            })
+            .collect();
+        let tables = Tables::new("t-");
+        let played: Vec<String> =
+            expiring(&sources, &tables).expect("tables").into_iter().map(|(name, _)| name).collect();
+        assert_eq!(played, [tables.name(Table::Jobs)]);
+    }
 
     #[test]
     fn an_empty_map_from_dynamodb_local_reads_as_dynamodb_writes_it() {
