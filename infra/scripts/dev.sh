@@ -43,7 +43,8 @@ key=$("$admin" demo --key-file "$LOCAL/demo-key")
 # not play: finishes deletions left unfinished (docs/operations.md, "The janitor").
 setsid bash -c "while sleep 300; do '$admin' janitor || true; done" >>"$LOCAL/janitor.log" 2>&1 &
 JANITOR_PID=$!
-start_relay "$target_dir/debug/cairn-relay" "$LOCAL/relay-position.json" "$LOCAL/relay.log"
+# --ttl: DynamoDB's TTL played too, so that retention expires what it says locally.
+start_relay "$target_dir/debug/cairn-relay" "$LOCAL/relay-position.json" "$LOCAL/relay.log" --ttl
 
 cat >&2 <<BANNER
 

@@ -256,9 +256,11 @@ export_local_webhooks() {
 
 # Starts the webhook relay (`cairn-relay`: DynamoDB Local's streams of the events and
 # checkpoints tables to the dispatcher, and its sweep of due retries), binary $1, its position in file $2,
-# logs to $3, in its own process group. Sets RELAY_PID.
+# logs to $3, in its own process group; further arguments go to it (`--ttl`). Sets RELAY_PID.
 start_relay() {
-  setsid "$1" --state-file "$2" >>"$3" 2>&1 &
+  local binary=$1 state=$2 logfile=$3
+  shift 3
+  setsid "$binary" --state-file "$state" "$@" >>"$logfile" 2>&1 &
   RELAY_PID=$!
 }
 

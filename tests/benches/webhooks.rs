@@ -98,6 +98,7 @@ async fn main() {
         poll: Duration::from_millis(50),
         sweep: Duration::from_secs(2),
         once: false,
+        ttl: false,
     };
     let (relay_client, relay_tables) = (client.clone(), tables.clone());
     tokio::spawn(async move { relay::run(&relay_client, &relay_tables, &settings).await });

@@ -4,9 +4,9 @@
 //! table's) and hands each batch to that function's own handler, in the event shape
 //! Lambda sends (`Records` with `dynamodb.NewImage` in DynamoDB's JSON) and filtered by
 //! the mapping's own patterns ([`filter`]), and runs the dispatcher's sweep of due
-//! retries every couple of seconds. Every minute it plays DynamoDB's TTL on the tables
-//! whose TTL deletions a mapping wants (`infra::ttl`; the `jobs` table's expiry
-//! markers), so that their REMOVE records come as they would on AWS.
+//! retries every couple of seconds. With `--ttl` (`make dev`), every minute it plays
+//! DynamoDB's TTL on the tables whose TTL deletions a mapping wants (`infra::ttl`; the
+//! `jobs` table's expiry markers), so that their REMOVE records come as on AWS.
 //!
 //! Like an event source mapping, it reads each shard in order, hands records over in
 //! batches of the mapping's size, and moves on only past records the handler did not
@@ -35,6 +35,8 @@ pub struct Settings {
     pub sweep: Duration,
     /// Stop once the stream has nothing new (a test's one pass).
     pub once: bool,
+    /// Whether to play DynamoDB's TTL ([`TTL_EVERY`]).
+    pub ttl: bool,
 }
 
 /// DynamoDB Local's streams API, spoken in its JSON: the records come back in the very
@@ -271,7 +273,7 @@ pub async fn run(client: &aws_sdk_dynamodb::Client, tables: &Tables, settings: &
                 eprintln!("relay: sweep: {error}");
             }
             // DynamoDB's TTL, which DynamoDB Local does not play.
-            if last_ttl.is_none_or(|at| at.elapsed() >= TTL_EVERY) {
+            if settings.ttl && last_ttl.is_none_or(|at| at.elapsed() >= TTL_EVERY) {
                 expire_due(client, &expiring).await;
                 last_ttl = Some(Instant::now());
             }

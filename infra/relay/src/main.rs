@@ -25,6 +25,10 @@ struct Cli {
     /// Stop once the streams have nothing new.
     #[arg(long)]
     once: bool,
+    /// Also play DynamoDB's TTL once a minute on the tables whose removals a mapping
+    /// wants (`make dev`; the tests drive TTL themselves, `infra::ttl`).
+    #[arg(long)]
+    ttl: bool,
 }
 
 #[tokio::main]
@@ -45,6 +49,7 @@ async fn main() -> ExitCode {
         poll: std::time::Duration::from_millis(cli.poll_ms),
         sweep: std::time::Duration::from_millis(cli.sweep_ms),
         once: cli.once,
+        ttl: cli.ttl,
     };
     match relay::run(&client, &config.tables, &settings).await {
         Ok(()) => ExitCode::SUCCESS,
