@@ -469,9 +469,9 @@ async fn an_execution_has_at_most_50_attempts_so_completing_it_fits_one_transact
         api.post(&t.key, &format!("/executions/{e}/replay"), &json!({})).await.expect(200);
     }
     // Attempt 50 with 49 open failures: completing resolves all of them in its own
-    // transaction (49 failures, the execution, its tags' entries, its counters and its
-    // two expiry markers, the retention's most: under 100 items, which the transaction
-    // checks before it is sent).
+    // transaction (49 failures, the execution, its tags' entries and its counters:
+    // under 100 items, which the transaction checks before it is sent; the retention's
+    // markers are written after it commits).
     api.put(&t.key, "/settings/retention", &json!({"checkpoints": "keep_latest"})).await.expect(200);
     let done = api.post(&t.key, &format!("/executions/{e}/complete"), &json!({"output": 1})).await;
     assert_eq!(

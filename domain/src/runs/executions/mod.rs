@@ -221,7 +221,7 @@ impl Runs {
             change,
             Change::Fail { .. } | Change::Plain(Action::Complete { .. } | Action::Fail { .. } | Action::Cancel { .. })
         );
-        retry_races(|| async move {
+        let changed = retry_races(|| async move {
             let (current, standing) = tokio::try_join!(self.load(tenant, id), async {
                 Ok::<_, Error>(if ends { Some(self.retention.read(tenant).await?) } else { None })
             })?;
@@ -250,11 +250,14 @@ impl Runs {
                 let lifetimes = retention.lifetimes(standing.plan, ended);
                 plan.next.expires_at = Some(lifetimes.expires_at);
                 plan.next.checkpoints_expire_at = lifetimes.checkpoints_expire_at;
-                crate::runs::expiry::stage_markers(&mut plan.effects, self.failures.tables(), tenant, &plan.next)?;
             }
             self.commit_plan(tenant, &current, plan, before_commit).await
         })
-        .await
+        .await?;
+        if changed.execution.expires_at.is_some() && ends {
+            self.mark_lifetimes(tenant, &changed.execution).await;
+        }
+        Ok(changed)
     }
 
     /// Fail: a failure record of its own, reported.
