@@ -64,6 +64,10 @@ export RATE_LIMIT_PER_MINUTE=100000
 # forty executions on one balance at once, on a loaded 2-core machine): optimistic
 # writes get 30 s to win their races here instead of the deployed 8 s.
 export RACE_BUDGET_MS=30000
+# For the same reason one DynamoDB call gets 10 s an attempt and 25 s in all (deployed:
+# 2 s and 5 s): sixty-four writes of one tenant at once queue in DynamoDB Local for
+# seconds. tests/tests/faults.rs checks the deployed timeouts against a silent DynamoDB.
+export DYNAMODB_ATTEMPT_TIMEOUT_MS=10000 DYNAMODB_OPERATION_TIMEOUT_MS=25000
 export STRIPE_WEBHOOK_SECRET="whsec_cairn_test_$(python3 -c 'import secrets; print(secrets.token_hex(16))')"
 
 export_local_webhooks "$run_dir/webhook-secrets-key"
@@ -87,6 +91,8 @@ setsid cargo lambda watch --ignore-changes --invoke-address 127.0.0.1 --invoke-p
   --env-var "TABLE_PREFIX=$TABLE_PREFIX" --env-var "AWS_ENDPOINT_URL_DYNAMODB=$AWS_ENDPOINT_URL_DYNAMODB" \
   "${STRIPE_ENV_ARGS[@]}" --env-var "RATE_LIMIT_PER_MINUTE=$RATE_LIMIT_PER_MINUTE" \
   --env-var "RACE_BUDGET_MS=$RACE_BUDGET_MS" "${WEBHOOK_ENV_ARGS[@]}" \
+  --env-var "DYNAMODB_ATTEMPT_TIMEOUT_MS=$DYNAMODB_ATTEMPT_TIMEOUT_MS" \
+  --env-var "DYNAMODB_OPERATION_TIMEOUT_MS=$DYNAMODB_OPERATION_TIMEOUT_MS" \
   >"$run_dir/watch.log" 2>&1 &
 WATCH_PID=$!
 wait_for_port "$api_port" 120 || { cat "$run_dir/watch.log" >&2; exit 1; }

@@ -115,15 +115,19 @@ async fn without_credits_a_start_or_replay_is_402_and_writes_nothing(api: Api, e
 async fn forty_concurrent_starts_on_fifteen_credits_give_fifteen_runs(api: Api, env: Env) {
     let t = env.tenant_with_credits(15).await;
     let wf = workflow(&api, &t.key).await;
+    // Sent as our client sends them: a 503 again, with the same key (see post_retrying).
     let starts: Vec<_> = (0..40)
-        .map(|_| {
+        .map(|i| {
             let (api, key, wf) = (api.clone(), t.key.clone(), wf.clone());
-            tokio::spawn(async move { api.post(&key, "/executions", &json!({"workflow_id": wf})).await })
+            let once = format!("start-{i}");
+            tokio::spawn(
+                async move { api.post_retrying(&key, "/executions", &json!({"workflow_id": wf}), &once).await },
+            )
         })
         .collect();
     let (mut created, mut refused) = (0, 0);
     for start in starts {
-        let reply = start.await.expect("task");
+        let (reply, _) = start.await.expect("task");
         match reply.status {
             201 => created += 1,
             402 => {

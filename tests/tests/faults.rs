@@ -129,7 +129,11 @@ async fn dynamodb_unreachable_mid_writes_gives_503s_and_leaves_nothing_half_writ
     let env = api_tests::env().await;
     let upstream = std::env::var("AWS_ENDPOINT_URL_DYNAMODB").expect("set by make test");
     let proxy = Proxy::start(upstream.trim_start_matches("http://").to_owned()).await;
-    let config = shared::dynamo::config().endpoint_url(proxy.endpoint()).build();
+    // The deployed timeouts, not the test stack's longer ones: what a client waits.
+    let config = shared::dynamo::config()
+        .endpoint_url(proxy.endpoint())
+        .timeout_config(shared::dynamo::deployed_timeouts())
+        .build();
     let client = aws_sdk_dynamodb::Client::from_conf(config);
     let tenant = env.tenant_with_credits(10_000).await;
     let key = tenant.key.clone();

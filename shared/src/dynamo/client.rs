@@ -11,9 +11,10 @@ use aws_smithy_runtime_api::client::connector_metadata::ConnectorMetadata;
 use aws_smithy_runtime_api::client::http::{HttpClient, HttpConnectorSettings, SharedHttpClient, SharedHttpConnector};
 use aws_smithy_runtime_api::client::runtime_components::{RuntimeComponents, RuntimeComponentsBuilder};
 
-/// Total time one DynamoDB call may take, retries included.
+/// Total time one DynamoDB call may take, retries included, unless
+/// `DYNAMODB_OPERATION_TIMEOUT_MS` says otherwise.
 const OPERATION_TIMEOUT: Duration = Duration::from_secs(5);
-/// Time one attempt may take.
+/// Time one attempt may take, unless `DYNAMODB_ATTEMPT_TIMEOUT_MS` says otherwise.
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(2);
 /// Time to connect.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
@@ -73,7 +74,25 @@ fn retries() -> RetryConfig {
     RetryConfig::standard().with_max_attempts(3)
 }
 
+/// The timeouts in force: [`OPERATION_TIMEOUT`] and [`ATTEMPT_TIMEOUT`], or
+/// `DYNAMODB_OPERATION_TIMEOUT_MS` and `DYNAMODB_ATTEMPT_TIMEOUT_MS` where set (the
+/// test stack's DynamoDB Local queues a burst of one tenant's transactions for seconds,
+/// which DynamoDB answers in milliseconds, so its tests give each call longer).
 fn timeouts() -> TimeoutConfig {
+    let millis = |name: &str, default: Duration| {
+        std::env::var(name).ok().and_then(|ms| ms.parse().ok()).map_or(default, Duration::from_millis)
+    };
+    deployed_timeouts()
+        .into_builder()
+        .operation_timeout(millis("DYNAMODB_OPERATION_TIMEOUT_MS", OPERATION_TIMEOUT))
+        .operation_attempt_timeout(millis("DYNAMODB_ATTEMPT_TIMEOUT_MS", ATTEMPT_TIMEOUT))
+        .build()
+}
+
+/// The deployed timeouts, whatever the environment says: for tests of what a client
+/// sees when DynamoDB does not answer.
+#[must_use]
+pub fn deployed_timeouts() -> TimeoutConfig {
     TimeoutConfig::builder()
         .operation_timeout(OPERATION_TIMEOUT)
         .operation_attempt_timeout(ATTEMPT_TIMEOUT)

@@ -29,7 +29,7 @@ mod tables;
 mod transaction;
 mod write_gate;
 
-pub use client::{client, client_with_default_chain, config};
+pub use client::{client, client_with_default_chain, config, deployed_timeouts};
 pub use error::{Refusal, StoreError, built, classify};
 pub use item::{Item, b, item_size, n, s};
 pub use query::{
