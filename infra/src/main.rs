@@ -187,6 +187,24 @@ enum MigrateCommand {
         #[arg(long)]
         tenant: Option<String>,
     },
+    /// Gives executions that ended before retention existed their lifetimes, from
+    /// their tenant's (or workflow's) retention now, counted from their end but never
+    /// sooner than 7 days from now, and their expiry markers. Run once right after
+    /// deploying retention; safe while the service runs, and again.
+    Lifetimes {
+        /// Only this tenant's (default: every tenant's, one scan of the table).
+        #[arg(long)]
+        tenant: Option<String>,
+    },
+}
+
+/// The tenant `--tenant` names, if it does.
+fn named_tenant(id: Option<&str>) -> Result<Option<shared::TenantId>> {
+    id.map(|id| {
+        let key = shared::ids::TenantKey::parse(id).with_context(|| format!("unknown tenant {id}"))?;
+        Ok(shared::auth::trusted::tenant(&key))
+    })
+    .transpose()
 }
 
 #[tokio::main]
@@ -253,17 +271,18 @@ async fn run(cli: Cli) -> Result<()> {
             }
         }
         Command::Migrate { command: MigrateCommand::HiddenCheckpoints { tenant } } => {
-            let tenant = match tenant {
-                Some(id) => {
-                    let key = shared::ids::TenantKey::parse(&id).with_context(|| format!("unknown tenant {id}"))?;
-                    Some(shared::auth::trusted::tenant(&key))
-                }
-                None => None,
-            };
+            let tenant = named_tenant(tenant.as_deref())?;
             let runs =
                 domain::runs::Runs::new(client.clone(), tables.clone(), shared::config::execution_cost_credits());
             let found = runs.mirror_hidden(tenant.as_ref(), chrono::Utc::now()).await?;
             eprintln!("mirrored the hidden checkpoints of {found} executions");
+        }
+        Command::Migrate { command: MigrateCommand::Lifetimes { tenant } } => {
+            let tenant = named_tenant(tenant.as_deref())?;
+            let runs =
+                domain::runs::Runs::new(client.clone(), tables.clone(), shared::config::execution_cost_credits());
+            let done = runs.give_lifetimes(tenant.as_ref(), chrono::Utc::now()).await?;
+            eprintln!("gave lifetimes to {} of {} ended executions found without them", done.given, done.found);
         }
         Command::Migrate { command: MigrateCommand::CounterShards { tenant } } => {
             if let Some(id) = &tenant {

@@ -391,3 +391,92 @@ async fn over_http_keep_latest_trims_as_the_execution_ends() {
     let listed = api.get(&t.key, &format!("/checkpoints?execution_id={e}")).await;
     assert_eq!(listed.body["items"][0]["id"], json!(ids[3]));
 }
+
+/// Takes `e`'s lifetimes and markers away, as an execution that ended before retention
+/// existed has none.
+async fn as_before_retention(env: &Env, tenant: &str, e: &str) {
+    let items = api_tests::scan_all(env, Table::Executions).await;
+    let item = items.iter().find(|item| item["id"].as_s().is_ok_and(|id| id == e)).expect("the execution's item");
+    env.client
+        .update_item()
+        .table_name(env.tables.name(Table::Executions))
+        .key("tenant_id", item["tenant_id"].clone())
+        .key("id", item["id"].clone())
+        .update_expression("REMOVE expires_at, checkpoints_expire_at")
+        .send()
+        .await
+        .expect("lifetimes taken away");
+    for due in ["expire", "trim"] {
+        let delete = env.client.delete_item().table_name(env.tables.name(Table::Jobs));
+        let delete =
+            delete.key("tenant_id", shared::dynamo::s(format!("{tenant}#{e}"))).key("id", shared::dynamo::s(due));
+        delete.send().await.expect("marker deleted");
+    }
+}
+
+/// `cairn-admin migrate lifetimes`: executions that ended before retention existed get
+/// the lifetimes their tenant's retention gives, counted from their end but never sooner
+/// than the grace; running ones, ones with lifetimes and another tenant's (when one
+/// tenant is named) are left as they are; a second run finds nothing; the markers it
+/// puts expire the execution when the time comes. On tables of its own: the other
+/// tests' TTL passes would otherwise take the markers of these executions.
+#[tokio::test]
+async fn executions_ended_before_retention_get_their_lifetimes_from_the_migration() {
+    let env = api_tests::own_env("life").await;
+    let now = chrono::Utc::now();
+    let clock = ManualClock::new(now - TimeDelta::days(40));
+    let api = Api::new(Transport::in_process_with_clock(&env, Arc::new(clock.clone())));
+    let (t, other) = (env.tenant().await, env.tenant().await);
+    let wf = workflow(&api, &t.key).await;
+    let old = start(&api, &t.key, &wf, json!({})).await;
+    checkpoints(&api, &t.key, &old, 2).await;
+    act(&api, &t.key, &old, "complete", json!({})).await;
+    let theirs_wf = workflow(&api, &other.key).await;
+    let theirs = start(&api, &other.key, &theirs_wf, json!({})).await;
+    act(&api, &other.key, &theirs, "complete", json!({})).await;
+    clock.advance(TimeDelta::days(35));
+    let lately = start(&api, &t.key, &wf, json!({})).await;
+    let lately_ended = act(&api, &t.key, &lately, "fail", json!({"error_type": "X", "message": "boom"})).await;
+    let running = start(&api, &t.key, &wf, json!({})).await;
+    let given_already = start(&api, &t.key, &wf, json!({})).await;
+    let given_expiry = act(&api, &t.key, &given_already, "complete", json!({})).await["expires_at"].clone();
+    assert!(given_expiry.is_string());
+    for (tenant, e) in [(&t.id, &old), (&t.id, &lately), (&other.id, &theirs)] {
+        as_before_retention(&env, tenant, e).await;
+    }
+    let read = |key: &str, e: &str| {
+        let (api, key, e) = (api.clone(), key.to_owned(), e.to_owned());
+        async move { api.get(&key, &format!("/executions/{e}")).await.expect(200).body["expires_at"].clone() }
+    };
+    assert_eq!(read(&t.key, &old).await, Value::Null);
+
+    // The migration ran ten days ago: its grace is over today.
+    let ran = now - TimeDelta::days(10);
+    let grace = ran + TimeDelta::days(domain::runs::expiry::GRACE_DAYS);
+    let runs = domain::runs::Runs::new(env.client.clone(), env.tables.clone(), 1);
+    let tenant = shared::auth::trusted::tenant(&shared::ids::TenantKey::parse(&t.id).expect("tenant id"));
+    let done = runs.give_lifetimes(Some(&tenant), ran).await.expect("migration");
+    assert_eq!((done.found, done.given), (2, 2));
+    // Ended 40 days ago, kept 30: due already, so it gets the grace instead.
+    assert_eq!(at(&read(&t.key, &old).await).timestamp_millis(), grace.timestamp_millis());
+    // Ended 5 days ago: 30 days from its end.
+    assert_eq!(at(&read(&t.key, &lately).await), at(&lately_ended["ended_at"]) + TimeDelta::days(30));
+    assert_eq!(read(&t.key, &running).await, Value::Null, "running: never");
+    assert_eq!(read(&t.key, &given_already).await, given_expiry, "untouched");
+    let kept = marker(&env, &t.id, &old, "expire").await.expect("the expiry marker");
+    assert_eq!(kept["expires_at"].as_n().expect("TTL").parse::<i64>().expect("seconds"), grace.timestamp());
+    assert_eq!(read(&other.key, &theirs).await, Value::Null, "another tenant's is not touched");
+    let again = runs.give_lifetimes(Some(&tenant), ran).await.expect("again");
+    assert_eq!((again.found, again.given), (0, 0));
+
+    // Every tenant's: the other tenant's now.
+    let everyone = runs.give_lifetimes(None, ran).await.expect("every tenant");
+    assert_eq!((everyone.found, everyone.given), (1, 1));
+    assert_eq!(at(&read(&other.key, &theirs).await).timestamp_millis(), grace.timestamp_millis());
+
+    // DynamoDB's TTL passes today: the markers past the grace go, and their executions.
+    assert_eq!(time_passes(&env, now).await, 2);
+    api.get(&t.key, &format!("/executions/{old}")).await.expect_problem(404, "not_found");
+    api.get(&other.key, &format!("/executions/{theirs}")).await.expect_problem(404, "not_found");
+    assert!(read(&t.key, &lately).await.is_string(), "not yet due");
+}

@@ -19,17 +19,35 @@
 //! expiring execution's checkpoints may be read by id until they are deleted, and nothing
 //! of a tenant's is shared by all its expiries (the hidden item is not written).
 
+use std::collections::HashMap;
+
 use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem};
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, TimeDelta, Utc};
 use shared::TenantId;
 use shared::dynamo::{Attempt, Part, Table, Tables, Transaction, built, n, retry_races, s};
-use shared::ids::ExecutionId;
+use shared::ids::{ExecutionId, WorkflowId};
 
 use super::checkpoints::model::StoredCheckpoint;
 use super::deletion::PURGE_CHECKPOINTS;
 use super::executions::model::Execution;
 use super::{Deleted, Runs};
 use crate::Error;
+use crate::retention::{Lifetimes, Standing};
+
+/// Days after `cairn-admin migrate lifetimes` runs before the executions it gives
+/// lifetimes to may expire, however long ago they ended: time to export, or to lengthen
+/// the retention.
+pub const GRACE_DAYS: i64 = 7;
+
+/// What [`Runs::give_lifetimes`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GivenLifetimes {
+    /// Ended executions found without lifetimes.
+    pub found: u64,
+    /// Those it gave lifetimes to (the others had changed meanwhile: replayed, deleted,
+    /// or ended again with lifetimes of their own).
+    pub given: u64,
+}
 
 /// What a marker asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -134,6 +152,84 @@ impl Runs {
 }
 
 impl Runs {
+    /// The lifetimes of an execution of workflow `workflow` that ended at `ended`, under
+    /// `standing` (the tenant's settings and plan): its workflow's own retention where
+    /// the tenant has given any workflow one, else the tenant's.
+    ///
+    /// # Errors
+    /// The workflow read's storage error.
+    pub(super) async fn lifetimes(
+        &self,
+        tenant: &TenantId,
+        standing: &Standing,
+        workflow: &WorkflowId,
+        ended: DateTime<Utc>,
+    ) -> Result<Lifetimes, Error> {
+        let own = if standing.overrides { self.workflows.retention(tenant, workflow).await? } else { None };
+        Ok(own.as_ref().unwrap_or(&standing.retention).lifetimes(standing.plan, ended))
+    }
+
+    /// Gives every execution that ended before retention existed (no `expires_at`),
+    /// of `tenant` or of every tenant, the lifetimes its settings give now, counted from
+    /// its end but never sooner than [`GRACE_DAYS`] after `now`, and puts its markers.
+    /// Safe while the service runs, and again: an execution is changed only while it is
+    /// ended and has no lifetimes, on the version read.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub async fn give_lifetimes(&self, tenant: Option<&TenantId>, now: DateTime<Utc>) -> Result<GivenLifetimes, Error> {
+        let found = self.executions.ended_without_lifetimes(tenant).await?;
+        let mut done = GivenLifetimes { found: u64::try_from(found.len()).unwrap_or(u64::MAX), given: 0 };
+        let mut standings: HashMap<String, Standing> = HashMap::new();
+        for (owner, id) in found {
+            let Some(tenant) = shared::auth::stored::owner(&owner) else { continue };
+            if !standings.contains_key(&owner) {
+                let read = self.retention.read(&tenant).await?;
+                standings.insert(owner.clone(), read);
+            }
+            let standing = &standings[&owner];
+            if let Some(given) = self.give_lifetime(&tenant, &id, standing, now).await? {
+                self.mark_lifetimes(&tenant, &given).await;
+                done.given += 1;
+            }
+        }
+        Ok(done)
+    }
+
+    /// [`Self::give_lifetimes`] for one execution: the execution as written, or `None`
+    /// when it needed none.
+    async fn give_lifetime(
+        &self,
+        tenant: &TenantId,
+        id: &ExecutionId,
+        standing: &Standing,
+        now: DateTime<Utc>,
+    ) -> Result<Option<Execution>, Error> {
+        let soonest = now + TimeDelta::days(GRACE_DAYS);
+        retry_races(|| async move {
+            let Some(current) = self.executions.get(tenant, id).await? else {
+                return Ok::<_, Error>(Attempt::Done(None));
+            };
+            let Some(ended) = current.ended_at.filter(|_| current.status.is_ended() && current.expires_at.is_none())
+            else {
+                return Ok(Attempt::Done(None));
+            };
+            let lifetimes = self.lifetimes(tenant, standing, &current.workflow_id, ended).await?;
+            let mut next = current.clone();
+            next.expires_at = Some(lifetimes.expires_at.max(soonest));
+            next.checkpoints_expire_at = lifetimes.checkpoints_expire_at.map(|at| at.max(soonest));
+            next.version += 1;
+            let mut tx = Transaction::new();
+            let none = shared::counters::CounterChange::default();
+            self.executions.stage_replace(&mut tx, tenant, &current, &next, &none)?;
+            match tx.commit(self.client()).await {
+                Ok(()) => Ok(Attempt::Done(Some(next))),
+                Err(e) => Ok(Attempt::raced_on(e, &[Part::Execution])?),
+            }
+        })
+        .await
+    }
+
     /// One round of what `marked` asks for, if it is due at `now`: at most
     /// [`PURGE_CHECKPOINTS`] checkpoints deleted ([`Deleted::More`]: more to do), then,
     /// for an expiry, the execution itself; for a trim, its count of checkpoints and

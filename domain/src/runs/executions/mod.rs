@@ -240,14 +240,7 @@ impl Runs {
                 && !current.status.is_ended()
                 && let Some(ended) = plan.next.ended_at
             {
-                // A workflow's own retention, where the tenant has given any one.
-                let own = if standing.overrides {
-                    self.workflows.retention(tenant, &current.workflow_id).await?
-                } else {
-                    None
-                };
-                let retention = own.as_ref().unwrap_or(&standing.retention);
-                let lifetimes = retention.lifetimes(standing.plan, ended);
+                let lifetimes = self.lifetimes(tenant, &standing, &current.workflow_id, ended).await?;
                 plan.next.expires_at = Some(lifetimes.expires_at);
                 plan.next.checkpoints_expire_at = lifetimes.checkpoints_expire_at;
             }

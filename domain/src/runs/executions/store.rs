@@ -446,6 +446,73 @@ impl ExecutionStore {
         Ok(None)
     }
 
+    /// Every ended execution with no `expires_at` (ended before retention existed): of
+    /// `tenant`'s partitions (queries), or of every tenant (one scan of the table).
+    /// Only their keys are read: the owner's id (the partition's, shard left off) and
+    /// the execution's. For `cairn-admin migrate lifetimes`.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub async fn ended_without_lifetimes(
+        &self,
+        tenant: Option<&TenantId>,
+    ) -> Result<Vec<(String, ExecutionId)>, StoreError> {
+        // A query keeps the id's prefix in its key condition (a filter may not name a key).
+        // A running execution's `ended_at` is there, as null.
+        let ended = "attribute_type(ended_at, :text) AND attribute_not_exists(expires_at)";
+        let partitions: Vec<Option<String>> = match tenant {
+            Some(tenant) => storage::tenant_partitions(tenant).map(Some).collect(),
+            None => vec![None],
+        };
+        let mut found = Vec::new();
+        for partition in partitions {
+            let mut start = None;
+            loop {
+                // The settings both reads share, on a query or a scan.
+                macro_rules! keys_of_ended {
+                    ($request:expr) => {{
+                        let out = $request
+                            .expression_attribute_values(":execution", s("exec_"))
+                            .expression_attribute_values(":text", s("S"))
+                            .projection_expression("tenant_id, id")
+                            .consistent_read(true)
+                            .set_exclusive_start_key(start)
+                            .send()
+                            .await
+                            .map_err(shared::dynamo::classify)?;
+                        (out.items, out.last_evaluated_key)
+                    }};
+                }
+                let (items, next) = match &partition {
+                    Some(partition) => keys_of_ended!(
+                        self.client
+                            .query()
+                            .table_name(self.table())
+                            .key_condition_expression("tenant_id = :t AND begins_with(id, :execution)")
+                            .expression_attribute_values(":t", s(partition))
+                            .filter_expression(ended)
+                    ),
+                    None => keys_of_ended!(
+                        self.client
+                            .scan()
+                            .table_name(self.table())
+                            .filter_expression(format!("begins_with(id, :execution) AND {ended}"))
+                    ),
+                };
+                for item in items.unwrap_or_default() {
+                    let text = |name: &str| item.get(name).and_then(|v| v.as_s().ok());
+                    let owner = text("tenant_id").map(|t| t.split('#').next().unwrap_or(t).to_owned());
+                    found.extend(owner.zip(text("id").and_then(|id| ExecutionId::parse(id))));
+                }
+                start = next.filter(|key| !key.is_empty());
+                if start.is_none() {
+                    break;
+                }
+            }
+        }
+        Ok(found)
+    }
+
     /// The summaries of the tenant's executions `ids` that exist (in no particular
     /// order): batch reads of their items in either layout, `input` and `output` not read.
     ///
