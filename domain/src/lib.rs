@@ -21,6 +21,7 @@ pub mod keys;
 pub mod retention;
 pub mod runs;
 pub mod subscriptions;
+pub mod views;
 pub mod webhooks;
 pub mod workflows;
 

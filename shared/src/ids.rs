@@ -132,6 +132,11 @@ id_type!(
     "fgrp"
 );
 id_type!(
+    /// An export of a tenant's data, in rounds by the jobs function (`export_…`).
+    ExportId,
+    "export"
+);
+id_type!(
     /// A bulk job: one action on every execution a filter matches (`bulk_…`).
     BulkJobId,
     "bulk"

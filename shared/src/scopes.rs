@@ -30,7 +30,7 @@ impl Access {
     }
 }
 
-/// One scope a request needs.
+/// One scope a request needs: an area's, or [`FULL`] (a request to `/exports`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Needed {
     /// The area.
@@ -41,6 +41,9 @@ pub struct Needed {
 
 impl std::fmt::Display for Needed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.area == FULL {
+            return f.write_str(FULL);
+        }
         write!(f, "{}:{}", self.area, self.access.as_str())
     }
 }
@@ -52,13 +55,15 @@ pub fn needed(method: &http::Method, path: &str) -> Option<Needed> {
     let path = path.strip_prefix("/api/v1").unwrap_or(path);
     let first = path.trim_start_matches('/').split('/').next().unwrap_or_default();
     // `/settings/retention` is the executions' (how long they are kept).
+    let access = if method == http::Method::GET || method == http::Method::HEAD { Access::Read } else { Access::Write };
     let first = match first {
+        // An export holds every record of the tenant: only a full key may make or read one.
+        "exports" => return Some(Needed { area: FULL, access }),
         "webhook-endpoints" => "webhooks",
         "settings" => "executions",
         other => other,
     };
     let area = AREAS.into_iter().find(|area| *area == first)?;
-    let access = if method == http::Method::GET || method == http::Method::HEAD { Access::Read } else { Access::Write };
     Some(Needed { area, access })
 }
 
@@ -185,6 +190,15 @@ mod tests {
         assert_eq!(need(Method::PATCH, "/api/v1/webhook-endpoints/we_1").as_deref(), Some("webhooks:write"));
         assert_eq!(need(Method::GET, "/api/v1/billing/balance").as_deref(), Some("billing:read"));
         assert_eq!(need(Method::GET, "/api/v1/nowhere"), None);
+    }
+
+    #[test]
+    fn an_export_needs_a_full_key() {
+        let export = needed(&Method::POST, "/api/v1/exports").expect("an area");
+        assert_eq!(export.to_string(), "*");
+        let everything: Vec<String> = AREAS.iter().flat_map(|a| [format!("{a}:read"), format!("{a}:write")]).collect();
+        assert!(!Scopes::parse(&everything).expect("valid").allows(export), "every area's scope is not the full key");
+        assert!(Scopes::full().allows(needed(&Method::GET, "/api/v1/exports/export_1/parts/1").expect("an area")));
     }
 
     #[test]

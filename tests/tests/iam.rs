@@ -54,6 +54,11 @@ async fn drive_every_route(api: &Api, key: &str, tenant: &str) {
     api.get(key, &format!("/executions/bulk/{job}")).await.expect(200);
     api.get(key, "/executions/bulk").await.expect(200);
     api.post(key, &format!("/executions/bulk/{job}/cancel"), &json!({})).await.expect(200);
+    let export = id(api.post(key, "/exports", &json!({"workflow_id": wf})).await.expect(202));
+    api.get(key, &format!("/exports/{export}")).await.expect(200);
+    // Part 1 is there once the relay (when one runs) has run the export's first round.
+    let part = api.get(key, &format!("/exports/{export}/parts/1")).await;
+    assert!(part.status == 200 || part.status == 404, "{}", part.status);
 
     let cp = |n: u32, state: Value| json!({"execution_id": e1, "name": format!("c{n}"), "state": state});
     let c1 = id(api.post(key, "/checkpoints", &cp(1, json!({"n": 1}))).await.expect(201));

@@ -21,6 +21,7 @@ struct Owned {
     group: String,
     endpoint: String,
     bulk: String,
+    export: String,
 }
 
 const FAIL: &str = r#"{"error_type":"AGENT_ERROR","message":"it broke"}"#;
@@ -68,7 +69,8 @@ async fn own(api: &Api, key: &str) -> Owned {
     let job = json!({"action": "cancel", "filter": {"workflow_id": workflow, "status": "paused"}});
     let bulk = id_of(api.post(key, "/executions/bulk", &job).await.expect(202));
     api.post(key, &format!("/executions/bulk/{bulk}/cancel"), &json!({})).await.expect(200);
-    Owned { key: key_id, workflow, running, checkpoint, failed, failure, group, endpoint, bulk }
+    let export = id_of(api.post(key, "/exports", &json!({"workflow_id": workflow})).await.expect(202));
+    Owned { key: key_id, workflow, running, checkpoint, failed, failure, group, endpoint, bulk, export }
 }
 
 /// Everything the owner can see.
@@ -109,6 +111,8 @@ fn requests(method: &str, path: &str, o: &Owned) -> Option<Vec<(String, Value)>>
             .replace("{failure_id}", &o.failure)
             .replace("{group_id}", &o.group)
             .replace("{bulk_id}", &o.bulk)
+            .replace("{export_id}", &o.export)
+            .replace("{part}", "1")
             .replace("{key_id}", &o.key)
             .replace("{endpoint_id}", &o.endpoint)
             .replace("{delivery_id}", &format!("wd_{}", o.endpoint.trim_start_matches("we_")));
@@ -146,6 +150,7 @@ fn requests(method: &str, path: &str, o: &Owned) -> Option<Vec<(String, Value)>>
         ("POST", "/api/v1/webhook-endpoints") => {
             Some(vec![(path.to_owned(), json!({"url": "https://example.com/", "workflow_id": o.workflow}))])
         }
+        ("POST", "/api/v1/exports") => Some(vec![(path.to_owned(), json!({"workflow_id": o.workflow}))]),
         ("POST", "/api/v1/checkpoints") => {
             Some(vec![(path.to_owned(), json!({"execution_id": o.running, "state": {"n": 1}}))])
         }
@@ -207,9 +212,9 @@ async fn another_tenants_ids_are_404_on_every_route_and_change_nothing(api: Api,
     ];
     for path in lists.into_iter().chain(["/webhook-endpoints"]) {
         let text = api.get(&intruder.key, path).await.expect(200).body.to_string();
-        for id in
-            [&o.workflow, &o.running, &o.failed, &o.failure, &o.group, &o.checkpoint, &o.key, &o.endpoint, &o.bulk]
-        {
+        let ids =
+            [&o.workflow, &o.running, &o.failed, &o.failure, &o.group, &o.checkpoint, &o.key, &o.endpoint, &o.bulk];
+        for id in ids.into_iter().chain([&o.export]) {
             assert!(!text.contains(id.as_str()), "{path} leaks {id}");
         }
     }

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -375,3 +376,21 @@ def test_a_workflows_own_retention_is_set_shown_and_taken_away(client: Cairn) ->
         client.workflows.update(wf.id, retention={"executions_days": 31})
     assert [e["field"] for e in refused.value.errors] == ["retention.executions_days"]
     assert client.workflows.update(wf.id, retention=None).retention is None
+
+
+async def test_the_async_client_downloads_an_export_and_a_restricted_key_may_not(
+    key: str, tmp_path: Path
+) -> None:
+    import gzip
+
+    async with AsyncCairn(key, base_url=URL) as client:
+        wf = await client.workflows.create(name="exported", workflow_type="custom")
+        e = await client.executions.create(workflow_id=wf.id)
+        paths = await client.exports.download(tmp_path, workflow_id=wf.id, poll=0.2)
+        lines = [json.loads(x) for p in paths for x in gzip.decompress(p.read_bytes()).splitlines()]
+        assert [(x["type"], x["data"]["id"]) for x in lines] == [("workflow", wf.id), ("execution", e.id)]
+        made = await client.keys.create(name="reader", scopes=["executions:read", "workflows:read"])
+    async with AsyncCairn(made.key, base_url=URL) as reader:
+        with pytest.raises(errors.InsufficientScope) as refused:
+            await reader.exports.create()
+        assert refused.value.required_scope == "*"

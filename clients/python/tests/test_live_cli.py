@@ -187,3 +187,31 @@ def test_cairn_settings_shows_and_sets_retention(client: Cairn, key: str) -> Non
     assert refused.returncode == 6, refused.stderr
     assert "checkpoints_days" in refused.stderr
     assert client.settings.retention().checkpoints == "keep_latest", "nothing changed"
+
+
+def test_cairn_export_writes_every_record_into_a_directory(client: Cairn, key: str, tmp_path: Path) -> None:
+    import gzip
+
+    wf = client.workflows.create(name="exported", workflow_type="custom")
+    e = client.executions.create(workflow_id=wf.id, input={"q": "why"})
+    cp = client.checkpoints.create(execution_id=e.id, state={"messages": ["hi", "there"]}, name="agent")
+    client.executions.fail(e.id, error_type="AGENT_ERROR", message="bad tool call")
+
+    out = tmp_path / "export"
+    done = cli(key, "export", str(out))
+    assert done.returncode == 0, done.stderr
+    parts = sorted(out.glob("export_*.jsonl.gz"))
+    assert [str(p) for p in parts] == done.stdout.split(), done.stdout
+    records = [json.loads(line) for p in parts for line in gzip.decompress(p.read_bytes()).splitlines()]
+    by_id = {r["data"]["id"]: r for r in records}
+    assert by_id[wf.id]["type"] == "workflow"
+    assert by_id[e.id]["data"]["input"] == {"q": "why"}
+    assert by_id[cp.id]["data"]["state"] == {"messages": ["hi", "there"]}
+    assert [r["type"] for r in records if r["data"].get("execution_id") == e.id] == ["checkpoint", "failure"]
+    manifest = json.loads(next(out.glob("export_*.json")).read_text())
+    assert (manifest["status"], manifest["counts"]["checkpoints"]) == ("completed", 1)
+    assert "1 workflows, 1 executions, 1 checkpoints, 1 failures" in done.stderr
+
+    missing = cli(key, "export", str(tmp_path / "none"), "--workflow", "wf_0193a6f21c2b7d3e8f000123456789ab")
+    assert (missing.returncode, "not_found" in missing.stderr) == (3, True), missing.stderr
+    assert not (tmp_path / "none").exists()

@@ -29,6 +29,7 @@ pub mod checkpoints;
 pub mod deletion;
 pub mod executions;
 pub mod expiry;
+pub mod export;
 pub mod failures;
 pub mod preview;
 mod rollback;
@@ -79,6 +80,8 @@ pub struct Runs {
     jobs: self::bulk::store::JobStore,
     /// The tenants' retention settings (an ending reads them).
     retention: RetentionStore,
+    /// Exports and their parts.
+    exports: self::export::store::ExportStore,
 }
 
 impl Runs {
@@ -93,6 +96,7 @@ impl Runs {
             workflows: WorkflowStore::new(client.clone(), tables.clone()),
             jobs: self::bulk::store::JobStore::new(client.clone(), tables.clone()),
             retention: RetentionStore::new(client.clone(), tables.clone()),
+            exports: self::export::store::ExportStore::new(client.clone(), tables.clone()),
             ledger: Ledger::new(client, tables),
             execution_cost,
         }

@@ -1,8 +1,6 @@
 //! The checkpoint endpoints: each parses its request, calls one `domain::runs`
 //! operation, and answers.
 
-use std::collections::BTreeMap;
-
 use axum::Json;
 use axum::extract::State;
 use axum::response::Response;
@@ -20,48 +18,12 @@ use shared::query::Query;
 use shared::{ApiError, TenantId};
 
 use crate::AppState;
+use domain::views::CheckpointBody;
 
 /// Most metadata keys.
 const METADATA_MAX_KEYS: usize = 50;
 /// Longest name.
 const NAME_MAX: usize = 200;
-
-/// A checkpoint as the API shows it.
-#[derive(Debug, Serialize)]
-pub struct CheckpointBody {
-    id: String,
-    execution_id: String,
-    workflow_id: String,
-    sequence: u64,
-    name: Option<String>,
-    key: Option<String>,
-    parent_checkpoint_id: Option<String>,
-    attempt: u32,
-    metadata: BTreeMap<String, String>,
-    state_size_bytes: u64,
-    created_at: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    state: Option<Box<serde_json::value::RawValue>>,
-}
-
-impl From<Checkpoint> for CheckpointBody {
-    fn from(c: Checkpoint) -> Self {
-        Self {
-            id: c.id.to_string(),
-            execution_id: c.execution_id.to_string(),
-            workflow_id: c.workflow_id.to_string(),
-            sequence: c.sequence,
-            name: c.name,
-            key: c.key,
-            parent_checkpoint_id: c.parent_checkpoint_id.map(|p| p.to_string()),
-            attempt: c.attempt,
-            metadata: c.metadata,
-            state_size_bytes: c.state_size_bytes,
-            created_at: shared::time::format(c.created_at),
-            state: None,
-        }
-    }
-}
 
 /// `POST /checkpoints`
 pub async fn create(

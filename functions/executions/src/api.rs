@@ -1,8 +1,6 @@
 //! The execution endpoints: each parses its request, calls one `domain::runs`
 //! operation, and answers.
 
-use std::collections::BTreeMap;
-
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use http::StatusCode;
@@ -22,6 +20,7 @@ use shared::{ApiError, TenantId};
 use domain::runs::executions::model::{Action, Execution, ExecutionError, ExecutionStatus};
 use domain::runs::executions::store::VALUE_MAX_BYTES;
 use domain::runs::{Change, Changed, Deleted, ListExecutions, NewExecution, ReplayFrom, Started};
+use domain::views::{ExecutionBody, ExecutionSummary};
 
 use crate::AppState;
 
@@ -35,76 +34,6 @@ const DETAILS_MAX_BYTES: usize = 64 * 1024;
 const MESSAGE_MAX: usize = 4096;
 /// Longest cancellation reason.
 const REASON_MAX: usize = 1000;
-
-/// The error an execution failed with, on the wire.
-#[derive(Debug, Serialize)]
-struct ErrorBody {
-    error_type: String,
-    message: String,
-}
-
-/// An execution as a list shows it: a summary, without `input` and `output`.
-#[derive(Debug, Serialize)]
-pub struct ExecutionSummary {
-    id: String,
-    workflow_id: String,
-    status: &'static str,
-    error: Option<ErrorBody>,
-    cancel_reason: Option<String>,
-    key: Option<String>,
-    metadata: BTreeMap<String, String>,
-    tags: BTreeMap<String, String>,
-    attempt: u32,
-    current_checkpoint_id: Option<String>,
-    checkpoint_count: u64,
-    created_at: String,
-    updated_at: String,
-    ended_at: Option<String>,
-    expires_at: Option<String>,
-    checkpoints_expire_at: Option<String>,
-}
-
-/// An execution as its own `GET` and every action show it: the summary's fields plus
-/// `input` and `output`.
-#[derive(Debug, Serialize)]
-pub struct ExecutionBody {
-    #[serde(flatten)]
-    summary: ExecutionSummary,
-    input: Option<Value>,
-    output: Option<Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    discarded_checkpoints: Option<u64>,
-}
-
-impl From<Execution> for ExecutionBody {
-    fn from(mut e: Execution) -> Self {
-        let (input, output) = (e.input.take(), e.output.take());
-        Self { summary: e.into(), input, output, discarded_checkpoints: None }
-    }
-}
-
-impl From<Execution> for ExecutionSummary {
-    fn from(e: Execution) -> Self {
-        Self {
-            id: e.id.to_string(),
-            workflow_id: e.workflow_id.to_string(),
-            status: e.status.wire(),
-            error: e.error.map(|x| ErrorBody { error_type: x.error_type, message: x.message }),
-            cancel_reason: e.cancel_reason,
-            key: e.key,
-            metadata: e.metadata,
-            tags: e.tags,
-            attempt: e.attempt,
-            current_checkpoint_id: e.current_checkpoint_id.map(|c| c.to_string()),
-            checkpoint_count: e.checkpoint_count,
-            created_at: shared::time::format(e.created_at),
-            updated_at: shared::time::format(e.updated_at),
-            ended_at: e.ended_at.map(shared::time::format),
-            expires_at: e.expires_at.map(shared::time::format),
-            checkpoints_expire_at: e.checkpoints_expire_at.map(shared::time::format),
-        }
-    }
-}
 
 fn parse_id(raw: &str) -> Result<ExecutionId, ApiError> {
     ExecutionId::parse(raw).ok_or_else(|| ApiError::not_found("execution", raw))

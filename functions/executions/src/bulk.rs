@@ -20,7 +20,7 @@ use domain::runs::bulk::model::{BulkAction, BulkFilter, BulkJob};
 use domain::runs::executions::model::ExecutionStatus;
 
 use crate::AppState;
-use crate::api::ExecutionSummary;
+use domain::views::ExecutionSummary;
 
 /// Executions a dry run shows.
 const DRY_RUN_SHOWN: usize = 20;

@@ -1,12 +1,14 @@
 //! The executions area (`/api/v1/executions`): start runs, report their outcome
 //! (complete, fail, pause, cancel), replay and roll back, one at a time or in bulk; and
-//! the retention settings that say how long ended executions are kept.
+//! the retention settings that say how long ended executions are kept, and exports of a
+//! tenant's records (run in rounds by the jobs function).
 //!
 //! The rules and storage of runs (executions, checkpoints, failures) live in
 //! `domain::runs`, which the checkpoints and failures functions share.
 
 pub mod api;
 pub mod bulk;
+pub mod exports;
 pub mod settings;
 
 use std::sync::Arc;
@@ -38,6 +40,9 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/api/v1/executions/{execution_id}/replay"),
     ("GET", "/api/v1/executions/{execution_id}/replay-preview"),
     ("POST", "/api/v1/executions/{execution_id}/rollback"),
+    ("POST", "/api/v1/exports"),
+    ("GET", "/api/v1/exports/{export_id}"),
+    ("GET", "/api/v1/exports/{export_id}/parts/{part}"),
     ("GET", "/api/v1/settings/retention"),
     ("PUT", "/api/v1/settings/retention"),
 ];
@@ -78,6 +83,9 @@ pub fn app(client: Client, tables: Tables, clock: Arc<dyn Clock>) -> Router {
         .route(&format!("{one}/replay-preview"), get(api::replay_preview))
         .route(&format!("{one}/rollback"), post(api::rollback))
         .route(&format!("{BASE_PATH}/settings/retention"), get(settings::get).put(settings::put))
+        .route(&format!("{BASE_PATH}/exports"), post(exports::create))
+        .route(&format!("{BASE_PATH}/exports/{{export_id}}"), get(exports::get))
+        .route(&format!("{BASE_PATH}/exports/{{export_id}}/parts/{{part}}"), get(exports::part))
         .with_state(state);
     shared::http::api(routes, auth)
 }

@@ -8,7 +8,6 @@ use axum::response::Response;
 use domain::runs::failures::model::{Failure, FailureGroup, FailureStatus, Settlement};
 use domain::runs::{ListFailures, ListGroups};
 use serde::Serialize;
-use serde_json::{Map, Value};
 use shared::body::WireEnum;
 use shared::idempotency::{self, Answer};
 use shared::ids::PathId;
@@ -18,72 +17,7 @@ use shared::query::Query;
 use shared::{ApiError, TenantId};
 
 use crate::AppState;
-
-/// A failure in a list.
-#[derive(Debug, Serialize)]
-pub struct FailureItem {
-    id: String,
-    execution_id: String,
-    workflow_id: String,
-    error_type: String,
-    message: String,
-    status: &'static str,
-    created_at: String,
-    resolved_at: Option<String>,
-    resolved_by: Option<&'static str>,
-    group_id: String,
-    fingerprint: String,
-}
-
-impl From<&Failure> for FailureItem {
-    fn from(f: &Failure) -> Self {
-        Self {
-            id: f.id.to_string(),
-            execution_id: f.execution_id.to_string(),
-            workflow_id: f.workflow_id.to_string(),
-            error_type: f.error_type.clone(),
-            message: f.message.clone(),
-            status: f.status.wire(),
-            created_at: shared::time::format(f.created_at),
-            resolved_at: f.resolved_at.map(shared::time::format),
-            resolved_by: f.resolved_by.map(WireEnum::wire),
-            group_id: f.group_id.to_string(),
-            fingerprint: f.fingerprint.clone(),
-        }
-    }
-}
-
-/// A recovery command on the wire.
-#[derive(Debug, Serialize)]
-struct CommandBody {
-    id: String,
-    #[serde(rename = "type")]
-    kind: String,
-    status: &'static str,
-}
-
-/// A failure in detail.
-#[derive(Debug, Serialize)]
-pub struct FailureDetail {
-    #[serde(flatten)]
-    item: FailureItem,
-    details: Map<String, Value>,
-    recovery_commands: Vec<CommandBody>,
-}
-
-impl From<Failure> for FailureDetail {
-    fn from(f: Failure) -> Self {
-        Self {
-            item: FailureItem::from(&f),
-            recovery_commands: f
-                .recovery_commands
-                .iter()
-                .map(|c| CommandBody { id: c.id.to_string(), kind: c.kind.clone(), status: c.status.wire() })
-                .collect(),
-            details: f.details,
-        }
-    }
-}
+use domain::views::{FailureDetail, FailureItem};
 
 /// `GET /failures`
 pub async fn list(

@@ -1,4 +1,5 @@
-//! The jobs function: runs bulk jobs (`POST /executions/bulk`) in rounds, and deletes
+//! The jobs function: runs bulk jobs (`POST /executions/bulk`) and exports
+//! (`POST /exports`, `domain::runs::export`) in rounds, and deletes
 //! what the tenants' retention says has expired (`domain::runs::expiry`: a marker's
 //! REMOVE, DynamoDB's TTL having passed, or its INSERT when due at once). The jobs
 //! table's stream hands it each job item a write left running (Lambda's event source
@@ -15,11 +16,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use domain::Error;
 use domain::runs::bulk::named;
 use domain::runs::expiry::{Marked, marked};
+use domain::runs::export::model::ExportStatus;
 use domain::runs::{Deleted, Runs};
 use serde_json::{Value, json};
 use shared::TenantId;
 use shared::dynamo::{StoreError, Tables};
-use shared::ids::BulkJobId;
+use shared::ids::{BulkJobId, ExportId};
 use shared::time::{Clock, SystemClock};
 
 /// Time left at which no further round is started: a round (25 executions, 4 at once)
@@ -53,6 +55,19 @@ impl Jobs {
                 }
                 continue;
             }
+            if let Some((tenant, id, round)) = domain::runs::export::store::named(record) {
+                let later =
+                    |r: &Value| domain::runs::export::store::named(r).is_some_and(|(t, i, _)| t == tenant && i == id);
+                if records[at + 1..].iter().any(later) {
+                    continue;
+                }
+                if let Err(error) = Box::pin(self.export(&tenant, &id, round, deadline)).await {
+                    let sequence = record["dynamodb"]["SequenceNumber"].as_str().unwrap_or_default();
+                    tracing::error!(error = %error, export = %id, sequence, "jobs: an export round failed; handed over again");
+                    return json!({"batchItemFailures": [{"itemIdentifier": sequence}]});
+                }
+                continue;
+            }
             let Some((tenant, id, round)) = named(record) else {
                 tracing::error!(record = %record["dynamodb"]["Keys"], "jobs: a record that names no job; passed over");
                 continue;
@@ -79,6 +94,29 @@ impl Jobs {
             }
         }
         self.runs.mark_again(marked).await
+    }
+
+    /// Runs export `id`'s rounds from `round` while there is time.
+    async fn export(
+        &self,
+        tenant: &TenantId,
+        id: &ExportId,
+        mut round: u64,
+        deadline: SystemTime,
+    ) -> Result<(), Error> {
+        while SystemTime::now() + MARGIN < deadline {
+            match Box::pin(self.runs.export_round(tenant, id, round, &SystemClock)).await {
+                Ok(Some(export)) if export.status == ExportStatus::Running => round = export.round,
+                Ok(_) => return Ok(()),
+                Err(error @ Error::Store(StoreError::Unavailable(_) | StoreError::Conflict)) => return Err(error),
+                Err(error) => {
+                    tracing::error!(error = %error, export = %id, "jobs: an export round that cannot succeed; the export fails");
+                    let why = "an internal error stopped the export; its parts so far can be downloaded";
+                    return self.runs.export_fail(tenant, id, why, &SystemClock).await;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Runs job `id`'s rounds from `round` while there is time.

@@ -1,14 +1,11 @@
 //! The workflow endpoints: each parses its request, calls one `domain::workflows`
 //! operation, and answers.
 
-use std::collections::BTreeMap;
-
 use axum::Json;
 use axum::extract::State;
 use axum::response::Response;
 use http::{HeaderMap, StatusCode, header};
-use serde::Serialize;
-use serde_json::{Map, Value};
+use serde_json::Value;
 use shared::body::{Fields, JsonBody, WireEnum, json_object, one_of, string_map, text};
 use shared::idempotency::{self, Answer};
 use shared::ids::PathId;
@@ -19,6 +16,7 @@ use shared::{ApiError, TenantId};
 
 use crate::AppState;
 use domain::retention::Retention;
+use domain::views::{WorkflowBody, WorkflowSummary};
 use domain::workflows::model::{NewWorkflow, Workflow, WorkflowChange, WorkflowStatus, WorkflowType};
 use domain::workflows::store::ListFilter;
 use domain::workflows::{self as workflows, Precondition};
@@ -35,72 +33,6 @@ const METADATA_MAX_KEYS: usize = 50;
 const DEFAULT_PAGE_SIZE: u32 = 20;
 /// Fields the server owns.
 const READ_ONLY: &[&str] = &["id", "version", "created_at", "updated_at"];
-
-/// A workflow as a list shows it: a summary, without `definition`.
-#[derive(Debug, Serialize)]
-pub struct WorkflowSummary {
-    id: String,
-    name: String,
-    description: Option<String>,
-    workflow_type: &'static str,
-    status: &'static str,
-    metadata: BTreeMap<String, String>,
-    retention: Option<RetentionBody>,
-    version: u64,
-    created_at: String,
-    updated_at: String,
-}
-
-/// A workflow as its own `GET` and every write show it: the summary's fields plus
-/// `definition`.
-#[derive(Debug, Serialize)]
-pub struct WorkflowBody {
-    #[serde(flatten)]
-    summary: WorkflowSummary,
-    definition: Option<Map<String, Value>>,
-}
-
-/// A workflow's own retention on the wire.
-#[derive(Debug, Serialize)]
-struct RetentionBody {
-    executions_days: Option<u32>,
-    checkpoints: &'static str,
-    checkpoints_days: Option<u32>,
-}
-
-impl From<&Retention> for RetentionBody {
-    fn from(r: &Retention) -> Self {
-        Self {
-            executions_days: r.executions_days,
-            checkpoints: r.checkpoints.wire(),
-            checkpoints_days: r.checkpoints_days,
-        }
-    }
-}
-
-impl From<Workflow> for WorkflowBody {
-    fn from(mut w: Workflow) -> Self {
-        let definition = w.definition.take();
-        Self { summary: w.into(), definition }
-    }
-}
-
-impl From<Workflow> for WorkflowSummary {
-    fn from(w: Workflow) -> Self {
-        Self {
-            id: w.id.to_string(),
-            name: w.name,
-            description: w.description,
-            workflow_type: w.workflow_type.wire(),
-            status: w.status.wire(),
-            metadata: w.metadata,
-            retention: w.retention.as_ref().map(RetentionBody::from),
-            version: w.version,
-            created_at: shared::time::format(w.created_at),
-            updated_at: shared::time::format(w.updated_at),
-        }
-    }
-}
 
 /// A 200 (or `status`) with the workflow and its `ETag`.
 fn respond(status: StatusCode, w: Workflow) -> Result<Response, ApiError> {

@@ -4,11 +4,16 @@ lists. :class:`Resources` gathers a client's resources; the clients are in ``_cl
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import json
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
 from . import _bulk as bulk_specs
+from . import _exports as export_specs
 from . import _groups as group_specs
 from . import _settings as settings_specs
 from . import _specs as specs
@@ -370,6 +375,81 @@ class AsyncSettings(_Async):
     set_retention = _async(settings_specs.settings_set_retention)
 
 
+#: Seconds between two looks at an export being waited for.
+EXPORT_POLL_SECONDS = 1.0
+
+
+def _save_parts(export: models.Export, directory: Path, part: Callable[[int], bytes]) -> list[Path]:
+    directory.mkdir(parents=True, exist_ok=True)
+    saved = []
+    for p in export.parts:
+        path = directory / f"{export.id}-{p.number:05d}.jsonl.gz"
+        path.write_bytes(part(p.number))
+        saved.append(path)
+    (directory / f"{export.id}.json").write_text(json.dumps(export.api_json(), indent=2) + "\n")
+    return saved
+
+
+def _ended(export: models.Export) -> models.Export:
+    if export.status == "failed":
+        raise errors.ExportFailed(f"export {export.id} failed: {export.error}", status=None)
+    return export
+
+
+class Exports(_Sync):
+    """``/exports``: the tenant's records as gzip JSON Lines (needs a full key)."""
+
+    create = _sync(export_specs.exports_create)
+    get = _sync(export_specs.exports_get)
+    part = _sync(export_specs.exports_part)
+
+    def wait(self, export_id: str, *, poll: float = EXPORT_POLL_SECONDS) -> models.Export:
+        """The export once it has ended; :class:`~cairn.errors.ExportFailed` if it failed."""
+        while (export := self.get(export_id)).status == "running":
+            time.sleep(poll)
+        return _ended(export)
+
+    def save(self, export: models.Export, directory: str | Path) -> list[Path]:
+        """Writes each part of ``export`` to ``directory`` (``<export id>-00001.jsonl.gz``,
+        …) beside the export itself (``<export id>.json``); answers the parts' paths."""
+        return _save_parts(export, Path(directory), lambda n: self.part(export.id, n))
+
+    def download(
+        self, directory: str | Path, *, workflow_id: str | None = None, poll: float = EXPORT_POLL_SECONDS
+    ) -> list[Path]:
+        """Exports the tenant's records (or ``workflow_id``'s), waits for the export and
+        saves it to ``directory`` (:meth:`save`)."""
+        return self.save(self.wait(self.create(workflow_id=workflow_id).id, poll=poll), directory)
+
+
+class AsyncExports(_Async):
+    """``/exports``: the tenant's records as gzip JSON Lines (needs a full key)."""
+
+    create = _async(export_specs.exports_create)
+    get = _async(export_specs.exports_get)
+    part = _async(export_specs.exports_part)
+
+    async def wait(self, export_id: str, *, poll: float = EXPORT_POLL_SECONDS) -> models.Export:
+        """The export once it has ended; :class:`~cairn.errors.ExportFailed` if it failed."""
+        while True:
+            export = await self.get(export_id)
+            if export.status != "running":
+                return _ended(export)
+            await asyncio.sleep(poll)
+
+    async def save(self, export: models.Export, directory: str | Path) -> list[Path]:
+        """:meth:`Exports.save`, awaited (each part read, then written)."""
+        parts = {p.number: await self.part(export.id, p.number) for p in export.parts}
+        return _save_parts(export, Path(directory), parts.__getitem__)
+
+    async def download(
+        self, directory: str | Path, *, workflow_id: str | None = None, poll: float = EXPORT_POLL_SECONDS
+    ) -> list[Path]:
+        """:meth:`Exports.download`, awaited."""
+        export = await self.wait((await self.create(workflow_id=workflow_id)).id, poll=poll)
+        return await self.save(export, directory)
+
+
 # ---- every resource of a client ----
 
 
@@ -386,6 +466,7 @@ class Resources:
         self.keys = Keys(api)
         self.webhook_endpoints = WebhookEndpoints(api)
         self.settings = Settings(api)
+        self.exports = Exports(api)
 
 
 class AsyncResources:
@@ -401,3 +482,4 @@ class AsyncResources:
         self.keys = AsyncKeys(api)
         self.webhook_endpoints = AsyncWebhookEndpoints(api)
         self.settings = AsyncSettings(api)
+        self.exports = AsyncExports(api)

@@ -175,10 +175,13 @@ def retry_after(response: httpx.Response) -> float | None:
 
 
 def outcome(response: httpx.Response) -> Any:
-    """The JSON of a success (``None`` for 204), or the typed error of a failure."""
+    """The JSON of a success (``None`` for 204; the bytes of a gzip download), or the
+    typed error of a failure."""
     if response.status_code < 400:
         if response.status_code == 204 or not response.content:
             return None
+        if response.headers.get("Content-Type", "").startswith("application/gzip"):
+            return response.content
         return response.json()
     try:
         body = response.json()

@@ -194,6 +194,13 @@ class DeletionIncomplete(CairnError):
     code = "deletion_incomplete"
 
 
+class ExportFailed(CairnError):
+    """An export waited for ended as failed (its ``error`` says why); the parts it wrote
+    can still be downloaded until it expires."""
+
+    code = "export_failed"
+
+
 _BY_CODE: dict[str, type[CairnError]] = {
     cls.code: cls
     for cls in (

@@ -330,6 +330,44 @@ class BulkDryRun(Model):
     object: Literal["bulk_dry_run"]
 
 
+ExportStatus = Literal["running", "completed", "failed"]
+
+
+class ExportPart(Model):
+    """One part of an export: gzip JSON Lines of at most 4,500,000 bytes."""
+
+    number: int
+    url: str
+    bytes: int
+    lines: int
+
+
+class ExportCounts(Model):
+    """Records an export has written, by kind."""
+
+    workflows: int
+    executions: int
+    checkpoints: int
+    failures: int
+
+
+class Export(Model):
+    """An export of the tenant's records (or one workflow's): its parts so far, whole
+    when ``status`` is ``"completed"``; deleted at ``expires_at``."""
+
+    id: str
+    workflow_id: str | None
+    status: ExportStatus
+    error: str | None
+    counts: ExportCounts
+    parts: list[ExportPart]
+    created_at: datetime
+    updated_at: datetime
+    ended_at: datetime | None
+    expires_at: datetime
+    object: Literal["export"]
+
+
 class FailureGroupSettled(FailureGroup):
     """A group after resolve or ignore: ``settled`` by this call, ``remaining`` open
     failures left (call again)."""

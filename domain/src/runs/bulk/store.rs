@@ -157,6 +157,23 @@ impl JobRecord {
     }
 }
 
+/// The put of a job's (or an export's) `item` into `table`: a new one (`read` is `None`)
+/// on the condition that it does not exist, else on the condition that its round and
+/// status are still `read`'s.
+pub(crate) fn job_put(table: &str, item: Item, read: Option<(u64, &str)>) -> Result<TransactWriteItem, StoreError> {
+    let mut put = Put::builder().table_name(table).set_item(Some(item));
+    put = match read {
+        None => put.condition_expression("attribute_not_exists(id)"),
+        Some((round, status)) => put
+            .condition_expression("#round = :round AND #status = :status")
+            .expression_attribute_names("#round", "round")
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_values(":round", n(round))
+            .expression_attribute_values(":status", s(status)),
+    };
+    Ok(TransactWriteItem::builder().put(built(put.build())?).build())
+}
+
 /// The partition of job `job`'s markers.
 fn markers_partition(tenant: &TenantId, job: &BulkJobId) -> String {
     format!("{}#{job}", tenant.as_str())
@@ -187,17 +204,8 @@ impl JobStore {
         next: &BulkJob,
     ) -> Result<(), StoreError> {
         let item = serde_dynamo::to_item(JobRecord::new(tenant, next))?;
-        let mut put = Put::builder().table_name(self.table()).set_item(Some(item));
-        put = match read {
-            None => put.condition_expression("attribute_not_exists(id)"),
-            Some(read) => put
-                .condition_expression("#round = :round AND #status = :status")
-                .expression_attribute_names("#round", "round")
-                .expression_attribute_names("#status", "status")
-                .expression_attribute_values(":round", n(read.round))
-                .expression_attribute_values(":status", s(read.status.wire())),
-        };
-        tx.push(Part::Job, TransactWriteItem::builder().put(built(put.build())?).build());
+        let read = read.map(|read| (read.round, read.status.wire()));
+        tx.push(Part::Job, job_put(self.table(), item, read)?);
         Ok(())
     }
 

@@ -16,7 +16,19 @@ import pydantic
 
 from .. import errors
 from .._client import Cairn
-from . import billing, bulk, checkpoints, executions, failures, keys, langgraph, settings, webhooks, workflows
+from . import (
+    billing,
+    bulk,
+    checkpoints,
+    executions,
+    exports,
+    failures,
+    keys,
+    langgraph,
+    settings,
+    webhooks,
+    workflows,
+)
 from .config import CommandError, State, config_path, read_profiles, state, write_profiles
 from .output import report
 
@@ -102,7 +114,7 @@ def cli(
     ctx: click.Context, api_key: str | None, api_url: str | None, profile: str, as_json: bool, insecure: bool
 ) -> None:
     """Cairn from the command line: workflows, executions, checkpoints, failures, billing, keys,
-    webhooks, settings.
+    webhooks, settings, export.
 
     Configuration: --api-key/--api-url, else CAIRN_API_KEY/CAIRN_API_URL, else the profile
     in $XDG_CONFIG_HOME/cairn/config.toml (~/.config/cairn/config.toml) that `cairn login`
@@ -174,6 +186,7 @@ for group in (
     webhooks.webhooks,
     settings.settings,
     langgraph.langgraph,
+    exports.export,
 ):
     cli.add_command(group)
 
