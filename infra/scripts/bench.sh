@@ -24,6 +24,7 @@ cargo bench -q -p api-tests --bench checkpoints
 cargo bench -q -p api-tests --bench overhead
 cargo bench -q -p api-tests --bench scale
 cargo bench -q -p api-tests --bench storage
+cargo bench -q -p api-tests --bench export
 cargo bench -q -p api-tests --bench capacity
 export_local_webhooks "$run_dir/webhook-secrets-key"
 cargo bench -q -p api-tests --bench webhooks

@@ -255,6 +255,23 @@ async fn bad_export_requests_and_restricted_keys_are_refused_and_start_nothing()
     assert_eq!(mine.len(), 1, "only the one export that was accepted");
 }
 
+#[tokio::test]
+async fn an_export_no_round_moved_for_an_hour_is_failed_and_another_may_start() {
+    let env = own_env().await;
+    let api = Api::new(Transport::in_process(&env));
+    let t = env.tenant().await;
+    let runs = domain::runs::Runs::new(env.client.clone(), env.tables.clone(), 1);
+    let tenant = shared::auth::trusted::tenant(&shared::ids::TenantKey::parse(&t.id).expect("tenant id"));
+    // Started 61 minutes ago, and no round ran since (its rounds failed past every retry).
+    let then = shared::time::ManualClock::new(chrono::Utc::now() - chrono::Duration::minutes(61));
+    let stalled = runs.export_start(&tenant, None, &then, &|_| {}).await.expect("started").id.to_string();
+    let seen = api.get(&t.key, &format!("/exports/{stalled}")).await.expect(200).body.clone();
+    assert_eq!(seen["status"], "failed", "{seen}");
+    assert!(seen["error"].as_str().expect("why").contains("another export may start"));
+    let next = api.post(&t.key, "/exports", &json!({})).await;
+    assert_ne!(id(next.expect(202)), stalled);
+}
+
 /// Through the local stack: the template's stream mapping (played by `cairn-relay`)
 /// runs the export's rounds until it completes.
 #[tokio::test]

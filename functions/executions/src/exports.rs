@@ -94,7 +94,7 @@ pub async fn create(
 
 /// `GET /exports/{export_id}`
 pub async fn get(State(state): State<AppState>, tenant: TenantId, PathId(raw): PathId) -> Result<Response, ApiError> {
-    let export = state.runs.export(&tenant, &parse_id(&raw)?).await?;
+    let export = state.runs.export(&tenant, &parse_id(&raw)?, state.clock.as_ref()).await?;
     Ok(Answer::json(StatusCode::OK, &ExportBody::from(&export))?.into_response())
 }
 

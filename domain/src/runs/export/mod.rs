@@ -6,8 +6,9 @@
 //! output) followed by its checkpoints in sequence order (each with its state), then
 //! every failure (with details and recovery commands). A round writes one part, in
 //! order, until the part is full ([`model::PART_BYTES`] of gzip or
-//! [`model::PART_RAW_BYTES`] of JSON) or it has written [`model::ROUND_LINES`] lines or
-//! read [`model::ROUND_READS`] records; it then stores the part and moves the export's
+//! [`model::PART_RAW_BYTES`] of JSON) or it has written [`model::ROUND_LINES`] lines,
+//! read [`model::ROUND_READS`] records or spent [`model::ROUND_TIME`] reading; it then
+//! stores the part and moves the export's
 //! position in one conditional write of its item, whose stream record starts the next
 //! round. A round run twice (its Lambda killed) writes its part under a key of its own
 //! and only one run moves the export. An export reads while the tenant works: a record
@@ -25,7 +26,7 @@ use shared::ids::{CheckpointId, ExecutionId, ExportId, FailureId, WorkflowId};
 use shared::pagination::PageRequest;
 use shared::time::Clock;
 
-use self::model::{Export, ExportCounts, ExportStatus, PartWriter, Position, ROUND_LINES, ROUND_READS};
+use self::model::{Export, ExportCounts, ExportStatus, PartWriter, Position, ROUND_LINES, ROUND_READS, ROUND_TIME};
 use super::checkpoints::model::Checkpoint;
 use super::executions::model::Execution;
 use super::{ListCheckpoints, ListExecutions, ListFailures, Runs};
@@ -49,12 +50,13 @@ struct Line<'a, T> {
     data: T,
 }
 
-/// A round's part being written, and what it has read.
-#[derive(Debug, Default)]
+/// A round's part being written, and what it has read since when.
+#[derive(Debug)]
 struct Round {
     part: PartWriter,
     counts: ExportCounts,
     reads: u64,
+    began: std::time::Instant,
 }
 
 /// Whether a round goes on after a record.
@@ -68,9 +70,9 @@ enum Next {
 }
 
 impl Round {
-    /// Whether the round has done its share.
+    /// Whether the round has done its share (in lines, reads or time).
     fn spent(&self) -> bool {
-        self.part.lines() >= ROUND_LINES || self.reads >= ROUND_READS
+        self.part.lines() >= ROUND_LINES || self.reads >= ROUND_READS || self.began.elapsed() >= ROUND_TIME
     }
 
     /// Writes `data` as a line of `kind`, if it fits.
@@ -102,7 +104,8 @@ impl Runs {
         if let Some(id) = workflow {
             crate::workflows::load(&self.workflows, tenant, id).await?;
         }
-        if let Some(running) = self.exports.running(tenant).await? {
+        let since = clock.now() - chrono::Duration::minutes(model::STALLED_MINUTES);
+        if let Some(running) = self.exports.running(tenant, since).await? {
             return Err(Error::InvalidState(format!(
                 "export {running} is still running; a tenant runs one export at a time (wait for it: GET /exports/{running})"
             )));
@@ -115,12 +118,13 @@ impl Runs {
         Ok(export)
     }
 
-    /// The tenant's export `id`.
+    /// The tenant's export `id`, as a client sees it now (one that stalled, failed).
     ///
     /// # Errors
     /// [`Error::NotFound`], storage errors.
-    pub async fn export(&self, tenant: &TenantId, id: &ExportId) -> Result<Export, Error> {
-        self.exports.get(tenant, id).await?.ok_or_else(|| Error::not_found("export", id.as_str()))
+    pub async fn export(&self, tenant: &TenantId, id: &ExportId, clock: &dyn Clock) -> Result<Export, Error> {
+        let export = self.exports.get(tenant, id).await?.ok_or_else(|| Error::not_found("export", id.as_str()))?;
+        Ok(export.as_seen(clock.now()))
     }
 
     /// Part `number` (from 1) of the tenant's export `id`: its gzip bytes.
@@ -129,7 +133,7 @@ impl Runs {
     /// [`Error::NotFound`] for the export or a part it does not have (yet), storage
     /// errors.
     pub async fn export_part(&self, tenant: &TenantId, id: &ExportId, number: usize) -> Result<Vec<u8>, Error> {
-        let export = self.export(tenant, id).await?;
+        let export = self.exports.get(tenant, id).await?.ok_or_else(|| Error::not_found("export", id.as_str()))?;
         let part = number
             .checked_sub(1)
             .and_then(|at| export.parts.get(at))
@@ -153,7 +157,12 @@ impl Runs {
         if export.round != round || export.status != ExportStatus::Running {
             return Ok(None);
         }
-        let mut work = Round { counts: export.counts.clone(), ..Round::default() };
+        let mut work = Round {
+            part: PartWriter::default(),
+            counts: export.counts.clone(),
+            reads: 0,
+            began: std::time::Instant::now(),
+        };
         let mut position = export.position.clone();
         while position != Position::Done && !work.spent() {
             let (next, went) = Box::pin(self.export_step(tenant, &export, &position, &mut work)).await?;

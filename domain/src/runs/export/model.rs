@@ -20,11 +20,17 @@ pub const PART_RAW_BYTES: usize = 64 * 1024 * 1024;
 pub const ROUND_LINES: u64 = 5_000;
 /// The most records a round reads (some may be gone by the time they are read).
 pub const ROUND_READS: u64 = 10_000;
+/// The longest a round goes on reading: it then writes what it has (well inside the
+/// 30 s the jobs function keeps free after the round it starts, `jobs::MARGIN`).
+pub const ROUND_TIME: std::time::Duration = std::time::Duration::from_secs(15);
 /// The most parts an export holds (its item's list of them stays far under 400 KB): an
 /// export that would need more fails, saying to export one workflow at a time.
 pub const MAX_PARTS: usize = 2_000;
 /// How long an export and its parts are kept after it starts.
 pub const KEPT_DAYS: i64 = 7;
+/// An export no round has moved for this long has stopped (its rounds failed past every
+/// retry): it is shown as failed, and another may start.
+pub const STALLED_MINUTES: i64 = 60;
 /// Raw bytes written between two sync flushes, so the gzip size so far is known to
 /// within this much.
 const FLUSH_EVERY: usize = 256 * 1024;
@@ -158,6 +164,26 @@ impl Export {
     #[must_use]
     pub fn expires_at(&self) -> DateTime<Utc> {
         self.created_at + Duration::days(KEPT_DAYS)
+    }
+
+    /// Whether no round has moved it for [`STALLED_MINUTES`] by `now` while it runs.
+    #[must_use]
+    pub fn stalled(&self, now: DateTime<Utc>) -> bool {
+        self.status == ExportStatus::Running && self.updated_at + Duration::minutes(STALLED_MINUTES) < now
+    }
+
+    /// The export as a client sees it at `now`: one that has stalled is failed, since its
+    /// last round.
+    #[must_use]
+    pub fn as_seen(mut self, now: DateTime<Utc>) -> Self {
+        if self.stalled(now) {
+            self.status = ExportStatus::Failed;
+            self.error = Some(format!(
+                "no round moved the export for {STALLED_MINUTES} minutes, so it stopped; its parts so far can be downloaded, and another export may start"
+            ));
+            self.ended_at = Some(self.updated_at);
+        }
+        self
     }
 
     /// The export after a round that wrote `part` (if any) and `counts` in all, and
@@ -334,6 +360,18 @@ mod tests {
         assert!(raw < PART_RAW_BYTES && raw + 1024 * 1024 + 1 >= PART_RAW_BYTES, "{raw}");
         assert_eq!(written, 63);
         assert!(gzip.len() < 1024 * 1024, "{}", gzip.len());
+    }
+
+    #[test]
+    fn an_export_no_round_moved_for_an_hour_is_seen_as_failed() {
+        let now = Utc::now();
+        let export = Export::start(None, now);
+        assert_eq!(export.clone().as_seen(now + Duration::minutes(STALLED_MINUTES)), export, "not yet");
+        let seen = export.clone().as_seen(now + Duration::minutes(STALLED_MINUTES + 1));
+        assert_eq!((seen.status, seen.ended_at), (ExportStatus::Failed, Some(now)));
+        assert!(seen.error.as_deref().is_some_and(|e| e.contains("another export may start")));
+        let done = export.after_round(None, ExportCounts::default(), Position::Done, now);
+        assert_eq!(done.clone().as_seen(now + Duration::days(1)), done, "an ended export stays as it ended");
     }
 
     #[test]

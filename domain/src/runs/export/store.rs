@@ -161,21 +161,22 @@ impl ExportStore {
         item.map(|item| serde_dynamo::from_item::<_, ExportRecord>(item)?.into_export()).transpose()
     }
 
-    /// The tenant's export still running, if any (the partition holds the exports of the
-    /// last 7 days).
+    /// The tenant's export still running and moved by a round since `since`, if any (the
+    /// partition holds the exports of the last 7 days).
     ///
     /// # Errors
     /// The reads' [`StoreError`]s.
-    pub async fn running(&self, tenant: &TenantId) -> Result<Option<ExportId>, StoreError> {
+    pub async fn running(&self, tenant: &TenantId, since: DateTime<Utc>) -> Result<Option<ExportId>, StoreError> {
         let query = shared::dynamo::newest_first(
             &self.client,
             self.tables.name(Table::Jobs),
             None,
             ("tenant_id", partition(tenant)),
         )
-        .filter_expression("#status = :running")
+        .filter_expression("#status = :running AND updated_at >= :since")
         .expression_attribute_names("#status", "status")
         .expression_attribute_values(":running", s("running"))
+        .expression_attribute_values(":since", s(shared::time::format(since)))
         .projection_expression("id");
         let mut start = None;
         loop {
