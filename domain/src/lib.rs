@@ -8,6 +8,7 @@
 //! - [`subscriptions`]: plans and the tenant's subscription as Cairn shows it.
 //! - [`blobs`]: large payloads (execution values, checkpoint states), in parts.
 //! - [`keys`]: a tenant's API keys.
+//! - [`erasure`]: deleting a tenant and everything it owns.
 //! - [`retention`]: how long ended executions and their checkpoints are kept.
 //! - [`webhooks`]: events, webhook endpoints and deliveries.
 //!
@@ -16,6 +17,7 @@
 
 pub mod blobs;
 pub mod credits;
+pub mod erasure;
 mod error;
 pub mod keys;
 pub mod retention;

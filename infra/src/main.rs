@@ -47,7 +47,8 @@ enum Command {
         command: MigrateCommand,
     },
     /// Finishes the deletions clients left unfinished (a 202 not followed up for 10
-    /// minutes), as the scheduled janitor function does; for the local stack, which has
+    /// minutes) and deletes the tenants that asked for it, as the scheduled janitor
+    /// function does; for the local stack, which has
     /// no scheduler.
     Janitor,
     /// Starts executions at a past time and leaves them in a status, through the API's
@@ -312,6 +313,9 @@ async fn run(cli: Cli) -> Result<()> {
                 domain::runs::Runs::new(client.clone(), tables.clone(), shared::config::execution_cost_credits());
             let done = runs.finish_deletions(&shared::time::SystemClock, || true).await?;
             eprintln!("finished {} deletions in {} rounds ({} failed)", done.finished, done.rounds, done.failed);
+            let erasures = domain::erasure::Erasures::new(client.clone(), tables.clone());
+            let erased = erasures.run(chrono::Utc::now(), &|| true).await?;
+            eprintln!("deleted {} tenants that asked, in {} steps", erased.finished, erased.steps);
         }
         Command::History { tenant, workflow, at, status, count } => {
             use shared::body::WireEnum;

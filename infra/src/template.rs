@@ -389,6 +389,16 @@ mod tests {
     }
 
     #[test]
+    fn every_table_s_key_is_the_one_the_code_names() {
+        let specs = Template::embedded().expect("valid template").tables().expect("tables");
+        for table in shared::dynamo::Table::ALL {
+            let spec = specs.iter().find(|t| t.suffix == table.suffix()).expect("the table");
+            let key: Vec<&str> = spec.key.iter().map(|part| part.attribute.as_str()).collect();
+            assert_eq!(key, table.key(), "{}", table.suffix());
+        }
+    }
+
+    #[test]
     fn the_dispatcher_reads_the_outbox_and_the_checkpoints_streams_new_items_only() {
         let template = Template::embedded().expect("valid template");
         let sources = template.stream_sources("dispatcher").expect("stream sources");

@@ -59,6 +59,8 @@ pub fn needed(method: &http::Method, path: &str) -> Option<Needed> {
     let first = match first {
         // An export holds every record of the tenant: only a full key may make or read one.
         "exports" => return Some(Needed { area: FULL, access }),
+        // Deleting the account revokes every key: only a full key may ask for it.
+        "account" => return Some(Needed { area: FULL, access }),
         "webhook-endpoints" => "webhooks",
         "settings" => "executions",
         other => other,
@@ -199,6 +201,7 @@ mod tests {
         let everything: Vec<String> = AREAS.iter().flat_map(|a| [format!("{a}:read"), format!("{a}:write")]).collect();
         assert!(!Scopes::parse(&everything).expect("valid").allows(export), "every area's scope is not the full key");
         assert!(Scopes::full().allows(needed(&Method::GET, "/api/v1/exports/export_1/parts/1").expect("an area")));
+        assert_eq!(needed(&Method::POST, "/api/v1/account/deletion").expect("an area").to_string(), FULL);
     }
 
     #[test]

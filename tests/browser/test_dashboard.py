@@ -627,3 +627,46 @@ def test_the_settings_page_sets_retention_and_an_ended_execution_shows_its_expir
         console.assert_clean()
     finally:
         own.close()
+
+
+def test_the_settings_page_deletes_the_account_after_its_typed_confirmation(
+    page: Page,
+    dashboard_url: str,
+    api_url: str,
+    admin: Callable[..., str],
+    console: Console,
+) -> None:
+    """Delete account: the button waits for the exact phrase and a last question (Cancel
+    changes nothing); then every key of the tenant is revoked and the page is back at
+    sign-in saying what happens next."""
+    tenant_id = admin("tenant", "create", "--name", "dashboard-deletion")
+    key = admin("key", "create", "--tenant", tenant_id)
+    other = admin("key", "create", "--tenant", tenant_id)
+    own = Api(api_url, key)
+    try:
+        sign_in(page, dashboard_url, key)
+        tid(page, "nav-settings").click()
+        expect(page).to_have_url(re.compile(r"#/settings$"))
+        submit = tid(page, "deletion-submit")
+        expect(submit).to_be_disabled()
+        tid(page, "deletion-confirm").fill("delete my")
+        expect(submit).to_be_disabled()
+        tid(page, "deletion-confirm").fill("delete my account")
+        expect(submit).to_be_enabled()
+        submit.click()
+        expect(tid(page, "confirm-ok")).to_be_visible()
+        tid(page, "confirm-cancel").click()
+        expect(tid(page, "confirm-ok")).to_be_hidden()
+        assert own.status_with_key(key) == 200, "Cancel asked for nothing"
+
+        submit.click()
+        tid(page, "confirm-ok").click()
+        expect(page).to_have_url(re.compile(r"#/signin$"))
+        expect(tid(page, "notice")).to_contain_text("deletion was asked for")
+        expect(tid(page, "notice")).to_contain_text("2 keys are revoked")
+        assert (own.status_with_key(key), own.status_with_key(other)) == (401, 401)
+        assert page.evaluate("sessionStorage.length") == 0
+        assert csp_violations(page) == []
+        console.assert_clean()
+    finally:
+        own.close()

@@ -425,8 +425,13 @@ const AREAS: [(&str, &str); 7] = [
 /// The function that serves `path` (by its first segment after /api/v1) and its router.
 fn pick<'a>(routers: &'a [axum::Router], path: &str) -> (&'static str, &'a axum::Router) {
     let area = path.trim_start_matches("/api/v1/").split('/').next().unwrap_or_default();
-    // `/settings/retention` and `/exports` are the executions function's.
-    let area = if area == "settings" || area == "exports" { "executions" } else { area };
+    // `/settings/retention` and `/exports` are the executions function's, `/account` the
+    // keys function's.
+    let area = match area {
+        "settings" | "exports" => "executions",
+        "account" => "keys",
+        other => other,
+    };
     let index = AREAS.iter().position(|(segment, _)| *segment == area).unwrap_or(0);
     (AREAS[index].1, &routers[index])
 }

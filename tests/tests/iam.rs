@@ -216,6 +216,10 @@ async fn every_functions_policy_grants_every_dynamodb_call_its_code_makes() {
     let api = Api::new(transport);
     let t = env.tenant_with_credits(1_000).await;
     drive_every_route(&api, &t.key, &t.id).await;
+    // Asking for the account's deletion revokes every key of the tenant: another one's.
+    let leaving = env.tenant().await;
+    let confirm = json!({"confirm": domain::erasure::CONFIRMATION});
+    api.post(&leaving.key, "/account/deletion", &confirm).await.expect(202);
 
     let noted = recorder.lock().expect("recorder").clone();
     let functions: BTreeSet<&str> = noted.iter().map(|(f, _)| f.as_str()).collect();

@@ -40,6 +40,7 @@ const NO_IDS: &[(&str, &str)] = &[
     ("GET", "/api/v1/webhook-endpoints"),
     ("GET", "/api/v1/settings/retention"),
     ("PUT", "/api/v1/settings/retention"),
+    ("POST", "/api/v1/account/deletion"),
 ];
 
 fn id_of(reply: &api_tests::Reply) -> String {

@@ -1,15 +1,20 @@
 //! Deleting a tenant (`cairn-admin tenant delete`, `infra::erasure`): after it, no item
 //! of the tenant is left in any table, its keys are refused, and another tenant's items
 //! are exactly as they were; the report counts what went. A tenant with a live
-//! subscription is refused, nothing deleted.
+//! subscription is refused, nothing deleted. A tenant may ask for its own deletion
+//! (`POST /account/deletion`): its keys are refused from the answer on, and the janitor
+//! deletes the rest in steps across its runs, leaving the report.
 //!
 //! On tables of the test's own (which no relay reads), so that nothing else writes while
 //! the items are compared.
 
 use std::collections::BTreeMap;
 
+use std::sync::atomic::{AtomicU32, Ordering};
+
 use api_tests::{Api, Env, Transport};
 use aws_sdk_dynamodb::types::AttributeValue;
+use domain::erasure::{CONFIRMATION, Erased, Erasures};
 use serde_json::json;
 use shared::dynamo::{Item, Table};
 
@@ -62,6 +67,12 @@ fn value(v: &AttributeValue) -> String {
         AttributeValue::L(list) => format!("{:?}", list.iter().map(value).collect::<Vec<_>>()),
         other => format!("{other:?}"),
     }
+}
+
+/// `found` but for the rate-limit counts (which every request writes).
+fn without_counts(mut found: BTreeMap<&'static str, Vec<String>>) -> BTreeMap<&'static str, Vec<String>> {
+    found.remove("rate-limits");
+    found
 }
 
 /// Gives `key`'s tenant data in as many tables as the API writes: a workflow, executions
@@ -172,8 +183,86 @@ async fn a_tenant_with_a_live_subscription_is_not_deleted() {
         .send()
         .await
         .expect("subscribed");
-    let before = owned(&env, &t.id).await;
+    let before = without_counts(owned(&env, &t.id).await);
     let refused = infra::erasure::delete_tenant(&env.client, &env.tables, &t.id).await;
     assert!(refused.is_err_and(|e| e.to_string().contains("live subscription")));
-    assert_eq!(owned(&env, &t.id).await, before, "nothing deleted, no key revoked");
+    let api = Api::new(Transport::in_process(&env));
+    let asked = api.post(&t.key, "/account/deletion", &json!({"confirm": CONFIRMATION})).await;
+    asked.expect_problem(409, "invalid_state");
+    assert!(asked.body["detail"].as_str().is_some_and(|d| d.contains("cancel it first")), "{}", asked.body);
+    assert_eq!(without_counts(owned(&env, &t.id).await), before, "nothing deleted, no key revoked");
+    let erased = Erasures::new(env.client.clone(), env.tables.clone()).run(chrono::Utc::now(), &|| true).await;
+    assert_eq!(erased.expect("run"), Erased::default(), "nothing asked for");
+}
+
+/// A tenant asks for its own deletion with a full key and the typed confirmation: every
+/// key of its is refused from the answer on, and the janitor's runs, a few steps each
+/// (as runs out of time stop) and each going on where the last stopped, leave no item of
+/// it in any table while another tenant's are exactly as they were; the report stays.
+/// Without the confirmation, or with a restricted key, nothing changes. The janitor's
+/// calls are all granted by its policy in `template.yaml`.
+#[tokio::test]
+async fn a_tenant_that_asks_is_deleted_by_the_janitor_run_after_run() {
+    let env = api_tests::own_env("erase").await;
+    let api = Api::new(Transport::in_process(&env));
+    let (gone, kept) = (env.tenant().await, env.tenant().await);
+    busy(&api, &gone.key).await;
+    busy(&api, &kept.key).await;
+    let theirs = owned(&env, &kept.id).await;
+    let restricted = api.post(&gone.key, "/keys", &json!({"name": "keys only", "scopes": ["keys:write"]})).await;
+    let restricted = restricted.expect(201).body["key"].as_str().expect("secret").to_owned();
+    let before = owned(&env, &gone.id).await;
+    for confirm in [json!({}), json!({"confirm": "yes"}), json!({"confirm": CONFIRMATION.to_uppercase()})] {
+        let refused = api.post(&gone.key, "/account/deletion", &confirm).await;
+        refused.expect_problem(422, "validation_failed");
+    }
+    let refused = api.post(&restricted, "/account/deletion", &json!({"confirm": CONFIRMATION})).await;
+    refused.expect_problem(403, "insufficient_scope");
+    assert_eq!(without_counts(owned(&env, &gone.id).await), without_counts(before), "the refusals changed nothing");
+
+    let asked = api.post(&gone.key, "/account/deletion", &json!({"confirm": CONFIRMATION})).await;
+    let asked = asked.expect(202);
+    assert_eq!(
+        (asked.body["object"].as_str(), asked.body["status"].as_str()),
+        (Some("account_deletion"), Some("requested"))
+    );
+    assert_eq!(asked.body["keys_revoked"], 2);
+    for key in [&gone.key, &restricted] {
+        api.get(key, "/workflows").await.expect_problem(401, "unauthorized");
+    }
+
+    let erasures = Erasures::new(env.client.clone(), env.tables.clone());
+    let idle = erasures.run(chrono::Utc::now(), &|| false).await.expect("run");
+    assert_eq!((idle.steps, idle.stopped), (0, true), "a run with no time left takes no step");
+    let (mut runs, mut calls) = (0, Vec::new());
+    let finished = loop {
+        runs += 1;
+        let left = AtomicU32::new(4);
+        let go_on = || left.fetch_sub(1, Ordering::Relaxed) > 0;
+        let (erased, made) = Box::pin(shared::metering::recorded(erasures.run(chrono::Utc::now(), &go_on))).await;
+        calls.extend(made);
+        let erased = erased.expect("run");
+        if erased.finished == 1 {
+            break erased;
+        }
+        assert!(erased.stopped && erased.steps > 0 && runs < 100, "{erased:?}");
+    };
+    assert!(runs > 5 && !finished.stopped, "{runs} runs: {finished:?}");
+    let prefix = env.tables.name(Table::Tenants).strip_suffix("tenants").expect("a prefix");
+    let missing = api_tests::ungranted_in(prefix, "janitor", &calls);
+    assert!(missing.is_empty(), "the janitor's policy lacks: {missing:?}");
+
+    assert_eq!(owned(&env, &gone.id).await, BTreeMap::new(), "no item of the deleted tenant is left");
+    assert_eq!(owned(&env, &kept.id).await, theirs, "the other tenant's items are exactly as they were");
+    let report = erasures.report(&gone.id).await.expect("read").expect("the report");
+    assert_eq!(report.requested_at.as_deref(), asked.body["requested_at"].as_str());
+    assert_eq!((report.keys_revoked, report.passes), (2, 2), "one pass deletes, the next finds nothing");
+    let markers = 2 * u64::from(shared::auth::REVOCATION_MARKERS);
+    assert_eq!(report.deleted["api-keys"], 2 + markers, "both keys and their revocation markers");
+    assert!(report.deleted["blobs"] > 0 && report.deleted["executions"] >= 2, "{report:?}");
+    assert_eq!(report.total, report.deleted.values().sum::<u64>());
+    assert!(report.started_at <= report.finished_at);
+    let again = erasures.run(chrono::Utc::now(), &|| true).await.expect("run");
+    assert_eq!(again, Erased::default(), "nothing left to run");
+    assert_eq!(api.get(&kept.key, "/workflows").await.expect(200).body["total"], 1);
 }

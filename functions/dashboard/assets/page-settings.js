@@ -1,12 +1,16 @@
 // Settings (#/settings): how long ended executions and their checkpoints are kept
-// (GET/PUT /settings/retention; docs/retention.md).
+// (GET/PUT /settings/retention; docs/retention.md), and the account's deletion
+// (POST /account/deletion, behind the typed confirmation the API asks for).
 
 import { api } from './api.js';
 import { h, setBusy } from './dom.js';
 import { fmtNumber } from './format.js';
-import { clearMessages, report, showNotice } from './messages.js';
-import { section } from './router.js';
+import { clearMessages, confirmDialog, report, showNotice } from './messages.js';
+import { section, signOut } from './router.js';
 import { labelled, pageHeader, selectEl, timeEl } from './ui.js';
+
+/** What the API asks a tenant to send to confirm its deletion. */
+const DELETION_CONFIRMATION = 'delete my account';
 
 const CHECKPOINTS = [
   ['all', 'Keep every checkpoint as long as the execution'],
@@ -71,6 +75,44 @@ export async function pageSettings(ctx) {
     pageHeader('Settings'),
     h('section', { class: 'panel', 'aria-labelledby': 'retention-title' },
       h('h2', { id: 'retention-title' }, 'Retention'), summary, form),
+    deletionPanel(),
   );
   await load();
+}
+
+/** "Delete account": the typed confirmation, a last question, then every key is revoked
+ * (this session's too) and the records are deleted within minutes. */
+function deletionPanel() {
+  const typed = h('input', { id: 'deletion-confirm', name: 'confirm', type: 'text', autocomplete: 'off', spellcheck: 'false', testid: 'deletion-confirm' });
+  const button = h('button', { type: 'submit', class: 'button button-danger', disabled: true, testid: 'deletion-submit' }, 'Delete account');
+  typed.addEventListener('input', () => { button.disabled = typed.value !== DELETION_CONFIRMATION; });
+  const form = h('form', { class: 'form', novalidate: true },
+    labelled('deletion-confirm', `Type "${DELETION_CONFIRMATION}" to confirm`, typed),
+    h('div', { class: 'actions' }, button));
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    clearMessages();
+    if (typed.value !== DELETION_CONFIRMATION) return;
+    const sure = await confirmDialog({
+      title: 'Delete this account?',
+      message: ['Every API key is revoked at once, this session\'s too.',
+        'Every workflow, execution, checkpoint, failure, webhook endpoint and ledger entry is then deleted for good.'],
+      ok: 'Delete account',
+      danger: true,
+    });
+    if (!sure) return;
+    const done = setBusy(button, 'Deleting…');
+    try {
+      const r = await api('POST', '/account/deletion', { body: { confirm: typed.value } });
+      signOut(`The account's deletion was asked for at ${r.requested_at}: ${fmtNumber(r.keys_revoked)} keys are revoked and every record is deleted within minutes.`);
+    } catch (error) {
+      report(error);
+      if (button.isConnected) done();
+    }
+  });
+  return h('section', { class: 'panel', 'aria-labelledby': 'deletion-title', testid: 'deletion' },
+    h('h2', { id: 'deletion-title' }, 'Delete account'),
+    h('p', {}, 'Deletes every record of this account for good, and revokes every API key. ',
+      'Export first to keep a copy (cairn export). A live subscription must be cancelled first.'),
+    form);
 }

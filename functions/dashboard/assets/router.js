@@ -53,13 +53,14 @@ export function endSession(message) {
   else window.location.hash = '#/signin';
 }
 
-/** "Sign out": forgets the key and goes to sign-in. */
-export function signOut() {
+/** "Sign out": forgets the key and goes to sign-in, saying so (or `notice`, when given
+ * one: the account's deletion). */
+export function signOut(notice) {
   clearKey();
   forgetWorkflowNames();
   signin.message = null;
   signin.returnTo = null;
-  navigate('#/signin', 'You are signed out.');
+  navigate('#/signin', typeof notice === 'string' ? notice : 'You are signed out.');
 }
 
 async function render({ keepFocus = false } = {}) {

@@ -92,6 +92,26 @@ impl Table {
             Self::Jobs => "jobs",
         }
     }
+
+    /// The attributes of the table's primary key, partition key first (a test checks
+    /// them against `template.yaml`).
+    #[must_use]
+    pub fn key(self) -> &'static [&'static str] {
+        match self {
+            Self::Tenants | Self::Accounts => &["tenant_id"],
+            Self::ApiKeys => &["key_hash"],
+            Self::Workflows | Self::Executions | Self::Failures | Self::Jobs => &["tenant_id", "id"],
+            Self::Counters => &["tenant_id", "name"],
+            Self::Checkpoints => &["tenant_id", "entry"],
+            Self::Blobs => &["tenant_id", "part"],
+            Self::Ledger => &["tenant_id", "seq"],
+            Self::StripeEvents | Self::Events => &["tenant_id", "event_id"],
+            Self::RateLimits => &["tenant_id", "window"],
+            Self::Idempotency => &["tenant_id", "idempotency_key"],
+            Self::WebhookEndpoints => &["tenant_id", "endpoint_id"],
+            Self::WebhookDeliveries => &["tenant_id", "delivery"],
+        }
+    }
 }
 
 /// The full names of the tables, computed once.
