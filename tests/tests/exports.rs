@@ -61,8 +61,13 @@ fn one_round() -> u64 {
 /// Hands export `id`'s record to the jobs function, one round at a time, until it ends
 /// (at most 20 rounds); answers the export and how many rounds ran.
 async fn drive(api: &Api, env: &Env, t: &api_tests::Tenant, id: &str) -> (Value, u64) {
+    drive_from(api, env, t, id, 0).await
+}
+
+/// [`drive`] from round `first` on.
+async fn drive_from(api: &Api, env: &Env, t: &api_tests::Tenant, id: &str, first: u64) -> (Value, u64) {
     let handler = jobs::Jobs::new(env.client.clone(), env.tables.clone());
-    for rounds in 0..20 {
+    for rounds in first..20 {
         let now = api.get(&t.key, &format!("/exports/{id}")).await.expect(200).body.clone();
         if now["status"] != "running" {
             return (now, rounds);
@@ -270,6 +275,53 @@ async fn an_export_no_round_moved_for_an_hour_is_failed_and_another_may_start() 
     assert!(seen["error"].as_str().expect("why").contains("another export may start"));
     let next = api.post(&t.key, "/exports", &json!({})).await;
     assert_ne!(id(next.expect(202)), stalled);
+}
+
+/// A round that stops inside an execution's checkpoints goes on after the last one it
+/// wrote even when that checkpoint is deleted before the next round: every checkpoint
+/// there is then is exported, each once.
+#[tokio::test]
+async fn an_export_goes_on_after_its_last_checkpoint_even_once_that_is_deleted() {
+    let env = own_env().await;
+    let api = Api::new(Transport::in_process(&env));
+    let t = env.tenant().await;
+    let wf = id(api.post(&t.key, "/workflows", &json!({"name": "w", "workflow_type": "custom"})).await.expect(201));
+    let run = id(api.post(&t.key, "/executions", &json!({"workflow_id": wf})).await.expect(201));
+    // Ten states of 700 KB that gzip cannot shrink: the first part fills among them.
+    for n in 0..10 {
+        let state = json!({"execution_id": run, "state": {"noise": api_tests::noise(n + 40, 700_000)}});
+        api.post(&t.key, "/checkpoints", &state).await.expect(201);
+    }
+    let export = id(api.post(&t.key, "/exports", &json!({})).await.expect(202));
+    let handler = jobs::Jobs::new(env.client.clone(), env.tables.clone());
+    let answer = Box::pin(handler.handle(json!({"Records": [record(&t.id, &export, 0)]}), one_round())).await;
+    assert_eq!(answer["batchItemFailures"], json!([]));
+    let first = api.get(&t.key, &format!("/exports/{export}")).await.expect(200).body.clone();
+    assert_eq!((first["status"].as_str(), first["parts"].as_array().map(Vec::len)), (Some("running"), Some(1)));
+    let lines = download(&api, &t.key, &first).await;
+    let last = lines.last().expect("lines");
+    assert_eq!(last["type"], "checkpoint", "the round stopped among the checkpoints");
+    let written: BTreeSet<String> = lines
+        .iter()
+        .filter(|l| l["type"] == "checkpoint")
+        .map(|l| l["data"]["id"].as_str().expect("id").to_owned())
+        .collect();
+    assert!(written.len() < 10, "{} written", written.len());
+    let deleted = last["data"]["id"].as_str().expect("id").to_owned();
+    api.delete(&t.key, &format!("/checkpoints/{deleted}")).await.expect(204);
+
+    let (ended, _) = drive_from(&api, &env, &t, &export, 1).await;
+    assert_eq!(ended["status"], "completed", "{ended}");
+    let lines = download(&api, &t.key, &ended).await;
+    let mut exported = Vec::new();
+    for line in lines.iter().filter(|l| l["type"] == "checkpoint") {
+        exported.push(line["data"]["id"].as_str().expect("id").to_owned());
+    }
+    let mut there = listed(&api, &t.key, &format!("/checkpoints?execution_id={run}&limit=100")).await;
+    assert_eq!(there.len(), 9);
+    there.insert(deleted);
+    assert_eq!(exported.iter().cloned().collect::<BTreeSet<_>>(), there, "every checkpoint, the rest included");
+    assert_eq!(exported.len(), 10, "each once");
 }
 
 /// Through the local stack: the template's stream mapping (played by `cairn-relay`)

@@ -273,6 +273,9 @@ pub struct ListCheckpoints {
     /// Only those after this checkpoint in the list's order, as the client named it: 404
     /// unless it is a checkpoint of the execution a client may see.
     pub after: Option<String>,
+    /// Only those after this sequence in the list's order, whether or not a checkpoint
+    /// has it now (an export's cursor, which a deletion meanwhile must not lose).
+    pub after_sequence: Option<u64>,
     /// Items skipped.
     pub skip: usize,
     /// Items shown at most.

@@ -180,6 +180,7 @@ pub async fn list(
         metadata,
         key,
         after,
+        after_sequence: None,
         skip: window.offset as usize,
         take: window.limit as usize,
     };

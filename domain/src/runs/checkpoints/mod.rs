@@ -205,7 +205,7 @@ impl Runs {
         execution_id: &ExecutionId,
         list: &ListCheckpoints,
     ) -> Result<CheckpointListing, Error> {
-        let ListCheckpoints { descending, metadata, key, after, skip, take } = list;
+        let ListCheckpoints { descending, metadata, key, after, after_sequence, skip, take } = list;
         let (skip, take) = (*skip, *take);
         let execution = self.load(tenant, execution_id).await?;
         let mut range = ListWindow {
@@ -216,9 +216,15 @@ impl Runs {
         };
         // After a checkpoint of this execution (404 for any other id): the ones after it
         // in the list's order.
-        if let Some(raw) = after {
-            let id = CheckpointId::parse(raw).ok_or_else(|| Error::not_found("checkpoint", raw.as_str()))?;
-            let sequence = self.checkpoint_of(tenant, &execution, &id).await?.checkpoint.sequence;
+        let after = match (after, after_sequence) {
+            (_, Some(sequence)) => Some(*sequence),
+            (Some(raw), None) => {
+                let id = CheckpointId::parse(raw).ok_or_else(|| Error::not_found("checkpoint", raw.as_str()))?;
+                Some(self.checkpoint_of(tenant, &execution, &id).await?.checkpoint.sequence)
+            }
+            (None, None) => None,
+        };
+        if let Some(sequence) = after {
             if range.descending {
                 range.through_sequence = sequence.saturating_sub(1);
             } else {

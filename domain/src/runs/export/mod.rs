@@ -87,6 +87,21 @@ impl Round {
     }
 }
 
+/// Where an execution's checkpoints go on: after the checkpoint of sequence `sequence`,
+/// or, in an export begun before sequences were kept, after checkpoint `after`.
+#[derive(Debug, Clone, Default)]
+struct Cursor {
+    after: Option<String>,
+    sequence: Option<u64>,
+}
+
+impl Cursor {
+    /// The export's position: inside execution `execution`'s checkpoints, here.
+    fn position(self, execution: String) -> Position {
+        Position::Checkpoints { execution, after: self.after, sequence: self.sequence }
+    }
+}
+
 impl Runs {
     /// Starts an export of the tenant's records (only workflow `workflow`'s, when
     /// given: 404 unless the tenant has it), unless one is running (checked as it starts).
@@ -235,8 +250,9 @@ impl Runs {
             Position::Done => Ok((Position::Done, Next::Stop)),
             Position::Workflows { after } => Box::pin(self.export_workflows(tenant, export, id(after), work)).await,
             Position::Executions { after } => Box::pin(self.export_executions(tenant, export, id(after), work)).await,
-            Position::Checkpoints { execution, after } => {
-                Box::pin(self.export_checkpoints(tenant, execution, id(after), work)).await
+            Position::Checkpoints { execution, after, sequence } => {
+                let cursor = Cursor { after: id(after), sequence: *sequence };
+                Box::pin(self.export_checkpoints(tenant, execution, cursor, work)).await
             }
             Position::Failures { after } => Box::pin(self.export_failures(tenant, export, id(after), work)).await,
         }
@@ -322,9 +338,10 @@ impl Runs {
                     }
                     work.counts.executions += 1;
                     if count > 0
-                        && let Some(stopped) = Box::pin(self.export_checkpoints_of(tenant, id, None, work)).await?
+                        && let Some(stopped) =
+                            Box::pin(self.export_checkpoints_of(tenant, id, Cursor::default(), work)).await?
                     {
-                        return Ok((Position::Checkpoints { execution: at, after: stopped }, Next::Stop));
+                        return Ok((stopped.position(at), Next::Stop));
                     }
                 }
                 Err(Error::NotFound { .. }) => {}
@@ -340,46 +357,52 @@ impl Runs {
         &self,
         tenant: &TenantId,
         execution: &str,
-        after: Option<String>,
+        cursor: Cursor,
         work: &mut Round,
     ) -> Result<(Position, Next), Error> {
         let done = Position::Executions { after: Some(execution.to_owned()) };
         let Some(id) = ExecutionId::parse(execution) else { return Ok((done, Next::More)) };
-        Ok(match Box::pin(self.export_checkpoints_of(tenant, &id, after, work)).await? {
+        Ok(match Box::pin(self.export_checkpoints_of(tenant, &id, cursor, work)).await? {
             None => (done, Next::More),
-            Some(after) => (Position::Checkpoints { execution: execution.to_owned(), after }, Next::Stop),
+            Some(stopped) => (stopped.position(execution.to_owned()), Next::Stop),
         })
     }
 
-    /// Writes the checkpoints of `execution` after checkpoint `after`, in sequence
-    /// order: `None` when all are written, else the last one written before the part
-    /// filled or the round did its share.
+    /// Writes the checkpoints of `execution` after `cursor`, in sequence order: `None`
+    /// when all are written, else where the next round goes on (the last one written
+    /// before the part filled or the round did its share).
     async fn export_checkpoints_of(
         &self,
         tenant: &TenantId,
         execution: &ExecutionId,
-        mut after: Option<String>,
+        mut cursor: Cursor,
         work: &mut Round,
-    ) -> Result<Option<Option<String>>, Error> {
+    ) -> Result<Option<Cursor>, Error> {
         loop {
-            let list = ListCheckpoints { after: after.clone(), take: PAGE, ..ListCheckpoints::default() };
+            let list = ListCheckpoints {
+                after: cursor.after.clone(),
+                after_sequence: cursor.sequence,
+                take: PAGE,
+                ..ListCheckpoints::default()
+            };
             let listing = match Box::pin(self.list_checkpoints(tenant, execution, &list)).await {
                 Ok(listing) => listing,
-                // The execution, or the checkpoint the list starts after, is gone.
+                // The execution (or, for an export begun before sequences, the checkpoint
+                // the list starts after) is gone.
                 Err(Error::NotFound { .. }) => return Ok(None),
                 Err(e) => return Err(e),
             };
-            let ids: Vec<CheckpointId> = listing.items.into_iter().map(|c| c.id).collect();
+            let listed: Vec<(CheckpointId, u64)> = listing.items.into_iter().map(|c| (c.id, c.sequence)).collect();
             let mut reads: Vec<Read<'_, (Checkpoint, Option<Box<RawValue>>)>> = Vec::new();
-            for id in &ids {
+            for (id, _) in &listed {
                 reads.push(Box::pin(self.checkpoint(tenant, id, true)));
             }
             // In order, a few at once: at most that many states in memory.
             let mut reads = stream::iter(reads).buffered(AT_ONCE);
-            for id in &ids {
+            for (_, sequence) in &listed {
                 let Some(read) = reads.next().await else { break };
                 if work.spent() {
-                    return Ok(Some(after));
+                    return Ok(Some(cursor));
                 }
                 work.reads += 1;
                 match read {
@@ -387,14 +410,14 @@ impl Runs {
                         let mut body = CheckpointBody::from(checkpoint);
                         body.state = state;
                         if work.write("checkpoint", body)? == Next::Stop {
-                            return Ok(Some(after));
+                            return Ok(Some(cursor));
                         }
                         work.counts.checkpoints += 1;
                     }
                     Err(Error::NotFound { .. }) => {}
                     Err(e) => return Err(e),
                 }
-                after = Some(id.to_string());
+                cursor = Cursor { after: None, sequence: Some(*sequence) };
             }
             if listing.next.is_none() {
                 return Ok(None);

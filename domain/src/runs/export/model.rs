@@ -76,8 +76,12 @@ pub enum Position {
     Checkpoints {
         /// The execution.
         execution: String,
-        /// The last checkpoint written.
+        /// The last checkpoint written, by id (as exports begun before `sequence` name it).
         after: Option<String>,
+        /// The sequence of the last checkpoint written: the rest follow it even if that
+        /// checkpoint is deleted before the next round.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sequence: Option<u64>,
     },
     /// Failures, newest first, after this one.
     Failures {
