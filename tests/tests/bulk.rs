@@ -462,6 +462,32 @@ async fn a_cancelled_job_starts_no_round_and_a_cancel_job_skips_what_cannot_be_c
     api.get(&t.key, &unknown).await.expect_problem(404, "not_found");
 }
 
+/// A job no round has moved for an hour (its rounds failed past every retry) is shown
+/// failed, in its own answer and in the list; cancelling it ends it for good.
+#[tokio::test]
+async fn a_job_no_round_moved_for_an_hour_is_failed_and_a_cancel_ends_it() {
+    use domain::runs::bulk::model::{BulkAction, BulkFilter};
+    let env = own_env().await;
+    let api = Api::new(Transport::in_process(&env));
+    let t = env.tenant().await;
+    let wf = workflow(&api, &t.key, "stalled").await;
+    execution(&api, &t.key, &wf, json!({}), None).await;
+    let runs = domain::runs::Runs::new(env.client.clone(), env.tables.clone(), 1);
+    let tenant = shared::auth::trusted::tenant(&shared::ids::TenantKey::parse(&t.id).expect("tenant id"));
+    let then = shared::time::ManualClock::new(chrono::Utc::now() - chrono::Duration::minutes(61));
+    let filter = BulkFilter { workflow_id: shared::ids::WorkflowId::parse(&wf), ..BulkFilter::default() };
+    let job = runs.bulk_start(&tenant, BulkAction::Cancel, &filter, &then, &|_| {}).await.expect("started");
+    let id = job.id.to_string();
+    let seen = api.get(&t.key, &format!("/executions/bulk/{id}")).await.expect(200).body.clone();
+    assert_eq!(seen["status"], "failed", "{seen}");
+    assert!(seen["error"].as_str().expect("why").contains("no round moved the job for 60 minutes"), "{seen}");
+    let listed = api.get(&t.key, "/executions/bulk").await.expect(200).body.clone();
+    assert_eq!(listed["items"][0]["status"], "failed", "{listed}");
+    let cancelled = api.post(&t.key, &format!("/executions/bulk/{id}/cancel"), &json!({})).await;
+    assert_eq!(cancelled.expect(200).body["status"], "cancelled");
+    assert_eq!(api.get(&t.key, &format!("/executions/bulk/{id}")).await.body["status"], "cancelled");
+}
+
 /// Hands job `id`'s current record to `handler` until the job is no longer running
 /// (at most 10 times); answers the job.
 async fn drive(api: &Api, t: &api_tests::Tenant, id: &str, handler: &jobs::Jobs, reader: &RoundReader) -> Value {

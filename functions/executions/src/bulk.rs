@@ -212,8 +212,9 @@ pub async fn list(State(state): State<AppState>, tenant: TenantId, mut query: Qu
     let after = shared::pagination::starting_after(&mut query);
     query.finish()?;
     let after = after.map(|raw| parse_id(&raw)).transpose()?;
+    let now = state.clock.now();
     let (jobs, total) =
-        Box::pin(state.runs.bulk_jobs(&tenant, after.as_ref(), page.skip(), page.page_size as usize)).await?;
+        Box::pin(state.runs.bulk_jobs(&tenant, after.as_ref(), (page.skip(), page.page_size as usize), now)).await?;
     let items: Vec<JobBody> = jobs.iter().map(JobBody::from).collect();
     Ok(Answer::json(StatusCode::OK, &page.respond(items, total))?.into_response())
 }
@@ -224,7 +225,7 @@ fn parse_id(raw: &str) -> Result<BulkJobId, ApiError> {
 
 /// `GET /executions/bulk/{bulk_id}`
 pub async fn get(State(state): State<AppState>, tenant: TenantId, PathId(raw): PathId) -> Result<Response, ApiError> {
-    let job = state.runs.bulk_job(&tenant, &parse_id(&raw)?).await?;
+    let job = state.runs.bulk_job(&tenant, &parse_id(&raw)?, state.clock.now()).await?;
     Ok(Answer::json(StatusCode::OK, &JobBody::from(&job))?.into_response())
 }
 

@@ -19,6 +19,7 @@ pub mod store;
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use chrono::{DateTime, Utc};
 use futures_util::{StreamExt, TryStreamExt, stream};
 
 use shared::TenantId;
@@ -131,16 +132,22 @@ impl Runs {
         Ok(job)
     }
 
-    /// The tenant's job `id`.
+    /// The tenant's job `id`, as a client sees it at `now` (one that stalled, failed:
+    /// [`BulkJob::as_seen`]).
     ///
     /// # Errors
     /// [`Error::NotFound`], storage errors.
-    pub async fn bulk_job(&self, tenant: &TenantId, id: &BulkJobId) -> Result<BulkJob, Error> {
+    pub async fn bulk_job(&self, tenant: &TenantId, id: &BulkJobId, now: DateTime<Utc>) -> Result<BulkJob, Error> {
+        Ok(self.stored_job(tenant, id).await?.as_seen(now))
+    }
+
+    /// The tenant's job `id` as stored.
+    async fn stored_job(&self, tenant: &TenantId, id: &BulkJobId) -> Result<BulkJob, Error> {
         self.jobs.get(tenant, id).await?.ok_or_else(|| Error::not_found("bulk job", id.as_str()))
     }
 
-    /// A window of the tenant's jobs, newest first (after job `after`: 404 unless the
-    /// tenant has it), and how many it has.
+    /// A window (`skip`, `take`) of the tenant's jobs, newest first (after job `after`:
+    /// 404 unless the tenant has it), as a client sees them at `now`, and how many it has.
     ///
     /// # Errors
     /// [`Error::NotFound`] for the cursor, storage errors.
@@ -148,13 +155,14 @@ impl Runs {
         &self,
         tenant: &TenantId,
         after: Option<&BulkJobId>,
-        skip: usize,
-        take: usize,
+        (skip, take): (usize, usize),
+        now: DateTime<Utc>,
     ) -> Result<(Vec<BulkJob>, u64), Error> {
         if let Some(id) = after {
-            self.bulk_job(tenant, id).await?;
+            self.stored_job(tenant, id).await?;
         }
-        Ok(Box::pin(self.jobs.list(tenant, after, skip, take)).await?)
+        let (jobs, total) = Box::pin(self.jobs.list(tenant, after, skip, take)).await?;
+        Ok((jobs.into_iter().map(|job| job.as_seen(now)).collect(), total))
     }
 
     /// Cancels job `id`: no round starts after (one running finishes what it reached).
@@ -170,7 +178,7 @@ impl Runs {
         before_commit: BeforeCommit<'_, BulkJob>,
     ) -> Result<BulkJob, Error> {
         retry_races(|| async move {
-            let job = self.bulk_job(tenant, id).await?;
+            let job = self.stored_job(tenant, id).await?;
             let next = job.cancelled(clock.now());
             if next == job {
                 before_commit(&job);

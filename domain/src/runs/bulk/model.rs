@@ -28,6 +28,10 @@ pub const INSUFFICIENT_CREDITS: &str = "insufficient_credits";
 /// Why an action failed: the action could not be stored (too large, say).
 pub const NOT_STORED: &str = "not_stored";
 
+/// Minutes after which a running job that no round has moved (its rounds failed past
+/// every retry, into the dead-letter queue) is shown failed.
+pub const STALLED_MINUTES: i64 = 60;
+
 /// What a job does to each execution.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -254,6 +258,21 @@ impl BulkJob {
         next
     }
 
+    /// The job as a client sees it at `now`: one still running that no round has moved
+    /// for [`STALLED_MINUTES`] is failed, since its last round (cancelling it ends it for
+    /// good).
+    #[must_use]
+    pub fn as_seen(mut self, now: DateTime<Utc>) -> Self {
+        if self.status == JobStatus::Running && self.updated_at + chrono::Duration::minutes(STALLED_MINUTES) < now {
+            self.status = JobStatus::Failed;
+            self.error = Some(format!(
+                "no round moved the job for {STALLED_MINUTES} minutes, so it stopped; its tally is what it reached"
+            ));
+            self.ended_at = Some(self.updated_at);
+        }
+        self
+    }
+
     /// The job failed `now` for `why`.
     #[must_use]
     pub fn failed(&self, why: String, now: DateTime<Utc>) -> Self {
@@ -270,6 +289,18 @@ impl BulkJob {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_job_no_round_moved_for_an_hour_is_seen_failed_and_an_ended_one_as_it_ended() {
+        let now = Utc::now();
+        let job = BulkJob::start(BulkAction::Cancel, BulkFilter::default(), 3, 1, now);
+        assert_eq!(job.clone().as_seen(now + chrono::Duration::minutes(STALLED_MINUTES)), job, "not yet");
+        let seen = job.clone().as_seen(now + chrono::Duration::minutes(STALLED_MINUTES + 1));
+        assert_eq!((seen.status, seen.ended_at), (JobStatus::Failed, Some(now)));
+        assert!(seen.error.as_deref().is_some_and(|e| e.contains("no round moved the job")));
+        let cancelled = job.cancelled(now);
+        assert_eq!(cancelled.clone().as_seen(now + chrono::Duration::days(1)), cancelled);
+    }
 
     #[test]
     fn a_tally_counts_each_outcome_under_its_reason() {
