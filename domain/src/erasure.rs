@@ -146,6 +146,8 @@ pub struct Erased {
     pub finished: u64,
     /// Steps taken (a page of a table each).
     pub steps: u64,
+    /// Deletions that failed this run (logged; each goes on at the next run).
+    pub failed: u64,
     /// Whether the run stopped for lack of time with work left.
     pub stopped: bool,
 }
@@ -269,35 +271,63 @@ impl Erasures {
     /// finished one leaves its report.
     ///
     /// # Errors
-    /// Storage errors (a deletion that fails stays asked for, and goes on at the next run).
+    /// Storage errors reading the deletions asked for (one that fails is logged and
+    /// counted, stays asked for, and goes on at the next run).
     pub async fn run(&self, now: DateTime<Utc>, go_on: &(dyn Fn() -> bool + Sync)) -> Result<Erased, Error> {
         let mut erased = Erased::default();
         for mut requested in self.requested().await? {
-            if requested.started_at.is_none() {
-                if !go_on() {
-                    erased.stopped = true;
-                    return Ok(erased);
-                }
-                requested.keys_revoked += self.revoke_keys(&requested.tenant, now).await?;
-                requested.started_at = Some(shared::time::format(now));
-                self.save(&requested).await?;
+            if !go_on() {
+                erased.stopped = true;
+                return Ok(erased);
             }
-            loop {
-                if !go_on() {
+            match self.go_on_with(&mut requested, now, go_on, &mut erased).await {
+                Ok(true) => erased.finished += 1,
+                Ok(false) => {
                     erased.stopped = true;
                     return Ok(erased);
                 }
-                erased.steps += 1;
-                let done = self.step(&requested.tenant, &mut requested.progress).await?;
-                if done {
-                    self.finish(&requested, Utc::now()).await?;
-                    erased.finished += 1;
-                    break;
+                // One deletion that fails holds back none behind it: it goes on where it
+                // stopped (or, past its passes, anew) at the next run.
+                Err(e) => {
+                    tracing::error!(tenant = requested.tenant.as_str(), error = %e, "a tenant's deletion failed; it goes on at the next run");
+                    erased.failed += 1;
                 }
-                self.save(&requested).await?;
             }
         }
         Ok(erased)
+    }
+
+    /// Takes steps of deletion `requested`, saving each, while `go_on`; answers whether
+    /// it finished.
+    async fn go_on_with(
+        &self,
+        requested: &mut Requested,
+        now: DateTime<Utc>,
+        go_on: &(dyn Fn() -> bool + Sync),
+        erased: &mut Erased,
+    ) -> Result<bool, Error> {
+        if requested.started_at.is_none() {
+            requested.keys_revoked += self.revoke_keys(&requested.tenant, now).await?;
+            requested.started_at = Some(shared::time::format(now));
+            self.save(requested).await?;
+        }
+        loop {
+            if !go_on() {
+                return Ok(false);
+            }
+            erased.steps += 1;
+            match self.step(&requested.tenant, &mut requested.progress).await {
+                Ok(true) => {
+                    self.finish(requested, Utc::now()).await?;
+                    return Ok(true);
+                }
+                Ok(false) => self.save(requested).await?,
+                Err(e) => {
+                    self.save(requested).await?;
+                    return Err(e);
+                }
+            }
+        }
     }
 
     /// Deletes tenant `tenant` at once, as the operator does; answers the report.
@@ -342,6 +372,8 @@ impl Erasures {
             return Ok(true);
         }
         if progress.pass == MAX_PASSES {
+            // The next try starts anew, once whatever kept writing has stopped.
+            *progress = Progress { deleted: std::mem::take(&mut progress.deleted), ..Progress::default() };
             return Err(Error::InvalidState(format!(
                 "items of {} were still being written after {MAX_PASSES} passes; the deletion goes on later",
                 tenant.as_str()

@@ -46,6 +46,12 @@ pub async fn erase(erasures: &Erasures, clock: &dyn Clock, deadline_ms: u64) -> 
     let deadline = UNIX_EPOCH + Duration::from_millis(deadline_ms);
     let go_on = || SystemTime::now() + MARGIN < deadline;
     let done = erasures.run(clock.now(), &go_on).await?;
-    tracing::info!(finished = done.finished, steps = done.steps, stopped = done.stopped, "janitor: tenant deletions");
+    tracing::info!(
+        finished = done.finished,
+        steps = done.steps,
+        failed = done.failed,
+        stopped = done.stopped,
+        "janitor: tenant deletions"
+    );
     Ok(done)
 }
