@@ -63,6 +63,9 @@ cat >&2 <<BANNER
     cairn executions list
   (CAIRN_COMPRESS_REQUESTS=0: cargo lambda watch cannot take compressed bodies; API Gateway can.)
 
+  The MCP server for coding agents: http://127.0.0.1:$API_PORT/api/v1/mcp
+    (cairn mcp config --client claude-code|cursor|vscode|claude-desktop; docs/mcp.md)
+
   The janitor runs every 5 minutes (log: .local/janitor.log); webhooks are delivered
   from DynamoDB Local's streams, loopback receivers allowed (log: .local/relay.log).
   Ctrl-C stops the API and DynamoDB Local; the data stays for the next run.

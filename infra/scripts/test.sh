@@ -33,6 +33,9 @@ log "the Python client: ruff, mypy --strict, unit tests"
   # The load test (tests/load), by the client's rules.
   "$LOCAL/client-venv/bin/ruff" check --config pyproject.toml ../../tests/load
   "$LOCAL/client-venv/bin/ruff" format --config pyproject.toml --check ../../tests/load
+  # The MCP server's Python tests (tests/mcp), by the client's rules too.
+  "$LOCAL/client-venv/bin/ruff" check --config pyproject.toml ../../tests/mcp
+  "$LOCAL/client-venv/bin/ruff" format --config pyproject.toml --check ../../tests/mcp
   "$LOCAL/client-venv/bin/mypy"
   "$LOCAL/client-venv/bin/pytest" -q -m "not live" -p no:cacheprovider
 )
@@ -100,7 +103,7 @@ export CAIRN_API_URL="http://127.0.0.1:$api_port/api/v1"
 # Start every function's instance now: cargo lambda watch starts one with `cargo run`,
 # which would wait for cargo's locks while `cargo test` below holds them.
 log "starting the function instances"
-warm_up "$CAIRN_API_URL" workflows executions checkpoints failures billing/balance keys \
+warm_up "$CAIRN_API_URL" workflows executions checkpoints failures billing/balance keys mcp \
   "http://127.0.0.1:$api_port/dashboard" || { tail -n 30 "$run_dir/watch.log" >&2; exit 1; }
 export CAIRN_WATCH_LOG="$run_dir/watch.log"
 
@@ -176,6 +179,21 @@ if [ $# -eq 0 ] || [ "${CAIRN_BROWSER:-}" = 1 ]; then
   echo "screenshots: $target_dir/dashboard-screenshots" >&2
 fi
 
+# The MCP server judged by the protocol's own tools against the same stack: its official
+# Python SDK as a client, and its conformance suite (tests/mcp).
+if [ $# -eq 0 ] || [ "${CAIRN_MCP:-}" = 1 ]; then
+  conformance=$(ensure_mcp_conformance)
+  mcp_venv
+  log "the MCP server: MCP's Python SDK and conformance suite $MCP_CONFORMANCE_VERSION (tests/mcp)"
+  if ! (cd tests/mcp && CAIRN_TEST_ADMIN="$target_dir/debug/cairn-admin" CAIRN_MCP_CONFORMANCE="$conformance" \
+      CAIRN_MCP_REQUIRED=1 "$LOCAL/mcp-venv/bin/pytest" -q -p no:cacheprovider) >"$run_dir/mcp.log" 2>&1; then
+    tail -n 120 "$run_dir/mcp.log" >&2
+    KEEP_TEST_LOGS=1
+    exit 1
+  fi
+  tail -n 1 "$run_dir/mcp.log" >&2
+fi
+
 # schemathesis against the running stack, as two tenants that must not see each other's
 # objects. Skipped when arguments narrowed `cargo test` to some tests.
 if [ $# -eq 0 ] || [ "${CAIRN_FUZZ:-}" = 1 ]; then
@@ -211,6 +229,7 @@ log "checking the run's logs for API keys, Stripe and webhook secrets"
 logs=("$run_dir/watch.log" "$run_dir/test.log" "$run_dir/localstripe.log" "$run_dir/relay.log")
 [ -f "$run_dir/python.log" ] && logs+=("$run_dir/python.log")
 [ -f "$run_dir/browser.log" ] && logs+=("$run_dir/browser.log")
+[ -f "$run_dir/mcp.log" ] && logs+=("$run_dir/mcp.log")
 logs+=("${framework_logs[@]}")
 leaks=$(grep -E -o -h 'cairn_[0-9A-Za-z]{43}' "${logs[@]}" | sort -u | head -n 5 || true)
 for secret in "$STRIPE_WEBHOOK_SECRET" "$STRIPE_SECRET_KEY" "$WEBHOOK_SECRETS_KEY"; do

@@ -41,6 +41,10 @@ pub enum ApiError {
     /// 403: the key's scopes do not include the one the request needs.
     #[error("this API key lacks the scope {0}, which this request needs")]
     InsufficientScope(String),
+    /// A browser page of another origin (the MCP server's defence against DNS
+    /// rebinding): 403.
+    #[error("requests from the browser origin {0} are not accepted")]
+    OriginNotAllowed(String),
     /// 402: a charge would take the credit balance below zero.
     #[error("insufficient credits: {0}")]
     InsufficientCredits(String),
@@ -122,7 +126,7 @@ impl ApiError {
             Self::MalformedRequest(_) => StatusCode::BAD_REQUEST,
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
             Self::InsufficientCredits(_) => StatusCode::PAYMENT_REQUIRED,
-            Self::InsufficientScope(_) => StatusCode::FORBIDDEN,
+            Self::InsufficientScope(_) | Self::OriginNotAllowed(_) => StatusCode::FORBIDDEN,
             Self::NotFound { .. } | Self::Absent(_) | Self::NoRoute(_) => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::InvalidState(_) | Self::IdempotencyInProgress => StatusCode::CONFLICT,
@@ -144,6 +148,7 @@ impl ApiError {
             Self::Unauthorized => "unauthorized",
             Self::InsufficientCredits(_) => "insufficient_credits",
             Self::InsufficientScope(_) => "insufficient_scope",
+            Self::OriginNotAllowed(_) => "origin_not_allowed",
             Self::NotFound { .. } | Self::Absent(_) | Self::NoRoute(_) => "not_found",
             Self::MethodNotAllowed => "method_not_allowed",
             Self::InvalidState(_) => "invalid_state",
@@ -197,14 +202,18 @@ struct Problem<'a> {
 /// Seconds a client should wait after a 503.
 const UNAVAILABLE_RETRY_AFTER_SECS: u64 = 1;
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
+impl ApiError {
+    /// The problem document this error is answered with (RFC 9457), as JSON: what an
+    /// answer's body holds, and what the MCP server's tools give as their error result.
+    /// A 5xx's cause is logged here, once.
+    #[must_use]
+    pub fn problem(&self) -> serde_json::Value {
         let status = self.status();
         let request_id = crate::request_id::current();
         if status.is_server_error() {
-            log_cause_chain(&self, &request_id);
+            log_cause_chain(self, &request_id);
         }
-        let errors = match &self {
+        let errors = match self {
             Self::Validation(errors) => Some(errors.as_slice()),
             _ => None,
         };
@@ -216,12 +225,19 @@ impl IntoResponse for ApiError {
             code: self.code(),
             request_id,
             errors,
-            required_scope: match &self {
+            required_scope: match self {
                 Self::InsufficientScope(scope) => Some(scope.as_str()),
                 _ => None,
             },
         };
-        let body = serde_json::to_vec(&problem).unwrap_or_else(|_| b"{}".to_vec());
+        serde_json::to_value(&problem).unwrap_or_else(|_| serde_json::json!({}))
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        let body = serde_json::to_vec(&self.problem()).unwrap_or_else(|_| b"{}".to_vec());
         let mut response = (status, body).into_response();
         let headers = response.headers_mut();
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
@@ -330,6 +346,7 @@ mod tests {
             (ApiError::Unauthorized, 401, "unauthorized"),
             (ApiError::InsufficientCredits("x".into()), 402, "insufficient_credits"),
             (ApiError::InsufficientScope("keys:write".into()), 403, "insufficient_scope"),
+            (ApiError::OriginNotAllowed("https://evil.example".into()), 403, "origin_not_allowed"),
             (ApiError::not_found("workflow", "wf_1"), 404, "not_found"),
             (ApiError::InvalidState("x".into()), 409, "invalid_state"),
             (ApiError::IdempotencyInProgress, 409, "idempotency_in_progress"),

@@ -61,6 +61,8 @@ pub fn needed(method: &http::Method, path: &str) -> Option<Needed> {
         "exports" => return Some(Needed { area: FULL, access }),
         // Deleting the account revokes every key: only a full key may ask for it.
         "account" => return Some(Needed { area: FULL, access }),
+        // The MCP server takes any live key: each of its tools needs its route's scope.
+        "mcp" => return None,
         "webhook-endpoints" => "webhooks",
         "settings" => "executions",
         other => other,

@@ -363,6 +363,27 @@ def test_dashboard_walkthrough(
     tid(page, "confirm-ok").click()
     expect(tid(page, "key-row", id=reader_id)).to_have_attribute("data-live", "false")
 
+    # A key for a coding agent: every area read only, no keys; the MCP server's address.
+    tid(page, "key-preset-agent").click()
+    expect(tid(page, "key-create-name")).to_have_value("coding agent")
+    expect(tid(page, "key-scope-keys")).to_have_value("")
+    tid(page, "key-create-submit").click()
+    expect(secret_box).not_to_have_attribute("data-key-id", reader_id)
+    agent = secret_box.inner_text().strip()
+    agent_id = secret_box.get_attribute("data-key-id")
+    expect(tid(page, "key-mcp-url")).to_have_text(re.compile(r"^http://127\.0\.0\.1:\d+/api/v1/mcp$"))
+    agent_scopes = tid(tid(page, "key-row", id=agent_id), "key-scopes")
+    expect(agent_scopes).to_contain_text("executions:read")
+    shown = sorted(agent_scopes.inner_text().split())
+    areas = ["billing", "checkpoints", "executions", "failures", "webhooks", "workflows"]
+    assert shown == [f"{area}:read" for area in areas], shown
+    assert api.status_with_key(agent, "/failures") == 200
+    assert api.status_with_key(agent, "/keys") == 403
+    screenshot(page, "keys-agent")
+    tid(page, "key-row", id=agent_id).get_by_role("button", name="Revoke").click()
+    tid(page, "confirm-ok").click()
+    expect(tid(page, "key-row", id=agent_id)).to_have_attribute("data-live", "false")
+
     live = tid(page, "key-row", live="true")
     expect(live).to_have_count(1)
     tid(live, "key-revoke").click()

@@ -309,7 +309,8 @@ impl Transport {
                 failures::app(client.clone(), tables.clone(), clock.clone()),
                 billing::app(client.clone(), tables.clone(), clock.clone()),
                 keys::app(client.clone(), tables.clone(), clock.clone()),
-                webhooks::app(client.clone(), tables.clone(), clock),
+                webhooks::app(client.clone(), tables.clone(), clock.clone()),
+                mcp::app(client.clone(), tables.clone(), clock),
             ]),
             None,
         )
@@ -412,7 +413,7 @@ pub const EMULATOR_500: &str = r#"{"type":"https://httpstatuses.com/500""#;
 
 /// The areas served in process, in the order of [`Transport::in_process`].
 /// Each router's first path segment after /api/v1 and its function, in router order.
-const AREAS: [(&str, &str); 7] = [
+const AREAS: [(&str, &str); 8] = [
     ("workflows", "workflows"),
     ("executions", "executions"),
     ("checkpoints", "checkpoints"),
@@ -420,6 +421,7 @@ const AREAS: [(&str, &str); 7] = [
     ("billing", "billing"),
     ("keys", "keys"),
     ("webhook-endpoints", "webhooks"),
+    ("mcp", "mcp"),
 ];
 
 /// The function that serves `path` (by its first segment after /api/v1) and its router.
@@ -462,6 +464,19 @@ impl Api {
     #[must_use]
     pub fn request(&self, method: Method, path: &str) -> Call<'_> {
         Call { api: self, method, path: format!("/api/v1{path}"), headers: HeaderMap::new(), body: Vec::new() }
+    }
+
+    /// One MCP request (`method`, `params`) to `/mcp` as a JSON-RPC message.
+    pub async fn mcp(&self, key: &str, method: &str, params: &Value) -> Reply {
+        let message = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        self.post(key, "/mcp", &message).await
+    }
+
+    /// The result of MCP tool `name` called with `arguments` (its `isError` included).
+    pub async fn tool(&self, key: &str, name: &str, arguments: &Value) -> Value {
+        let reply = self.mcp(key, "tools/call", &serde_json::json!({"name": name, "arguments": arguments})).await;
+        reply.expect(200);
+        reply.body["result"].clone()
     }
 
     /// A GET with `key`.

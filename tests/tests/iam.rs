@@ -120,6 +120,21 @@ async fn drive_every_route(api: &Api, key: &str, tenant: &str) {
     api.get(key, "/failures/stats").await.expect(200);
     api.get(key, "/failures?created_after=2020-01-01T00:00:00Z").await.expect(200);
     api.get(key, &format!("/failures/{}", open[0])).await.expect(200);
+    // The MCP server's every tool (its function reads what the areas' routes read).
+    let ids = json!({"workflow_id": wf, "execution_id": e1, "checkpoint_id": c1, "failure_id": open[0]});
+    let tools = api.mcp(key, "tools/list", &json!({})).await;
+    for tool in tools.expect(200).body["result"]["tools"].as_array().expect("tools") {
+        let required = tool["inputSchema"]["required"].as_array().expect("required");
+        let mut args: serde_json::Map<String, Value> = required
+            .iter()
+            .map(|name| (name.as_str().expect("name").to_owned(), ids[name.as_str().expect("name")].clone()))
+            .collect();
+        if tool["name"] == "get_checkpoint" {
+            args.insert("include_state".to_owned(), json!(true));
+        }
+        let result = api.tool(key, tool["name"].as_str().expect("name"), &Value::Object(args)).await;
+        assert_eq!(result["isError"], false, "{}: {result}", tool["name"]);
+    }
     api.post(key, &format!("/failures/{}/resolve", open[0]), &json!({})).await.expect(200);
     api.post(key, &format!("/failures/{}/ignore", open[1]), &json!({})).await.expect(200);
     api.delete(key, &format!("/workflows/{wf}")).await.expect(204);
@@ -223,7 +238,7 @@ async fn every_functions_policy_grants_every_dynamodb_call_its_code_makes() {
 
     let noted = recorder.lock().expect("recorder").clone();
     let functions: BTreeSet<&str> = noted.iter().map(|(f, _)| f.as_str()).collect();
-    assert_eq!(functions.len(), 7, "the scenario reached every function: {functions:?}");
+    assert_eq!(functions.len(), 8, "the scenario reached every function: {functions:?}");
     let mut missing = Vec::new();
     for function in functions {
         let calls = noted.iter().filter(|(f, _)| f == function).map(|(_, access)| access);
@@ -251,7 +266,7 @@ fn every_table_a_keyed_function_may_get_from_it_may_batch_get_from() {
         })
         .map(|route| route.function)
         .collect();
-    assert_eq!(keyed.len(), 7, "{keyed:?}");
+    assert_eq!(keyed.len(), 8, "{keyed:?}");
     for function in &keyed {
         let grants = template.grants(function).expect("grants");
         let may = |action: &str, table: &str| {

@@ -22,7 +22,7 @@ fn as_set(routes: impl IntoIterator<Item = Route>) -> RouteSet {
 }
 
 fn function_routes() -> RouteSet {
-    let areas: [(&str, &[(&str, &str)]); 8] = [
+    let areas: [(&str, &[(&str, &str)]); 9] = [
         ("workflows", workflows::ROUTES),
         ("executions", executions::ROUTES),
         ("checkpoints", checkpoints::ROUTES),
@@ -31,6 +31,7 @@ fn function_routes() -> RouteSet {
         ("keys", keys::ROUTES),
         ("webhooks", webhooks::ROUTES),
         ("dashboard", dashboard::ROUTES),
+        ("mcp", mcp::ROUTES),
     ];
     areas
         .iter()

@@ -114,6 +114,7 @@ struct Apps {
     checkpoints: axum::Router,
     failures: axum::Router,
     billing: axum::Router,
+    mcp: axum::Router,
 }
 
 fn apps(env: &Env) -> Apps {
@@ -123,7 +124,8 @@ fn apps(env: &Env) -> Apps {
         executions: executions::app(c.clone(), t.clone(), clock.clone()),
         checkpoints: checkpoints::app(c.clone(), t.clone(), clock.clone()),
         failures: failures::app(c.clone(), t.clone(), clock.clone()),
-        billing: billing::app(c.clone(), t.clone(), clock),
+        billing: billing::app(c.clone(), t.clone(), clock.clone()),
+        mcp: mcp::app(c.clone(), t.clone(), clock),
     }
 }
 
@@ -227,6 +229,28 @@ async fn the_largest_executions_workflows_and_transactions_pages_and_items_fit()
     fits("GET /failures/stats", size);
     let (size, _) = payload(&apps.billing, &t.key, "/billing/balance").await;
     fits("GET /billing/balance", size);
+
+    // The MCP server's tools over the same records: each answer twice (structured, and
+    // as text), bounded by mcp::tools::ANSWER_MAX_BYTES.
+    let wf = workflows[0].as_str().expect("id");
+    let calls = [
+        ("list_workflows", json!({"page_size": 100}), true),
+        ("get_workflow", json!({"workflow_id": wf}), false),
+        ("list_executions", json!({"page_size": 100}), true),
+        ("get_execution", json!({"execution_id": last}), false),
+        ("list_failures", json!({"limit": 100}), true),
+        ("get_failure", json!({"failure_id": failure}), false),
+    ];
+    for (tool, arguments, truncated) in calls {
+        let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": arguments}});
+        let (size, answer) = answered(&apps.mcp, &t.key, "POST", "/mcp", Some(&call), 200).await;
+        fits(&format!("MCP {tool} {arguments}"), size);
+        let result = &body_of(&answer)["result"];
+        assert_eq!(result["isError"], false, "{tool}: {result}");
+        let structured = serde_json::to_vec(&result["structuredContent"]).expect("json").len();
+        assert!(structured <= mcp::tools::ANSWER_MAX_BYTES, "{tool}: {structured} bytes");
+        assert_eq!(result["structuredContent"]["truncated"].is_object(), truncated, "{tool}: a page cut short says so");
+    }
 }
 
 #[tokio::test]

@@ -928,3 +928,55 @@ def test_keys_revoke_and_the_last_live_key_refused(run: Any) -> None:
     assert refused.exit_code == 5
     assert refused.stderr.splitlines()[0] == f"error: invalid_state: {last}"
     assert unauthorized.exit_code == 4
+
+
+@pytest.mark.parametrize("client", ["claude-code", "claude-desktop", "cursor", "vscode"])
+def test_mcp_config_points_each_client_at_the_profiles_api_and_leaves_the_key_out(
+    run: Any, client: str
+) -> None:
+    result = run("mcp", "config", "--client", client)
+    assert result.exit_code == 0, printed(result)
+    assert KEY not in printed(result)
+    assert f"{BASE}/mcp" in result.stdout
+    if client == "claude-code":
+        header = '"Authorization: Bearer $CAIRN_API_KEY"'
+        assert result.stdout.strip() == f"claude mcp add --transport http cairn {BASE}/mcp --header {header}"
+        return
+    config = json.loads(result.stdout)
+    if client == "claude-desktop":
+        server = config["mcpServers"]["cairn"]
+        assert server["args"] == [
+            "-y",
+            "mcp-remote",
+            f"{BASE}/mcp",
+            "--header",
+            "Authorization:${CAIRN_AUTH}",
+        ]
+        assert server["env"] == {"CAIRN_AUTH": "Bearer YOUR_CAIRN_API_KEY"}
+    elif client == "cursor":
+        assert config == {
+            "mcpServers": {
+                "cairn": {"url": f"{BASE}/mcp", "headers": {"Authorization": "Bearer ${env:CAIRN_API_KEY}"}}
+            }
+        }
+    else:
+        assert config["servers"]["cairn"]["headers"] == {"Authorization": "Bearer ${input:cairn-api-key}"}
+        assert config["inputs"][0]["password"] is True
+
+
+def test_mcp_config_writes_the_key_in_only_when_asked(run: Any, config_home: Path) -> None:
+    shown = run("mcp", "config", "--client", "cursor", "--show-key")
+    assert shown.exit_code == 0, printed(shown)
+    assert json.loads(shown.stdout)["mcpServers"]["cairn"]["headers"]["Authorization"] == f"Bearer {KEY}"
+    # The profile's URL and key when the environment has none.
+    path = config_home / "cairn" / "config.toml"
+    path.parent.mkdir(parents=True)
+    path.write_text(
+        toml_dumps({"default": {"api_key": "cairn_saved", "api_url": "https://eu.cairn.test/api/v1/"}})
+    )
+    saved = run("mcp", "config", "--show-key", env={"CAIRN_API_KEY": None, "CAIRN_API_URL": None})
+    assert "https://eu.cairn.test/api/v1/mcp" in saved.stdout
+    assert "'Authorization: Bearer cairn_saved'" in saved.stdout
+    missing = run("--profile", "none", "mcp", "config", "--show-key", env={"CAIRN_API_KEY": None})
+    assert missing.exit_code != 0
+    assert "no API key" in missing.stderr

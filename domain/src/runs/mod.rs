@@ -32,6 +32,7 @@ pub mod expiry;
 pub mod export;
 pub mod failures;
 pub mod preview;
+pub mod requests;
 mod rollback;
 mod storage;
 

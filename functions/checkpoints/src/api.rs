@@ -6,10 +6,11 @@ use axum::extract::State;
 use axum::response::Response;
 use domain::runs::checkpoints::model::{Checkpoint, PackedState, STATE_MAX_BYTES};
 use domain::runs::checkpoints::writes::Write;
+use domain::runs::requests::CheckpointOrder;
 use domain::runs::{ListCheckpoints, NewCheckpoint, PendingWrites, Recorded};
 use http::StatusCode;
 use serde::Serialize;
-use shared::body::{Fields, RawJsonBody, WireEnum, client_key, split_raw, string_map, text};
+use shared::body::{Fields, RawJsonBody, client_key, split_raw, string_map, text};
 use shared::idempotency::{self, Answer};
 use shared::ids::PathId;
 use shared::ids::{CheckpointId, ExecutionId};
@@ -108,23 +109,6 @@ fn pack(state: &serde_json::value::RawValue) -> Result<PackedState, ApiError> {
     Ok(packed)
 }
 
-/// The order of a checkpoint list.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Order {
-    Asc,
-    Desc,
-}
-
-impl WireEnum for Order {
-    const ALL: &'static [Self] = &[Self::Asc, Self::Desc];
-    fn wire(self) -> &'static str {
-        match self {
-            Self::Asc => "asc",
-            Self::Desc => "desc",
-        }
-    }
-}
-
 /// `GET /checkpoints`
 pub async fn list(
     State(state): State<AppState>,
@@ -137,7 +121,7 @@ pub async fn list(
     let window = OffsetRequest::read(&mut query);
     let after = shared::pagination::starting_after(&mut query);
     let key = query.key("key");
-    let order = query.one_of::<Order>("order");
+    let order = query.one_of::<CheckpointOrder>("order");
     let metadata = query.deep_object("metadata", METADATA_MAX_KEYS);
     if let Some(workflow) = workflow {
         // A key's checkpoints across the workflow's executions (framework integrations
@@ -171,12 +155,12 @@ pub async fn list(
         }));
     }
     query.finish()?;
-    let order = order.unwrap_or(Order::Asc);
+    let order = order.unwrap_or(CheckpointOrder::Asc);
     let execution = execution.unwrap_or_default();
     let execution =
         ExecutionId::parse(&execution).ok_or_else(|| ApiError::not_found("execution", execution.as_str()))?;
     let list = ListCheckpoints {
-        descending: order == Order::Desc,
+        descending: order == CheckpointOrder::Desc,
         metadata,
         key,
         after,

@@ -1,6 +1,6 @@
 // API keys (#/keys): the tenant's keys, a new key's secret shown once, and revoking.
 
-import { api } from './api.js';
+import { API, api } from './api.js';
 import { SCOPE_AREAS } from './constants.js';
 import { enc, h, setBusy } from './dom.js';
 import { fmtNumber } from './format.js';
@@ -28,12 +28,19 @@ export async function pageKeys(ctx) {
     return { area, select, field: labelled(`key-scope-${area}`, label, select) };
   });
   const expiresInput = h('input', { id: 'key-expires', name: 'expires_at', type: 'datetime-local', testid: 'key-create-expires' });
+  // A key for a coding agent (the MCP server): every area read only, none of the keys.
+  const agentButton = h('button', { type: 'button', class: 'button', testid: 'key-preset-agent' }, 'For a coding agent (read only)');
+  agentButton.addEventListener('click', () => {
+    if (!nameInput.value.trim()) nameInput.value = 'coding agent';
+    for (const a of access) a.select.value = a.area === 'keys' ? '' : 'read';
+    nameInput.focus();
+  });
   const form = h('form', { class: 'form inline-form', novalidate: true },
     labelled('key-name', 'Name', nameInput, 'What the key is for, so you can recognise it later.'),
     h('fieldset', { class: 'checks' }, h('legend', {}, 'Access (a key can only give what the key you signed in with holds)'),
       access.map((a) => a.field)),
     labelled('key-expires', 'Expires (optional)', expiresInput, 'From this time, in your time zone, the key is refused.'),
-    h('div', { class: 'actions' }, createButton));
+    h('div', { class: 'actions' }, createButton, agentButton));
   const list = h('div', { class: 'results' });
 
   const loadList = () => section(list, ctx, async () => {
@@ -134,7 +141,11 @@ export async function pageKeys(ctx) {
           secret,
           ownerId: item.id,
           testid: 'key',
-          note: 'Cairn stores only its hash.',
+          note: readOnly(item.scopes)
+            ? ['Cairn stores only its hash. A coding agent connects with it to the MCP server at ',
+              h('code', { testid: 'key-mcp-url' }, new URL(`${API}/mcp`, window.location.origin).href),
+              ' (', code('cairn mcp config'), ' prints the configuration for Claude Code, Cursor, VS Code or Claude Desktop).']
+            : 'Cairn stores only its hash.',
           onDismiss: () => {
             secretSlot.replaceChildren();
             nameInput.focus();
@@ -158,6 +169,11 @@ export async function pageKeys(ctx) {
     h('section', { class: 'panel', 'aria-labelledby': 'key-list-title' }, h('h2', { id: 'key-list-title' }, 'Keys'), list),
   );
   await loadList();
+}
+
+// Whether a key may only read (every scope `<area>:read`).
+function readOnly(scopes) {
+  return Array.isArray(scopes) && scopes.length > 0 && scopes.every((s) => s.endsWith(':read'));
 }
 
 // A key's scopes in words: "Full access", or each area with read or read/write.

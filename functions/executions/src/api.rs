@@ -12,20 +12,17 @@ use shared::body::{
 use shared::idempotency::{self, Answer};
 use shared::ids::PathId;
 use shared::ids::{CheckpointId, ExecutionId, WorkflowId};
-use shared::pagination::PageRequest;
 use shared::query::Query;
 use shared::series::Window;
 use shared::{ApiError, TenantId};
 
-use domain::runs::executions::model::{Action, Execution, ExecutionError, ExecutionStatus};
+use domain::runs::executions::model::{Action, Execution, ExecutionError};
 use domain::runs::executions::store::VALUE_MAX_BYTES;
 use domain::runs::{Change, Changed, Deleted, ListExecutions, NewExecution, ReplayFrom, Started};
 use domain::views::{ExecutionBody, ExecutionSummary};
 
 use crate::AppState;
 
-/// Default `page_size` of the list.
-const DEFAULT_PAGE_SIZE: u32 = 20;
 /// Most metadata keys.
 const METADATA_MAX_KEYS: usize = 50;
 /// Largest failure `details`, as serialized JSON.
@@ -84,30 +81,8 @@ pub async fn create(
 }
 
 /// `GET /executions`
-pub async fn list(State(state): State<AppState>, tenant: TenantId, mut query: Query) -> Result<Response, ApiError> {
-    let status = query.one_of::<ExecutionStatus>("status");
-    let workflow = query.string("workflow_id");
-    let created_after = query.timestamp("created_after");
-    let created_before = query.timestamp("created_before");
-    let key = query.key("key");
-    let tags = query.tags("tag");
-    let page = PageRequest::read(&mut query, DEFAULT_PAGE_SIZE);
-    let after = shared::pagination::starting_after(&mut query);
-    if key.is_some() && workflow.is_none() {
-        query.reject("key", "needs workflow_id: a key is unique within its workflow".to_owned());
-    }
-    query.finish()?;
-    let list = ListExecutions {
-        status,
-        workflow,
-        created_after,
-        created_before,
-        key,
-        tags,
-        after: after.map(|raw| parse_id(&raw)).transpose()?,
-        skip: page.skip(),
-        take: page.page_size as usize,
-    };
+pub async fn list(State(state): State<AppState>, tenant: TenantId, query: Query) -> Result<Response, ApiError> {
+    let (list, page) = ListExecutions::from_query(query)?;
     let (items, total) = Box::pin(state.runs.list_executions(&tenant, &list)).await?;
     ok(&page.respond(items.into_iter().map(ExecutionSummary::from).collect(), total))
 }

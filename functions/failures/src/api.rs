@@ -23,27 +23,9 @@ use domain::views::{FailureDetail, FailureItem};
 pub async fn list(
     State(state): State<AppState>,
     tenant: TenantId,
-    mut query: Query,
+    query: Query,
 ) -> Result<Json<OffsetBody<FailureItem>>, ApiError> {
-    let status = query.one_of::<FailureStatus>("status");
-    let created_after = query.timestamp("created_after");
-    let created_before = query.timestamp("created_before");
-    let group = query.string("group_id");
-    let window = OffsetRequest::read(&mut query);
-    let after = shared::pagination::starting_after(&mut query);
-    query.finish()?;
-    let group = group
-        .map(|raw| FailureGroupId::parse(&raw).ok_or_else(|| ApiError::not_found("failure group", &raw)))
-        .transpose()?;
-    let list = ListFailures {
-        status,
-        group,
-        created_after,
-        created_before,
-        after: after.map(|raw| parse_id(&raw)).transpose()?,
-        skip: window.offset as usize,
-        take: window.limit as usize,
-    };
+    let (list, window) = ListFailures::from_query(query)?;
     let (items, total) = Box::pin(state.runs.list_failures(&tenant, &list)).await?;
     Ok(Json(window.respond(items.iter().map(FailureItem::from).collect(), total)))
 }

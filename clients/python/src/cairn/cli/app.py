@@ -25,6 +25,7 @@ from . import (
     failures,
     keys,
     langgraph,
+    mcp,
     settings,
     webhooks,
     workflows,
@@ -187,6 +188,7 @@ for group in (
     settings.settings,
     langgraph.langgraph,
     exports.export,
+    mcp.mcp,
 ):
     cli.add_command(group)
 

@@ -1,0 +1,105 @@
+//! The lists of runs as the API's query parameters ask for them, read with `Query`: one
+//! place for the rules that `GET /executions`, `GET /checkpoints` and `GET /failures`
+//! and the MCP server's tools apply alike (each problem a 422 naming its parameter, all
+//! at once; a malformed cursor id answered as an unknown one, 404).
+
+use shared::ApiError;
+use shared::body::WireEnum;
+use shared::ids::{ExecutionId, FailureGroupId, FailureId};
+use shared::pagination::{OffsetRequest, PageRequest};
+use shared::query::Query;
+
+use super::executions::model::ExecutionStatus;
+use super::failures::model::FailureStatus;
+use super::{ListExecutions, ListFailures};
+
+/// The `page_size` of an executions page when none is asked for.
+pub const EXECUTIONS_PAGE_SIZE: u32 = 20;
+
+impl ListExecutions {
+    /// `GET /executions`'s filters (`status`, `workflow_id`, `created_after`,
+    /// `created_before`, `key` with `workflow_id`, `tag`), page and `starting_after`.
+    ///
+    /// # Errors
+    /// 422 for every bad parameter; 404 for a malformed cursor.
+    pub fn from_query(mut query: Query) -> Result<(Self, PageRequest), ApiError> {
+        let status = query.one_of::<ExecutionStatus>("status");
+        let workflow = query.string("workflow_id");
+        let created_after = query.timestamp("created_after");
+        let created_before = query.timestamp("created_before");
+        let key = query.key("key");
+        let tags = query.tags("tag");
+        let page = PageRequest::read(&mut query, EXECUTIONS_PAGE_SIZE);
+        let after = shared::pagination::starting_after(&mut query);
+        if key.is_some() && workflow.is_none() {
+            query.reject("key", "needs workflow_id: a key is unique within its workflow".to_owned());
+        }
+        query.finish()?;
+        let after = after
+            .map(|raw| ExecutionId::parse(&raw).ok_or_else(|| ApiError::not_found("execution", raw.as_str())))
+            .transpose()?;
+        let list = Self {
+            status,
+            workflow,
+            created_after,
+            created_before,
+            key,
+            tags,
+            after,
+            skip: page.skip(),
+            take: page.page_size as usize,
+        };
+        Ok((list, page))
+    }
+}
+
+impl ListFailures {
+    /// `GET /failures`'s filters (`status`, `group_id`, `created_after`,
+    /// `created_before`), window (`limit`, `offset`) and `starting_after`.
+    ///
+    /// # Errors
+    /// 422 for every bad parameter; 404 for a malformed group or cursor.
+    pub fn from_query(mut query: Query) -> Result<(Self, OffsetRequest), ApiError> {
+        let status = query.one_of::<FailureStatus>("status");
+        let created_after = query.timestamp("created_after");
+        let created_before = query.timestamp("created_before");
+        let group = query.string("group_id");
+        let window = OffsetRequest::read(&mut query);
+        let after = shared::pagination::starting_after(&mut query);
+        query.finish()?;
+        let group = group
+            .map(|raw| FailureGroupId::parse(&raw).ok_or_else(|| ApiError::not_found("failure group", &raw)))
+            .transpose()?;
+        let after =
+            after.map(|raw| FailureId::parse(&raw).ok_or_else(|| ApiError::not_found("failure", &raw))).transpose()?;
+        let list = Self {
+            status,
+            group,
+            created_after,
+            created_before,
+            after,
+            skip: window.offset as usize,
+            take: window.limit as usize,
+        };
+        Ok((list, window))
+    }
+}
+
+/// The order of a checkpoint list (`order`): by sequence, or its reverse.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckpointOrder {
+    /// First checkpoint first (the default).
+    Asc,
+    /// Newest first.
+    Desc,
+}
+
+impl WireEnum for CheckpointOrder {
+    const ALL: &'static [Self] = &[Self::Asc, Self::Desc];
+    fn wire(self) -> &'static str {
+        match self {
+            Self::Asc => "asc",
+            Self::Desc => "desc",
+        }
+    }
+}

@@ -1,0 +1,174 @@
+"""The MCP server through the protocol's official Python SDK (PyPI ``mcp``) as a client:
+the handshake, the tools a key's scopes cover, every tool called, another tenant's ids
+unknown, and bad arguments answered as MCP errors that change nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
+
+import httpx
+import pytest
+from conftest import Tenant, own
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import McpError
+
+T = TypeVar("T")
+
+EVERY_TOOL = [
+    "list_workflows",
+    "get_workflow",
+    "list_executions",
+    "get_execution",
+    "list_checkpoints",
+    "get_checkpoint",
+    "list_failures",
+    "get_failure",
+    "failure_stats",
+    "get_balance",
+]
+
+
+@asynccontextmanager
+async def session(url: str, key: str) -> AsyncIterator[ClientSession]:
+    """An initialized session with `key` sent as a bearer token, as docs/mcp.md configures clients."""
+    headers = {"Authorization": f"Bearer {key}"}
+    async with (
+        httpx.AsyncClient(headers=headers, timeout=60) as client,
+        streamable_http_client(url, http_client=client) as (read, write, _),
+        ClientSession(read, write) as s,
+    ):
+        await s.initialize()
+        yield s
+
+
+def run(url: str, key: str, body: Callable[[ClientSession], Awaitable[T]]) -> T:
+    async def go() -> T:
+        async with session(url, key) as s:
+            return await body(s)
+
+    return asyncio.run(go())
+
+
+def test_initialize_lists_every_tool_for_a_full_key(mcp_url: str, tenant: Tenant) -> None:
+    async def body(s: ClientSession) -> Any:
+        return await s.list_tools()
+
+    listed = run(mcp_url, tenant.key, body)
+    assert [tool.name for tool in listed.tools] == EVERY_TOOL
+    for tool in listed.tools:
+        assert tool.inputSchema["type"] == "object"
+        assert tool.annotations is not None, tool.name
+        assert tool.annotations.readOnlyHint is True, tool.name
+        assert tool.description
+        assert len(tool.description) > 20
+
+
+def test_every_tool_answers_what_its_route_answers(mcp_url: str, tenant: Tenant) -> None:
+    o = own(tenant)
+    calls = [
+        ("list_workflows", {}, "/workflows"),
+        ("get_workflow", {"workflow_id": o.workflow}, f"/workflows/{o.workflow}"),
+        ("list_executions", {"tag": ["team:search"]}, "/executions?tag=team%3Asearch"),
+        ("get_execution", {"execution_id": o.execution}, f"/executions/{o.execution}"),
+        ("list_checkpoints", {"execution_id": o.execution}, f"/checkpoints?execution_id={o.execution}"),
+        (
+            "get_checkpoint",
+            {"checkpoint_id": o.checkpoint, "include_state": True},
+            f"/checkpoints/{o.checkpoint}?include_state=true",
+        ),
+        ("list_failures", {"status": "open"}, "/failures?status=open"),
+        ("get_failure", {"failure_id": o.failure}, f"/failures/{o.failure}"),
+        ("failure_stats", {}, "/failures/stats"),
+        ("get_balance", {}, "/billing/balance"),
+    ]
+    assert sorted(name for name, _, _ in calls) == sorted(EVERY_TOOL)
+
+    async def body(s: ClientSession) -> list[Any]:
+        return [await s.call_tool(name, arguments) for name, arguments, _ in calls]
+
+    results = run(mcp_url, tenant.key, body)
+    for (name, _, path), result in zip(calls, results, strict=True):
+        assert result.isError is False, (name, result)
+        assert result.structuredContent == tenant.call("GET", path), name
+    state = results[5].structuredContent
+    assert state is not None
+    assert state["state"] == {"step": 1}
+    assert results[2].structuredContent is not None
+    assert results[2].structuredContent["total"] == 2
+
+
+def test_a_restricted_key_lists_and_runs_only_its_tools(mcp_url: str, tenant: Tenant) -> None:
+    o = own(tenant)
+    agent = tenant.key_with("executions:read")
+
+    async def body(s: ClientSession) -> tuple[list[str], Any, list[McpError]]:
+        names = [tool.name for tool in (await s.list_tools()).tools]
+        allowed = await s.call_tool("get_execution", {"execution_id": o.execution})
+        refused = []
+        for name, arguments in [("get_balance", {}), ("get_failure", {"failure_id": o.failure})]:
+            with pytest.raises(McpError) as caught:
+                await s.call_tool(name, arguments)
+            refused.append(caught.value)
+        return names, allowed, refused
+
+    names, allowed, refused = run(mcp_url, agent, body)
+    assert names == ["list_executions", "get_execution"]
+    assert allowed.isError is False
+    assert [e.error.code for e in refused] == [-32602, -32602]
+    assert "for this key" in refused[0].error.message
+
+
+def test_another_tenants_ids_are_unknown(mcp_url: str, tenant: Tenant, admin: Callable[..., str]) -> None:
+    o = own(tenant)
+    other_id = admin("tenant", "create", "--name", "mcp-intruder")
+    intruder = admin("key", "create", "--tenant", other_id)
+    calls = [
+        ("get_workflow", {"workflow_id": o.workflow}),
+        ("get_execution", {"execution_id": o.execution}),
+        ("get_checkpoint", {"checkpoint_id": o.checkpoint, "include_state": True}),
+        ("get_failure", {"failure_id": o.failure}),
+        ("list_checkpoints", {"execution_id": o.execution}),
+        ("list_executions", {"workflow_id": o.workflow}),
+    ]
+
+    async def body(s: ClientSession) -> list[Any]:
+        return [await s.call_tool(name, arguments) for name, arguments in calls]
+
+    for (name, _), result in zip(calls, run(mcp_url, intruder, body), strict=True):
+        assert result.isError is True, name
+        assert result.structuredContent is not None
+        problem = result.structuredContent
+        assert (problem["status"], problem["code"]) == (404, "not_found"), name
+        assert "step" not in str(result.content), name
+
+
+def test_bad_arguments_are_errors_that_change_nothing(mcp_url: str, tenant: Tenant) -> None:
+    own(tenant)
+    before = tenant.call("GET", "/executions")["total"], tenant.call("GET", "/billing/balance")
+
+    async def body(s: ClientSession) -> tuple[list[Any], McpError]:
+        results = [
+            await s.call_tool("list_executions", {"status": "exploded"}),
+            await s.call_tool("list_failures", {"limit": 1000}),
+            await s.call_tool("get_execution", {}),
+            await s.call_tool("list_workflows", {"colour": "red"}),
+        ]
+        with pytest.raises(McpError) as caught:
+            await s.call_tool("replay_everything", {})
+        return results, caught.value
+
+    results, unknown = run(mcp_url, tenant.key, body)
+    fields = []
+    for result in results:
+        assert result.isError is True
+        assert result.structuredContent is not None
+        assert result.structuredContent["status"] == 422
+        fields.append([e["field"] for e in result.structuredContent["errors"]])
+    assert fields == [["status"], ["limit"], ["execution_id"], ["colour"]]
+    assert unknown.error.code == -32602
+    assert (tenant.call("GET", "/executions")["total"], tenant.call("GET", "/billing/balance")) == before
