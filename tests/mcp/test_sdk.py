@@ -19,7 +19,7 @@ from mcp.shared.exceptions import McpError
 
 T = TypeVar("T")
 
-EVERY_TOOL = [
+READS = [
     "list_workflows",
     "get_workflow",
     "list_executions",
@@ -29,8 +29,9 @@ EVERY_TOOL = [
     "list_failures",
     "get_failure",
     "failure_stats",
-    "get_balance",
 ]
+WRITES = ["replay_execution", "rollback_execution", "cancel_execution", "resolve_failure", "ignore_failure"]
+EVERY_TOOL = [*READS, *WRITES, "get_balance"]
 
 
 @asynccontextmanager
@@ -63,7 +64,9 @@ def test_initialize_lists_every_tool_for_a_full_key(mcp_url: str, tenant: Tenant
     for tool in listed.tools:
         assert tool.inputSchema["type"] == "object"
         assert tool.annotations is not None, tool.name
-        assert tool.annotations.readOnlyHint is True, tool.name
+        assert tool.annotations.readOnlyHint is (tool.name not in WRITES), tool.name
+        destructive = tool.annotations.destructiveHint is True
+        assert destructive is (tool.name in ("rollback_execution", "cancel_execution")), tool.name
         assert tool.description
         assert len(tool.description) > 20
 
@@ -86,7 +89,7 @@ def test_every_tool_answers_what_its_route_answers(mcp_url: str, tenant: Tenant)
         ("failure_stats", {}, "/failures/stats"),
         ("get_balance", {}, "/billing/balance"),
     ]
-    assert sorted(name for name, _, _ in calls) == sorted(EVERY_TOOL)
+    assert sorted(name for name, _, _ in calls) == sorted([*READS, "get_balance"])
 
     async def body(s: ClientSession) -> list[Any]:
         return [await s.call_tool(name, arguments) for name, arguments, _ in calls]
@@ -172,3 +175,28 @@ def test_bad_arguments_are_errors_that_change_nothing(mcp_url: str, tenant: Tena
     assert fields == [["status"], ["limit"], ["execution_id"], ["colour"]]
     assert unknown.error.code == -32602
     assert (tenant.call("GET", "/executions")["total"], tenant.call("GET", "/billing/balance")) == before
+
+
+def test_the_write_tools_replay_and_resolve(mcp_url: str, tenant: Tenant) -> None:
+    o = own(tenant)
+    failed = tenant.call("GET", f"/failures/{o.failure}")["execution_id"]
+    before = tenant.call("GET", "/billing/balance")["credits_balance"]
+
+    async def body(s: ClientSession) -> list[Any]:
+        return [
+            await s.call_tool("replay_execution", {"execution_id": failed}),
+            await s.call_tool("resolve_failure", {"failure_id": o.failure}),
+            await s.call_tool("cancel_execution", {"execution_id": o.workflow}),
+        ]
+
+    replayed, resolved, refused = run(mcp_url, tenant.key, body)
+    assert replayed.structuredContent == tenant.call("GET", f"/executions/{failed}")
+    assert replayed.structuredContent is not None
+    assert (replayed.structuredContent["status"], replayed.structuredContent["attempt"]) == ("running", 2)
+    assert tenant.call("GET", "/billing/balance")["credits_balance"] == before - 1
+    assert resolved.structuredContent is not None
+    assert resolved.structuredContent["status"] == "resolved"
+    assert tenant.call("GET", f"/failures/{o.failure}")["status"] == "resolved"
+    assert refused.isError is True, "a workflow's id is no execution's"
+    assert refused.structuredContent is not None
+    assert refused.structuredContent["status"] == 404

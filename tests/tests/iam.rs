@@ -120,21 +120,6 @@ async fn drive_every_route(api: &Api, key: &str, tenant: &str) {
     api.get(key, "/failures/stats").await.expect(200);
     api.get(key, "/failures?created_after=2020-01-01T00:00:00Z").await.expect(200);
     api.get(key, &format!("/failures/{}", open[0])).await.expect(200);
-    // The MCP server's every tool (its function reads what the areas' routes read).
-    let ids = json!({"workflow_id": wf, "execution_id": e1, "checkpoint_id": c1, "failure_id": open[0]});
-    let tools = api.mcp(key, "tools/list", &json!({})).await;
-    for tool in tools.expect(200).body["result"]["tools"].as_array().expect("tools") {
-        let required = tool["inputSchema"]["required"].as_array().expect("required");
-        let mut args: serde_json::Map<String, Value> = required
-            .iter()
-            .map(|name| (name.as_str().expect("name").to_owned(), ids[name.as_str().expect("name")].clone()))
-            .collect();
-        if tool["name"] == "get_checkpoint" {
-            args.insert("include_state".to_owned(), json!(true));
-        }
-        let result = api.tool(key, tool["name"].as_str().expect("name"), &Value::Object(args)).await;
-        assert_eq!(result["isError"], false, "{}: {result}", tool["name"]);
-    }
     api.post(key, &format!("/failures/{}/resolve", open[0]), &json!({})).await.expect(200);
     api.post(key, &format!("/failures/{}/ignore", open[1]), &json!({})).await.expect(200);
     api.delete(key, &format!("/workflows/{wf}")).await.expect(204);
@@ -224,6 +209,53 @@ async fn drive_every_route(api: &Api, key: &str, tenant: &str) {
     }
 }
 
+/// Every tool of the MCP server, on records of its own (of a workflow of their own: a
+/// replayed execution runs on). Apart from [`drive_every_route`], whose future is large.
+async fn drive_every_mcp_tool(api: &Api, key: &str) {
+    let wf = id(api.post(key, "/workflows", &json!({"name": "mcp", "workflow_type": "custom"})).await.expect(201));
+    let e = id(api.post(key, "/executions", &json!({"workflow_id": wf, "input": {"q": 2}})).await.expect(201));
+    let first = id(api.post(key, "/checkpoints", &json!({"execution_id": e, "state": {"n": 1}})).await.expect(201));
+    api.post(key, "/checkpoints", &json!({"execution_id": e, "state": {"n": 2}})).await.expect(201);
+    let mut failed = Vec::new();
+    for _ in 0..3 {
+        let f = id(api.post(key, "/executions", &json!({"workflow_id": wf})).await.expect(201));
+        let fail = json!({"error_type": "TOOL_ERROR", "message": "m"});
+        api.post(key, &format!("/executions/{f}/fail"), &fail).await.expect(200);
+        failed.push(f);
+    }
+    let fresh = api.get(key, "/failures?status=open&limit=3").await;
+    let fresh: Vec<&str> =
+        fresh.body["items"].as_array().expect("items").iter().filter_map(|f| f["id"].as_str()).collect();
+    let ids = json!({"workflow_id": wf, "execution_id": e, "checkpoint_id": first, "failure_id": fresh[2]});
+    let tools = api.mcp(key, "tools/list", &json!({})).await;
+    let listed = tools.expect(200).body["result"]["tools"].as_array().expect("tools").clone();
+    let reads: Vec<&Value> = listed.iter().filter(|tool| tool["annotations"]["readOnlyHint"] == true).collect();
+    for tool in &reads {
+        let required = tool["inputSchema"]["required"].as_array().expect("required");
+        let mut args: serde_json::Map<String, Value> = required
+            .iter()
+            .map(|name| (name.as_str().expect("name").to_owned(), ids[name.as_str().expect("name")].clone()))
+            .collect();
+        if tool["name"] == "get_checkpoint" {
+            args.insert("include_state".to_owned(), json!(true));
+        }
+        let result = api.tool(key, tool["name"].as_str().expect("name"), &Value::Object(args)).await;
+        assert_eq!(result["isError"], false, "{}: {result}", tool["name"]);
+    }
+    let writes = [
+        ("replay_execution", json!({"execution_id": failed[0]})),
+        ("rollback_execution", json!({"execution_id": e, "checkpoint_id": first})),
+        ("cancel_execution", json!({"execution_id": e, "reason": "done"})),
+        ("resolve_failure", json!({"failure_id": fresh[0]})),
+        ("ignore_failure", json!({"failure_id": fresh[1]})),
+    ];
+    assert_eq!(writes.len(), listed.len() - reads.len(), "every tool that writes");
+    for (tool, arguments) in writes {
+        let result = api.tool(key, tool, &arguments).await;
+        assert_eq!(result["isError"], false, "{tool}: {result}");
+    }
+}
+
 #[tokio::test]
 async fn every_functions_policy_grants_every_dynamodb_call_its_code_makes() {
     let env = api_tests::env().await;
@@ -231,6 +263,7 @@ async fn every_functions_policy_grants_every_dynamodb_call_its_code_makes() {
     let api = Api::new(transport);
     let t = env.tenant_with_credits(1_000).await;
     drive_every_route(&api, &t.key, &t.id).await;
+    Box::pin(drive_every_mcp_tool(&api, &t.key)).await;
     // Asking for the account's deletion revokes every key of the tenant: another one's.
     let leaving = env.tenant().await;
     let confirm = json!({"confirm": domain::erasure::CONFIRMATION});

@@ -13,6 +13,7 @@ both_paths!(
     another_tenants_ids_are_unknown_to_every_tool,
     bad_arguments_are_tool_errors_naming_them_and_change_nothing,
     what_is_not_one_mcp_message_is_a_problem,
+    the_write_tools_change_what_their_routes_change,
     a_large_state_is_left_out_and_its_size_said,
 );
 
@@ -25,6 +26,7 @@ struct Owned {
     workflow: String,
     execution: String,
     checkpoint: String,
+    failed: String,
     failure: String,
 }
 
@@ -40,7 +42,7 @@ async fn own(api: &Api, key: &str) -> Owned {
     api.post(key, &format!("/executions/{failed}/fail"), &fail).await.expect(200);
     let failures = api.get(key, "/failures?status=open").await;
     let failure = failures.expect(200).body["items"][0]["id"].as_str().expect("a failure").to_owned();
-    Owned { workflow, execution, checkpoint, failure }
+    Owned { workflow, execution, checkpoint, failed, failure }
 }
 
 fn names(tools: &Value) -> Vec<String> {
@@ -92,14 +94,26 @@ async fn an_agent_initializes_and_reads_what_the_routes_answer(api: Api, env: En
     let tools = &listed.expect(200).body["result"]["tools"];
     let expected: Vec<String> = mcp::tools::TOOLS.iter().map(|tool| tool.name.to_owned()).collect();
     assert_eq!(names(tools), expected, "a full key sees every tool");
+    let writes = ["replay_execution", "rollback_execution", "cancel_execution", "resolve_failure", "ignore_failure"];
     for tool in tools.as_array().expect("tools") {
         assert_eq!(tool["inputSchema"]["type"], "object", "{tool}");
         assert_eq!(tool["inputSchema"]["additionalProperties"], false, "{tool}");
-        assert_eq!(tool["annotations"]["readOnlyHint"], true, "{tool}");
-        assert_eq!(tool["annotations"]["destructiveHint"], false, "{tool}");
+        let writes = writes.contains(&tool["name"].as_str().expect("name"));
+        assert_eq!(tool["annotations"]["readOnlyHint"], !writes, "{tool}");
         let description = tool["description"].as_str().expect("description");
         assert!(description.len() > 20, "{description}");
+        // A tool that deletes or ends something for good says so first.
+        let destructive = tool["annotations"]["destructiveHint"] == true;
+        assert_eq!(description.starts_with("DESTRUCTIVE: "), destructive, "{tool}");
     }
+    let destructive: Vec<&str> = tools
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter(|tool| tool["annotations"]["destructiveHint"] == true)
+        .filter_map(|tool| tool["name"].as_str())
+        .collect();
+    assert_eq!(destructive, ["rollback_execution", "cancel_execution"]);
 
     // Each tool answers exactly what its route answers.
     let same = [
@@ -149,9 +163,12 @@ async fn a_restricted_key_sees_and_runs_only_the_tools_of_its_scopes(api: Api, e
     let agent = made.expect(201).body["key"].as_str().expect("secret").to_owned();
     let listed = api.mcp(&agent, "tools/list", &json!({})).await;
     let names = names(&listed.expect(200).body["result"]["tools"]);
-    assert_eq!(names, ["list_executions", "get_execution", "list_failures", "get_failure", "failure_stats"]);
+    let expected = ["list_executions", "get_execution", "list_failures", "get_failure", "failure_stats"];
+    assert_eq!(names, [&expected[..], &["resolve_failure", "ignore_failure"]].concat());
     answer(&api, &agent, "get_execution", &json!({"execution_id": o.execution})).await;
     for (tool, arguments) in [
+        ("replay_execution", json!({"execution_id": o.failed})),
+        ("cancel_execution", json!({"execution_id": o.execution})),
         ("get_workflow", json!({"workflow_id": o.workflow})),
         ("get_checkpoint", json!({"checkpoint_id": o.checkpoint, "include_state": true})),
         ("get_balance", json!({})),
@@ -182,6 +199,30 @@ async fn another_tenants_ids_are_unknown_to_every_tool(api: Api, env: Env) {
         ("list_workflows", json!({"starting_after": o.workflow})),
         ("list_failures", json!({"starting_after": o.failure})),
     ];
+    let before = api.get(&owner.key, &format!("/executions/{}", o.failed)).await.body.clone();
+    let writes = [
+        ("replay_execution", json!({"execution_id": o.failed})),
+        ("replay_execution", json!({"execution_id": o.failed, "checkpoint_id": o.checkpoint})),
+        ("rollback_execution", json!({"execution_id": o.execution, "checkpoint_id": o.checkpoint})),
+        ("cancel_execution", json!({"execution_id": o.execution})),
+        ("resolve_failure", json!({"failure_id": o.failure})),
+        ("ignore_failure", json!({"failure_id": o.failure})),
+    ];
+    for (tool, arguments) in &writes {
+        let problem = refusal(&api, &intruder.key, tool, arguments).await;
+        assert_eq!(
+            (problem["status"].as_u64(), problem["code"].as_str()),
+            (Some(404), Some("not_found")),
+            "{tool}: {problem}"
+        );
+    }
+    assert_eq!(
+        api.get(&owner.key, &format!("/executions/{}", o.failed)).await.body,
+        before,
+        "nothing of the owner's changed"
+    );
+    let failure = api.get(&owner.key, &format!("/failures/{}", o.failure)).await;
+    assert_eq!(failure.body["status"], "open");
     let unknown = [
         ("get_workflow", json!({"workflow_id": "wf_0193a6f21c2b7d3e8f000123456789ab"})),
         ("get_execution", json!({"execution_id": "exec_0193a6f21c2b7d3e8f000123456789ab"})),
@@ -291,4 +332,51 @@ async fn a_large_state_is_left_out_and_its_size_said(api: Api, env: Env) {
         Some(100_000),
         "the route has it all"
     );
+}
+
+async fn the_write_tools_change_what_their_routes_change(api: Api, env: Env) {
+    let t = env.tenant_with_credits(50).await;
+    let o = own(&api, &t.key).await;
+    let balance = || async { api.get(&t.key, "/billing/balance").await.body["credits_balance"].clone() };
+    assert_eq!(balance().await, 48);
+
+    // Replay: running again, attempt 2, a credit charged; from one place only.
+    let both = json!({"execution_id": o.failed, "checkpoint_id": o.checkpoint, "from_start": true});
+    let problem = refusal(&api, &t.key, "replay_execution", &both).await;
+    assert_eq!(problem["errors"][0]["field"], "from_start", "{problem}");
+    let replayed = answer(&api, &t.key, "replay_execution", &json!({"execution_id": o.failed})).await;
+    assert_eq!((replayed["status"].as_str(), replayed["attempt"].as_u64()), (Some("running"), Some(2)), "{replayed}");
+    assert_eq!(replayed, api.get(&t.key, &format!("/executions/{}", o.failed)).await.body, "as the route shows it");
+    assert_eq!(balance().await, 47, "a replay costs a credit");
+
+    // Rollback: the checkpoints after the one named are gone.
+    for n in 2..=3 {
+        let cp = json!({"execution_id": o.execution, "name": format!("step {n}"), "state": {"step": n}});
+        api.post(&t.key, "/checkpoints", &cp).await.expect(201);
+    }
+    let to = json!({"execution_id": o.execution, "checkpoint_id": o.checkpoint});
+    let rolled = answer(&api, &t.key, "rollback_execution", &to).await;
+    assert_eq!(rolled["discarded_checkpoints"], 2, "{rolled}");
+    assert_eq!(rolled["current_checkpoint_id"], o.checkpoint.as_str());
+    let left = api.get(&t.key, &format!("/checkpoints?execution_id={}", o.execution)).await;
+    assert_eq!(left.body["total"], 1, "{}", left.body);
+
+    // Cancel ends it, with its reason; a second cancel is refused as the route refuses it.
+    let cancel = json!({"execution_id": o.execution, "reason": "the ticket was closed"});
+    let cancelled = answer(&api, &t.key, "cancel_execution", &cancel).await;
+    assert_eq!(cancelled["status"], "cancelled", "{cancelled}");
+    let again = refusal(&api, &t.key, "cancel_execution", &cancel).await;
+    assert_eq!((again["status"].as_u64(), again["code"].as_str()), (Some(409), Some("invalid_state")), "{again}");
+    let long = json!({"execution_id": o.failed, "reason": "x".repeat(1001)});
+    assert_eq!(refusal(&api, &t.key, "cancel_execution", &long).await["errors"][0]["field"], "reason");
+
+    // A failure resolved stays resolved (a repeat changes nothing); it cannot be ignored then.
+    let failure = json!({"failure_id": o.failure});
+    let resolved = answer(&api, &t.key, "resolve_failure", &failure).await;
+    assert_eq!((resolved["id"].as_str(), resolved["status"].as_str()), (Some(o.failure.as_str()), Some("resolved")));
+    assert!(resolved["resolved_at"].is_string(), "{resolved}");
+    assert_eq!(answer(&api, &t.key, "resolve_failure", &failure).await["resolved_at"], resolved["resolved_at"]);
+    let ignored = refusal(&api, &t.key, "ignore_failure", &failure).await;
+    assert_eq!(ignored["status"], 409, "{ignored}");
+    assert_eq!(api.get(&t.key, &format!("/failures/{}", o.failure)).await.body["status"], "resolved");
 }

@@ -5,13 +5,13 @@
 
 use shared::ApiError;
 use shared::body::WireEnum;
-use shared::ids::{ExecutionId, FailureGroupId, FailureId};
+use shared::ids::{CheckpointId, ExecutionId, FailureGroupId, FailureId};
 use shared::pagination::{OffsetRequest, PageRequest};
 use shared::query::Query;
 
 use super::executions::model::ExecutionStatus;
 use super::failures::model::FailureStatus;
-use super::{ListExecutions, ListFailures};
+use super::{ListExecutions, ListFailures, ReplayFrom};
 
 /// The `page_size` of an executions page when none is asked for.
 pub const EXECUTIONS_PAGE_SIZE: u32 = 20;
@@ -101,5 +101,28 @@ impl WireEnum for CheckpointOrder {
             Self::Asc => "asc",
             Self::Desc => "desc",
         }
+    }
+}
+
+impl ReplayFrom {
+    /// Where a replay (or its preview) starts, as the query says: `checkpoint_id`, or
+    /// `from_start=true`, else the current checkpoint; the rest of the query checked.
+    ///
+    /// # Errors
+    /// 422 for both at once and every other bad parameter; 404 for a malformed checkpoint.
+    pub fn from_query(mut query: Query) -> Result<Self, ApiError> {
+        let checkpoint = query.string("checkpoint_id");
+        let from_start = query.boolean("from_start", false);
+        if checkpoint.is_some() && from_start {
+            query.reject("from_start", "excludes checkpoint_id: a replay starts from one place".to_owned());
+        }
+        query.finish()?;
+        Ok(match checkpoint {
+            Some(raw) => {
+                Self::Checkpoint(CheckpointId::parse(&raw).ok_or_else(|| ApiError::not_found("checkpoint", &raw))?)
+            }
+            None if from_start => Self::Start,
+            None => Self::Current,
+        })
     }
 }

@@ -236,22 +236,10 @@ pub async fn replay_preview(
     State(state): State<AppState>,
     tenant: TenantId,
     PathId(raw): PathId,
-    mut query: Query,
+    query: Query,
 ) -> Result<Response, ApiError> {
     let id = parse_id(&raw)?;
-    let checkpoint = query.string("checkpoint_id");
-    let from_start = query.boolean("from_start", false);
-    if checkpoint.is_some() && from_start {
-        query.reject("from_start", "excludes checkpoint_id: a replay starts from one place".to_owned());
-    }
-    query.finish()?;
-    let from = match checkpoint {
-        Some(raw) => {
-            ReplayFrom::Checkpoint(CheckpointId::parse(&raw).ok_or_else(|| ApiError::not_found("checkpoint", &raw))?)
-        }
-        None if from_start => ReplayFrom::Start,
-        None => ReplayFrom::Current,
-    };
+    let from = ReplayFrom::from_query(query)?;
     let preview = Box::pin(state.runs.replay_preview(&tenant, &id, &from)).await?;
     let named = |counted: &[(String, u64)]| -> Vec<Value> {
         counted.iter().map(|(name, count)| serde_json::json!({"name": name, "count": count})).collect()

@@ -70,6 +70,35 @@ pub async fn serve(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
+    // The message is read and most methods answered by plain functions, so that this
+    // one's frame, under every tool's call, stays small.
+    let (id, method, params) = match incoming(&headers, &body)? {
+        Incoming::Answered(response) => return Ok(response),
+        Incoming::Request { id, method, params } => (id, method, params),
+    };
+    let result = if method == "tools/call" {
+        let caller = tools::Caller { state: &state, tenant: &tenant, scopes: &scopes };
+        Box::pin(call(&caller, &params)).await
+    } else {
+        plain(&method, &params, &scopes)
+    };
+    Ok(respond(&id, result))
+}
+
+/// What a POST carries.
+enum Incoming {
+    /// A notification, a response, or a request answered at once (an error).
+    Answered(Response),
+    /// A request to serve.
+    Request { id: Value, method: String, params: Map<String, Value> },
+}
+
+/// The message of a POST, checked.
+///
+/// # Errors
+/// 400 for what is not one JSON-RPC message (or an unsupported revision), 403 for a
+/// browser origin that is not allowed.
+fn incoming(headers: &HeaderMap, body: &[u8]) -> Result<Incoming, ApiError> {
     let json_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -93,8 +122,8 @@ pub async fn serve(
         }
     }
     let message: Value =
-        serde_json::from_slice(&body).map_err(|e| ApiError::MalformedRequest(format!("the body is not JSON: {e}")))?;
-    let Value::Object(message) = message else {
+        serde_json::from_slice(body).map_err(|e| ApiError::MalformedRequest(format!("the body is not JSON: {e}")))?;
+    let Value::Object(mut message) = message else {
         return Err(ApiError::MalformedRequest(
             "an MCP message is one JSON-RPC object (batches are not taken)".to_owned(),
         ));
@@ -102,39 +131,39 @@ pub async fn serve(
     if message.get("jsonrpc") != Some(&json!("2.0")) {
         return Err(ApiError::MalformedRequest("a JSON-RPC 2.0 message has \"jsonrpc\": \"2.0\"".to_owned()));
     }
+    let refuse = |id: &Value, code: i64, message: &str| Ok(Incoming::Answered(error(id, code, message)));
     let id = match message.get("id") {
         // A notification, or a response to a request this server never sends: noted.
-        None => return Ok(StatusCode::ACCEPTED.into_response()),
+        None => return Ok(Incoming::Answered(StatusCode::ACCEPTED.into_response())),
         Some(id @ (Value::String(_) | Value::Number(_))) => id.clone(),
-        Some(_) => return Ok(error(&Value::Null, code::INVALID_REQUEST, "the id must be a string or a number")),
+        Some(_) => return refuse(&Value::Null, code::INVALID_REQUEST, "the id must be a string or a number"),
     };
     if message.contains_key("result") || message.contains_key("error") {
-        return Ok(StatusCode::ACCEPTED.into_response());
+        return Ok(Incoming::Answered(StatusCode::ACCEPTED.into_response()));
     }
-    let Some(method) = message.get("method").and_then(Value::as_str) else {
-        return Ok(error(&id, code::INVALID_REQUEST, "a request has a method"));
+    let Some(method) = message.get("method").and_then(Value::as_str).map(str::to_owned) else {
+        return refuse(&id, code::INVALID_REQUEST, "a request has a method");
     };
-    let params = match message.get("params") {
+    let params = match message.remove("params") {
         None | Some(Value::Null) => Map::new(),
-        Some(Value::Object(params)) => params.clone(),
-        Some(_) => return Ok(error(&id, code::INVALID_PARAMS, "params must be an object")),
+        Some(Value::Object(params)) => params,
+        Some(_) => return refuse(&id, code::INVALID_PARAMS, "params must be an object"),
     };
-    let caller = tools::Caller { state: &state, tenant: &tenant, scopes: &scopes };
-    let result = match method {
-        "initialize" => initialize(&params),
+    Ok(Incoming::Request { id, method, params })
+}
+
+/// The answer to every method but `tools/call`.
+fn plain(method: &str, params: &Map<String, Value>, scopes: &Scopes) -> Result<Value, (i64, String)> {
+    match method {
+        "initialize" => initialize(params),
         "ping" => Ok(json!({})),
-        "tools/list" => Ok(json!({"tools": tools::listed(&scopes)})),
-        "tools/call" => call(&caller, &params).await,
+        "tools/list" => Ok(json!({"tools": tools::listed(scopes)})),
         // None yet: listed empty, so clients that ask first are answered.
         "resources/list" => Ok(json!({"resources": []})),
         "resources/templates/list" => Ok(json!({"resourceTemplates": []})),
         "prompts/list" => Ok(json!({"prompts": []})),
         other => Err((code::METHOD_NOT_FOUND, format!("no method {other:?}"))),
-    };
-    Ok(match result {
-        Ok(result) => answer(&json!({"jsonrpc": "2.0", "id": id, "result": result})),
-        Err((code, message)) => error(&id, code, &message),
-    })
+    }
 }
 
 /// The answer to `initialize`: the revision agreed and what this server offers.
@@ -164,21 +193,28 @@ async fn call(caller: &tools::Caller<'_>, params: &Map<String, Value>) -> Result
     let Some(tool) = tools::find(name).filter(|tool| caller.scopes.allows(tool.needs)) else {
         return Err((code::INVALID_PARAMS, format!("no tool {name:?} for this key")));
     };
-    Ok(match tools::run(caller, tool, &arguments).await {
-        Ok(value) => json!({
-            "content": [{"type": "text", "text": value.to_string()}],
-            "structuredContent": value,
-            "isError": false,
-        }),
-        Err(refused) => {
-            let problem = refused.problem();
-            json!({
-                "content": [{"type": "text", "text": problem.to_string()}],
-                "structuredContent": problem,
-                "isError": true,
-            })
-        }
+    Ok(tool_result(Box::pin(tools::run(caller, tool, &arguments)).await))
+}
+
+/// A tool's answer as `tools/call` gives it: structured, and the same JSON as text.
+fn tool_result(answer: Result<Value, ApiError>) -> Value {
+    let (value, is_error) = match answer {
+        Ok(value) => (value, false),
+        Err(refused) => (refused.problem(), true),
+    };
+    json!({
+        "content": [{"type": "text", "text": value.to_string()}],
+        "structuredContent": value,
+        "isError": is_error,
     })
+}
+
+/// The JSON-RPC response to request `id`.
+fn respond(id: &Value, result: Result<Value, (i64, String)>) -> Response {
+    match result {
+        Ok(result) => answer(&json!({"jsonrpc": "2.0", "id": id, "result": result})),
+        Err((code, message)) => error(id, code, &message),
+    }
 }
 
 fn answer(body: &Value) -> Response {

@@ -12,10 +12,12 @@ use shared::scopes::{Access, Needed, Scopes};
 use shared::{ApiError, TenantId};
 
 use crate::AppState;
+use domain::runs::executions::model::Action;
 use domain::runs::executions::model::ExecutionStatus;
 use domain::runs::failures::model::FailureStatus;
+use domain::runs::failures::model::Settlement;
 use domain::runs::requests::CheckpointOrder;
-use domain::runs::{ListCheckpoints, ListExecutions, ListFailures};
+use domain::runs::{Change, ListCheckpoints, ListExecutions, ListFailures, ReplayFrom};
 use domain::views::{
     CheckpointBody, ExecutionBody, ExecutionSummary, FailureDetail, FailureItem, WorkflowBody, WorkflowSummary,
 };
@@ -104,6 +106,14 @@ pub struct Caller<'a> {
 pub enum Effect {
     /// Reads only.
     Read,
+    /// Changes something: `destructive` when what it ends or deletes cannot be had back,
+    /// `idempotent` when calling it again with the same arguments changes nothing more.
+    Write {
+        /// Whether it ends or deletes something for good.
+        destructive: bool,
+        /// Whether a repeat changes nothing more.
+        idempotent: bool,
+    },
 }
 
 /// One tool.
@@ -128,6 +138,13 @@ pub struct Tool {
 const fn read(area: &'static str) -> Needed {
     Needed { area, access: Access::Read }
 }
+
+const fn write(area: &'static str) -> Needed {
+    Needed { area, access: Access::Write }
+}
+
+/// The longest reason a cancel takes, as `POST /executions/{id}/cancel`.
+const REASON_MAX: usize = 1000;
 
 fn string(description: &str) -> Value {
     json!({"type": "string", "description": description})
@@ -299,6 +316,75 @@ no state (get_checkpoint with include_state has it).",
         required: &[],
     },
     Tool {
+        name: "replay_execution",
+        title: "Replay an execution",
+        description: "Runs a failed or paused execution again: from checkpoint_id (one of its own), \
+else from its current checkpoint, or from the beginning with from_start. Charges 1 credit; its \
+checkpoints are kept, its attempt goes up by one (at most 50), and its open failures are resolved \
+when it completes. Refused (409) for an execution in another status.",
+        needs: write("executions"),
+        effect: Effect::Write { destructive: false, idempotent: false },
+        arguments: || {
+            vec![
+                ("execution_id", string("The execution's id (exec_...).")),
+                ("checkpoint_id", string("Replay from this checkpoint of the execution (ckpt_...).")),
+                ("from_start", json!({"type": "boolean", "description": "Replay from the beginning (default false)."})),
+            ]
+        },
+        required: &["execution_id"],
+    },
+    Tool {
+        name: "rollback_execution",
+        title: "Roll an execution back",
+        description: "DESTRUCTIVE: deletes for good every checkpoint of the execution recorded after \
+checkpoint_id, which becomes its current checkpoint (the answer says how many were discarded). \
+Export or read them first if they matter.",
+        needs: write("executions"),
+        effect: Effect::Write { destructive: true, idempotent: true },
+        arguments: || {
+            vec![
+                ("execution_id", string("The execution's id (exec_...).")),
+                ("checkpoint_id", string("The checkpoint to roll back to (ckpt_...), one of the execution's.")),
+            ]
+        },
+        required: &["execution_id", "checkpoint_id"],
+    },
+    Tool {
+        name: "cancel_execution",
+        title: "Cancel an execution",
+        description: "DESTRUCTIVE: ends a running or paused execution as cancelled, for good (a \
+cancelled execution cannot be replayed). Refused (409) for one that has ended.",
+        needs: write("executions"),
+        effect: Effect::Write { destructive: true, idempotent: false },
+        arguments: || {
+            vec![
+                ("execution_id", string("The execution's id (exec_...).")),
+                ("reason", string("Why, kept on the execution (at most 1000 characters).")),
+            ]
+        },
+        required: &["execution_id"],
+    },
+    Tool {
+        name: "resolve_failure",
+        title: "Resolve a failure",
+        description: "Marks an open failure resolved (the cause is fixed). A resolved failure stays \
+resolved; an ignored one cannot be resolved (409).",
+        needs: write("failures"),
+        effect: Effect::Write { destructive: false, idempotent: true },
+        arguments: || vec![("failure_id", string("The failure's id (fail_...)."))],
+        required: &["failure_id"],
+    },
+    Tool {
+        name: "ignore_failure",
+        title: "Ignore a failure",
+        description: "Marks an open failure ignored (not worth fixing). An ignored failure stays \
+ignored; a resolved one cannot be ignored (409).",
+        needs: write("failures"),
+        effect: Effect::Write { destructive: false, idempotent: true },
+        arguments: || vec![("failure_id", string("The failure's id (fail_...)."))],
+        required: &["failure_id"],
+    },
+    Tool {
         name: "get_balance",
         title: "Credit balance",
         description: "The tenant's prepaid credit balance, in credits and in US dollars.",
@@ -326,7 +412,10 @@ pub fn listed(scopes: &Scopes) -> Vec<Value> {
 pub fn definition(tool: &Tool) -> Value {
     let properties: Map<String, Value> =
         (tool.arguments)().into_iter().map(|(name, schema)| (name.to_owned(), schema)).collect();
-    let read_only = tool.effect == Effect::Read;
+    let (read_only, destructive, idempotent) = match tool.effect {
+        Effect::Read => (true, false, true),
+        Effect::Write { destructive, idempotent } => (false, destructive, idempotent),
+    };
     json!({
         "name": tool.name,
         "title": tool.title,
@@ -340,8 +429,8 @@ pub fn definition(tool: &Tool) -> Value {
         "annotations": {
             "title": tool.title,
             "readOnlyHint": read_only,
-            "destructiveHint": false,
-            "idempotentHint": true,
+            "destructiveHint": destructive,
+            "idempotentHint": idempotent,
             "openWorldHint": false,
         },
     })
@@ -353,16 +442,17 @@ pub fn definition(tool: &Tool) -> Value {
 /// What the tool's route would answer: 422 for bad arguments, 404 for an id the tenant
 /// does not have, 5xx for storage.
 pub async fn run(caller: &Caller<'_>, tool: &Tool, arguments: &Map<String, Value>) -> Result<Value, ApiError> {
-    let value = Box::pin(answer(caller, tool, arguments)).await?;
-    let id = ["execution_id", "workflow_id", "failure_id", "checkpoint_id"]
-        .iter()
-        .find_map(|name| arguments.get(*name).and_then(Value::as_str))
-        .unwrap_or_default();
+    let value = match tool.effect {
+        Effect::Read => Box::pin(answer(caller, tool, arguments)).await?,
+        Effect::Write { .. } => Box::pin(apply(caller, order(tool, as_query(tool, arguments)?)?)).await?,
+    };
+    // Where the whole record is read, for what a too long answer leaves out.
+    let arg = |name: &str| arguments.get(name).and_then(Value::as_str).unwrap_or_default().to_owned();
     let route = match tool.name {
-        "get_execution" => format!("/api/v1/executions/{id}"),
-        "get_workflow" => format!("/api/v1/workflows/{id}"),
-        "get_failure" => format!("/api/v1/failures/{id}"),
-        _ => format!("/api/v1/checkpoints/{id}"),
+        "get_workflow" => format!("/api/v1/workflows/{}", arg("workflow_id")),
+        name if name.ends_with("_execution") => format!("/api/v1/executions/{}", arg("execution_id")),
+        name if name.ends_with("_failure") => format!("/api/v1/failures/{}", arg("failure_id")),
+        _ => format!("/api/v1/checkpoints/{}", arg("checkpoint_id")),
     };
     Ok(bounded(value, &route))
 }
@@ -430,7 +520,7 @@ async fn answer(caller: &Caller<'_>, tool: &Tool, arguments: &Map<String, Value>
             let include_state = query.boolean("include_state", false);
             query.finish()?;
             let raw = raw.unwrap_or_default();
-            let id = CheckpointId::parse(&raw).ok_or_else(|| ApiError::not_found("checkpoint", raw.as_str()))?;
+            let id = checkpoint_id(&raw)?;
             let (checkpoint, _) = state.runs.checkpoint(tenant, &id, false).await?;
             let size = checkpoint.state_size_bytes;
             if include_state && size <= STATE_SHOWN_MAX_BYTES {
@@ -482,6 +572,84 @@ async fn answer(caller: &Caller<'_>, tool: &Tool, arguments: &Map<String, Value>
         other => return Err(ApiError::internal(format!("tool {other} has no implementation"))),
     };
     Ok(value)
+}
+
+/// A change a tool asks for, its arguments checked.
+enum Order {
+    /// A transition of an execution.
+    Transition(ExecutionId, Change),
+    /// Resolving or ignoring a failure.
+    Settle(FailureId, Settlement),
+}
+
+/// The change a tool that writes asks for (a plain function: the async one that applies
+/// it keeps a small frame, since a transition's futures are deep).
+fn order(tool: &Tool, mut query: Query) -> Result<Order, ApiError> {
+    let execution = |query: &mut Query| query.required_string("execution_id");
+    match tool.name {
+        "replay_execution" => {
+            let execution = execution(&mut query);
+            let from = ReplayFrom::from_query(query)?;
+            Ok(Order::Transition(execution_id(&execution.unwrap_or_default())?, Change::Replay(from)))
+        }
+        "rollback_execution" => {
+            let execution = execution(&mut query);
+            let checkpoint = query.required_string("checkpoint_id");
+            query.finish()?;
+            let to = checkpoint_id(&checkpoint.unwrap_or_default())?;
+            Ok(Order::Transition(execution_id(&execution.unwrap_or_default())?, Change::Rollback(to)))
+        }
+        "cancel_execution" => {
+            let execution = execution(&mut query);
+            let reason = query.string("reason");
+            if reason.as_ref().is_some_and(|r| r.chars().count() > REASON_MAX) {
+                query.reject("reason", format!("must be at most {REASON_MAX} characters"));
+            }
+            query.finish()?;
+            let cancel = Change::Plain(Action::Cancel { reason });
+            Ok(Order::Transition(execution_id(&execution.unwrap_or_default())?, cancel))
+        }
+        "resolve_failure" | "ignore_failure" => {
+            let raw = query.required_string("failure_id");
+            query.finish()?;
+            let settlement = if tool.name == "resolve_failure" { Settlement::Resolve } else { Settlement::Ignore };
+            Ok(Order::Settle(failure_id(&raw.unwrap_or_default())?, settlement))
+        }
+        other => Err(ApiError::internal(format!("tool {other} is not a write"))),
+    }
+}
+
+/// Applies `order` and answers what changed as its route does.
+async fn apply(caller: &Caller<'_>, order: Order) -> Result<Value, ApiError> {
+    let (state, tenant, clock) = (caller.state, caller.tenant, caller.state.clock.as_ref());
+    match order {
+        Order::Transition(id, change) => {
+            let changed = Box::pin(state.runs.transition(tenant, &id, &change, clock, &|_| {})).await?;
+            Ok(changed_execution(changed))
+        }
+        Order::Settle(id, settlement) => {
+            let settled = Box::pin(state.runs.settle_failure(tenant, &id, settlement, clock, &|_| {})).await?;
+            Ok(settled_failure(&settled))
+        }
+    }
+}
+
+fn changed_execution(changed: domain::runs::Changed) -> Value {
+    let mut body = ExecutionBody::from(changed.execution);
+    body.discarded_checkpoints = changed.discarded_checkpoints;
+    to_value(&body)
+}
+
+fn settled_failure(failure: &domain::runs::failures::model::Failure) -> Value {
+    json!({
+        "id": failure.id.to_string(),
+        "status": failure.status.wire(),
+        "resolved_at": failure.resolved_at.map(shared::time::format),
+    })
+}
+
+fn checkpoint_id(raw: &str) -> Result<CheckpointId, ApiError> {
+    CheckpointId::parse(raw).ok_or_else(|| ApiError::not_found("checkpoint", raw))
 }
 
 /// `arguments` as the query string of the tool's route: strings as they are, numbers
