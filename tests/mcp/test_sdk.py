@@ -6,6 +6,7 @@ unknown, and bad arguments answered as MCP errors that change nothing.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
@@ -16,6 +17,7 @@ from conftest import Tenant, own
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import McpError
+from pydantic import AnyUrl
 
 T = TypeVar("T")
 
@@ -200,3 +202,24 @@ def test_the_write_tools_replay_and_resolve(mcp_url: str, tenant: Tenant) -> Non
     assert refused.isError is True, "a workflow's id is no execution's"
     assert refused.structuredContent is not None
     assert refused.structuredContent["status"] == 404
+
+
+def test_the_triage_prompt_and_a_timeline_resource(mcp_url: str, tenant: Tenant) -> None:
+    o = own(tenant)
+    uri = f"cairn://executions/{o.execution}/timeline"
+
+    async def body(s: ClientSession) -> tuple[Any, Any, Any, Any]:
+        prompts = await s.list_prompts()
+        prompt = await s.get_prompt("triage_open_failures", {"workflow_id": o.workflow})
+        templates = await s.list_resource_templates()
+        return prompts, prompt, templates, await s.read_resource(AnyUrl(uri))
+
+    prompts, prompt, templates, timeline = run(mcp_url, tenant.key, body)
+    assert [p.name for p in prompts.prompts] == ["triage_open_failures"]
+    assert o.workflow in prompt.messages[0].content.text
+    assert [t.uriTemplate for t in templates.resourceTemplates] == [
+        "cairn://executions/{execution_id}/timeline"
+    ]
+    document = json.loads(timeline.contents[0].text)
+    assert document["execution"]["id"] == o.execution
+    assert [c["id"] for c in document["checkpoints"]] == [o.checkpoint]

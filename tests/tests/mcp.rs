@@ -14,6 +14,7 @@ both_paths!(
     bad_arguments_are_tool_errors_naming_them_and_change_nothing,
     what_is_not_one_mcp_message_is_a_problem,
     the_write_tools_change_what_their_routes_change,
+    the_triage_prompt_and_an_executions_timeline,
     a_large_state_is_left_out_and_its_size_said,
 );
 
@@ -379,4 +380,54 @@ async fn the_write_tools_change_what_their_routes_change(api: Api, env: Env) {
     let ignored = refusal(&api, &t.key, "ignore_failure", &failure).await;
     assert_eq!(ignored["status"], 409, "{ignored}");
     assert_eq!(api.get(&t.key, &format!("/failures/{}", o.failure)).await.body["status"], "resolved");
+}
+
+async fn the_triage_prompt_and_an_executions_timeline(api: Api, env: Env) {
+    let t = env.tenant().await;
+    let o = own(&api, &t.key).await;
+    let prompts = api.mcp(&t.key, "prompts/list", &json!({})).await;
+    let listed = &prompts.expect(200).body["result"]["prompts"];
+    assert_eq!(names(listed), ["triage_open_failures"]);
+    assert_eq!(listed[0]["arguments"][0]["name"], "workflow_id");
+    let got = api
+        .mcp(&t.key, "prompts/get", &json!({"name": "triage_open_failures", "arguments": {"workflow_id": o.workflow}}))
+        .await;
+    let text = got.body["result"]["messages"][0]["content"]["text"].as_str().expect("text").to_owned();
+    assert!(text.contains(&o.workflow) && text.contains("list_failures"), "{text}");
+    assert_eq!(got.body["result"]["messages"][0]["role"], "user");
+    for bad in [json!({"name": "nope"}), json!({"name": "triage_open_failures", "arguments": {"team": "x"}})] {
+        assert_eq!(api.mcp(&t.key, "prompts/get", &bad).await.body["error"]["code"], -32602, "{bad}");
+    }
+
+    let templates = api.mcp(&t.key, "resources/templates/list", &json!({})).await;
+    let template = &templates.expect(200).body["result"]["resourceTemplates"][0];
+    assert_eq!(template["uriTemplate"], mcp::resources::TIMELINE);
+    let uri = mcp::resources::TIMELINE.replace("{execution_id}", &o.execution);
+    let read = api.mcp(&t.key, "resources/read", &json!({"uri": uri})).await;
+    let contents = &read.expect(200).body["result"]["contents"][0];
+    assert_eq!(
+        (contents["uri"].as_str(), contents["mimeType"].as_str()),
+        (Some(uri.as_str()), Some("application/json"))
+    );
+    let timeline: Value = serde_json::from_str(contents["text"].as_str().expect("text")).expect("json");
+    assert_eq!(timeline["execution"]["id"], o.execution.as_str());
+    assert_eq!(timeline["checkpoints"][0]["id"], o.checkpoint.as_str(), "{timeline}");
+    assert!(timeline["checkpoints"][0].get("state").is_none(), "metadata only");
+    assert_eq!(timeline["total_checkpoints"], 1);
+
+    // Another tenant's execution, a URI of nothing, or a key that may not read checkpoints:
+    // no such resource.
+    let other = env.tenant().await;
+    let made = api.post(&t.key, "/keys", &json!({"name": "runs only", "scopes": ["executions:read"]})).await;
+    let narrow = made.expect(201).body["key"].as_str().expect("secret").to_owned();
+    let nothing = "cairn://executions/exec_0193a6f21c2b7d3e8f000123456789ab/timeline".to_owned();
+    for (key, uri) in
+        [(&other.key, &uri), (&t.key, &nothing), (&t.key, &"cairn://workflows/x".to_owned()), (&narrow, &uri)]
+    {
+        let reply = api.mcp(key, "resources/read", &json!({"uri": uri})).await;
+        assert_eq!(reply.body["error"]["code"], -32002, "{uri}: {}", reply.body);
+        assert!(!reply.raw.windows(o.checkpoint.len()).any(|w| w == o.checkpoint.as_bytes()), "nothing leaked");
+    }
+    let none = api.mcp(&narrow, "resources/templates/list", &json!({})).await;
+    assert_eq!(none.body["result"]["resourceTemplates"], json!([]), "not offered to a key that cannot read it");
 }

@@ -8,7 +8,9 @@
 //! nor run for a key without it. [`protocol`] speaks JSON-RPC, [`tools`] does the work
 //! over `domain`.
 
+pub mod prompts;
 pub mod protocol;
+pub mod resources;
 pub mod tools;
 
 use std::sync::Arc;

@@ -14,7 +14,7 @@ use shared::scopes::Scopes;
 use shared::{ApiError, TenantId};
 
 use crate::AppState;
-use crate::tools;
+use crate::{prompts, resources, tools};
 
 /// The protocol revisions this server speaks, newest first. An `initialize` asking for
 /// one of them gets it; any other gets the newest, which the client may refuse.
@@ -76,11 +76,14 @@ pub async fn serve(
         Incoming::Answered(response) => return Ok(response),
         Incoming::Request { id, method, params } => (id, method, params),
     };
-    let result = if method == "tools/call" {
-        let caller = tools::Caller { state: &state, tenant: &tenant, scopes: &scopes };
-        Box::pin(call(&caller, &params)).await
-    } else {
-        plain(&method, &params, &scopes)
+    let caller = tools::Caller { state: &state, tenant: &tenant, scopes: &scopes };
+    let result = match method.as_str() {
+        "tools/call" => Box::pin(call(&caller, &params)).await,
+        "resources/read" => match params.get("uri").and_then(Value::as_str) {
+            Some(uri) => Box::pin(resources::read(&caller, uri)).await,
+            None => Err((code::INVALID_PARAMS, "resources/read needs the resource's uri".to_owned())),
+        },
+        _ => plain(&method, &params, &scopes),
     };
     Ok(respond(&id, result))
 }
@@ -158,10 +161,19 @@ fn plain(method: &str, params: &Map<String, Value>, scopes: &Scopes) -> Result<V
         "initialize" => initialize(params),
         "ping" => Ok(json!({})),
         "tools/list" => Ok(json!({"tools": tools::listed(scopes)})),
-        // None yet: listed empty, so clients that ask first are answered.
+        // Timelines are read by URI (a template), not listed one by one.
         "resources/list" => Ok(json!({"resources": []})),
-        "resources/templates/list" => Ok(json!({"resourceTemplates": []})),
-        "prompts/list" => Ok(json!({"prompts": []})),
+        "resources/templates/list" => Ok(json!({"resourceTemplates": resources::templates(scopes)})),
+        "prompts/list" => Ok(json!({"prompts": prompts::listed()})),
+        "prompts/get" => {
+            let name = params.get("name").and_then(Value::as_str).unwrap_or_default();
+            let arguments = match params.get("arguments") {
+                None | Some(Value::Null) => Map::new(),
+                Some(Value::Object(arguments)) => arguments.clone(),
+                Some(_) => return Err((code::INVALID_PARAMS, "arguments must be an object".to_owned())),
+            };
+            prompts::get(name, &arguments).map_err(|message| (code::INVALID_PARAMS, message))
+        }
         other => Err((code::METHOD_NOT_FOUND, format!("no method {other:?}"))),
     }
 }

@@ -50,7 +50,8 @@ pub fn bounded(mut value: Value, route: &str) -> Value {
         return value;
     }
     let budget = ANSWER_MAX_BYTES - NOTE_BYTES;
-    if let Some(Value::Array(items)) = value.get_mut("items") {
+    let list = ["items", "checkpoints"].into_iter().find(|name| value.get(name).is_some_and(Value::is_array));
+    if let Some(Value::Array(items)) = list.and_then(|name| value.get_mut(name)) {
         let all = std::mem::take(items);
         let mut used = size(&value);
         let mut kept = Vec::new();
@@ -64,7 +65,7 @@ pub fn bounded(mut value: Value, route: &str) -> Value {
         }
         let next = kept.last().and_then(|last| last.get("id")).cloned();
         let shown = kept.len();
-        value["items"] = Value::Array(kept);
+        value[list.unwrap_or("items")] = Value::Array(kept);
         value["truncated"] = json!({
             "items_shown": shown,
             "starting_after": next,
