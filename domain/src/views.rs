@@ -10,7 +10,7 @@ use shared::body::WireEnum;
 use crate::retention::Retention;
 use crate::runs::checkpoints::model::Checkpoint;
 use crate::runs::executions::model::Execution;
-use crate::runs::failures::model::Failure;
+use crate::runs::failures::model::{Failure, FailureGroup};
 use crate::workflows::model::Workflow;
 
 /// A workflow as a list shows it: a summary, without `definition`.
@@ -248,6 +248,50 @@ impl From<Failure> for FailureDetail {
                 .map(|c| CommandBody { id: c.id.to_string(), kind: c.kind.clone(), status: c.status.wire() })
                 .collect(),
             details: f.details,
+        }
+    }
+}
+
+/// A failure group on the wire (`GET /failures/groups/{id}`, its list, the MCP tools).
+#[derive(Debug, Serialize)]
+pub struct GroupBody {
+    id: String,
+    status: &'static str,
+    workflow_id: String,
+    error_type: String,
+    agent_name: Option<String>,
+    fingerprint: String,
+    sample_message: String,
+    counts: GroupCounts,
+    resolved_by: Option<&'static str>,
+    first_seen: String,
+    last_seen: String,
+}
+
+/// A group's failures by status.
+#[derive(Debug, Serialize)]
+struct GroupCounts {
+    total: u64,
+    open: u64,
+    resolved: u64,
+    ignored: u64,
+}
+
+impl From<FailureGroup> for GroupBody {
+    fn from(g: FailureGroup) -> Self {
+        let [open, resolved, ignored] = g.counts;
+        Self {
+            id: g.id.to_string(),
+            status: g.status().wire(),
+            workflow_id: g.workflow_id.to_string(),
+            counts: GroupCounts { total: open + resolved + ignored, open, resolved, ignored },
+            resolved_by: g.resolved_by().map(WireEnum::wire),
+            error_type: g.error_type,
+            agent_name: g.agent_name,
+            fingerprint: g.fingerprint,
+            sample_message: g.sample_message,
+            first_seen: shared::time::format(g.first_seen),
+            last_seen: shared::time::format(g.last_seen),
         }
     }
 }

@@ -31,6 +31,8 @@ READS = [
     "list_failures",
     "get_failure",
     "failure_stats",
+    "list_failure_groups",
+    "get_failure_group",
 ]
 WRITES = ["replay_execution", "rollback_execution", "cancel_execution", "resolve_failure", "ignore_failure"]
 EVERY_TOOL = [*READS, *WRITES, "get_balance"]
@@ -75,6 +77,7 @@ def test_initialize_lists_every_tool_for_a_full_key(mcp_url: str, tenant: Tenant
 
 def test_every_tool_answers_what_its_route_answers(mcp_url: str, tenant: Tenant) -> None:
     o = own(tenant)
+    group = tenant.call("GET", f"/failures/{o.failure}")["group_id"]
     calls = [
         ("list_workflows", {}, "/workflows"),
         ("get_workflow", {"workflow_id": o.workflow}, f"/workflows/{o.workflow}"),
@@ -89,6 +92,8 @@ def test_every_tool_answers_what_its_route_answers(mcp_url: str, tenant: Tenant)
         ("list_failures", {"status": "open"}, "/failures?status=open"),
         ("get_failure", {"failure_id": o.failure}, f"/failures/{o.failure}"),
         ("failure_stats", {}, "/failures/stats"),
+        ("list_failure_groups", {}, "/failures/groups"),
+        ("get_failure_group", {"group_id": group}, f"/failures/groups/{group}"),
         ("get_balance", {}, "/billing/balance"),
     ]
     assert sorted(name for name, _, _ in calls) == sorted([*READS, "get_balance"])

@@ -226,7 +226,8 @@ async fn drive_every_mcp_tool(api: &Api, key: &str) {
     let fresh = api.get(key, "/failures?status=open&limit=3").await;
     let fresh: Vec<&str> =
         fresh.body["items"].as_array().expect("items").iter().filter_map(|f| f["id"].as_str()).collect();
-    let ids = json!({"workflow_id": wf, "execution_id": e, "checkpoint_id": first, "failure_id": fresh[2]});
+    let group = api.get(key, &format!("/failures/{}", fresh[2])).await.body["group_id"].clone();
+    let ids = json!({"workflow_id": wf, "execution_id": e, "checkpoint_id": first, "failure_id": fresh[2], "group_id": group});
     let tools = api.mcp(key, "tools/list", &json!({})).await;
     let listed = tools.expect(200).body["result"]["tools"].as_array().expect("tools").clone();
     let reads: Vec<&Value> = listed.iter().filter(|tool| tool["annotations"]["readOnlyHint"] == true).collect();

@@ -117,6 +117,8 @@ async fn an_agent_initializes_and_reads_what_the_routes_answer(api: Api, env: En
     assert_eq!(destructive, ["rollback_execution", "cancel_execution"]);
 
     // Each tool answers exactly what its route answers.
+    let group =
+        api.get(&t.key, &format!("/failures/{}", o.failure)).await.body["group_id"].as_str().expect("group").to_owned();
     let same = [
         ("get_workflow", json!({"workflow_id": o.workflow}), format!("/workflows/{}", o.workflow)),
         ("get_execution", json!({"execution_id": o.execution}), format!("/executions/{}", o.execution)),
@@ -139,6 +141,8 @@ async fn an_agent_initializes_and_reads_what_the_routes_answer(api: Api, env: En
         ),
         ("list_failures", json!({"status": "open"}), "/failures?status=open".to_owned()),
         ("failure_stats", json!({}), "/failures/stats".to_owned()),
+        ("list_failure_groups", json!({"status": "open"}), "/failures/groups?status=open".to_owned()),
+        ("get_failure_group", json!({"group_id": group}), format!("/failures/groups/{group}")),
         ("get_balance", json!({}), "/billing/balance".to_owned()),
     ];
     for (tool, arguments, path) in same {
@@ -165,7 +169,8 @@ async fn a_restricted_key_sees_and_runs_only_the_tools_of_its_scopes(api: Api, e
     let listed = api.mcp(&agent, "tools/list", &json!({})).await;
     let names = names(&listed.expect(200).body["result"]["tools"]);
     let expected = ["list_executions", "get_execution", "list_failures", "get_failure", "failure_stats"];
-    assert_eq!(names, [&expected[..], &["resolve_failure", "ignore_failure"]].concat());
+    let groups = ["list_failure_groups", "get_failure_group", "resolve_failure", "ignore_failure"];
+    assert_eq!(names, [&expected[..], &groups[..]].concat());
     answer(&api, &agent, "get_execution", &json!({"execution_id": o.execution})).await;
     for (tool, arguments) in [
         ("replay_execution", json!({"execution_id": o.failed})),
@@ -189,6 +194,10 @@ async fn another_tenants_ids_are_unknown_to_every_tool(api: Api, env: Env) {
     let intruder = env.tenant().await;
     let o = own(&api, &owner.key).await;
     own(&api, &intruder.key).await;
+    let group = api.get(&owner.key, &format!("/failures/{}", o.failure)).await.body["group_id"]
+        .as_str()
+        .expect("group")
+        .to_owned();
     let calls = [
         ("get_workflow", json!({"workflow_id": o.workflow})),
         ("get_execution", json!({"execution_id": o.execution})),
@@ -199,6 +208,7 @@ async fn another_tenants_ids_are_unknown_to_every_tool(api: Api, env: Env) {
         ("list_executions", json!({"starting_after": o.execution})),
         ("list_workflows", json!({"starting_after": o.workflow})),
         ("list_failures", json!({"starting_after": o.failure})),
+        ("get_failure_group", json!({"group_id": group})),
     ];
     let before = api.get(&owner.key, &format!("/executions/{}", o.failed)).await.body.clone();
     let writes = [
@@ -236,6 +246,9 @@ async fn another_tenants_ids_are_unknown_to_every_tool(api: Api, env: Env) {
             "{tool}: {problem}"
         );
     }
+    // As its route: a workflow filter of another tenant's finds no group (nothing shown).
+    let groups = answer(&api, &intruder.key, "list_failure_groups", &json!({"workflow_id": o.workflow})).await;
+    assert_eq!((groups["total"].as_u64(), groups["items"].as_array().map(Vec::len)), (Some(0), Some(0)));
     let theirs = answer(&api, &intruder.key, "list_executions", &json!({})).await;
     assert_eq!(theirs["total"], 2, "only the intruder's own: {theirs}");
 }

@@ -5,13 +5,13 @@
 
 use shared::ApiError;
 use shared::body::WireEnum;
-use shared::ids::{CheckpointId, ExecutionId, FailureGroupId, FailureId};
+use shared::ids::{CheckpointId, ExecutionId, FailureGroupId, FailureId, WorkflowId};
 use shared::pagination::{OffsetRequest, PageRequest};
 use shared::query::Query;
 
 use super::executions::model::ExecutionStatus;
 use super::failures::model::FailureStatus;
-use super::{ListExecutions, ListFailures, ReplayFrom};
+use super::{ListExecutions, ListFailures, ListGroups, ReplayFrom};
 
 /// The `page_size` of an executions page when none is asked for.
 pub const EXECUTIONS_PAGE_SIZE: u32 = 20;
@@ -124,5 +124,33 @@ impl ReplayFrom {
             None if from_start => Self::Start,
             None => Self::Current,
         })
+    }
+}
+
+impl ListGroups {
+    /// `GET /failures/groups`'s filters (`status`, `workflow_id`, `created_after` and
+    /// `created_before` on when a group was last seen) and window.
+    ///
+    /// # Errors
+    /// 422 for every bad parameter; 404 for a malformed workflow id.
+    pub fn from_query(mut query: Query) -> Result<(Self, OffsetRequest), ApiError> {
+        let status = query.one_of::<FailureStatus>("status");
+        let workflow = query.string("workflow_id");
+        let seen_after = query.timestamp("created_after");
+        let seen_before = query.timestamp("created_before");
+        let window = OffsetRequest::read(&mut query);
+        query.finish()?;
+        let workflow = workflow
+            .map(|raw| WorkflowId::parse(&raw).ok_or_else(|| ApiError::not_found("workflow", &raw)))
+            .transpose()?;
+        let list = Self {
+            status,
+            workflow,
+            seen_after,
+            seen_before,
+            skip: window.offset as usize,
+            take: window.limit as usize,
+        };
+        Ok((list, window))
     }
 }

@@ -5,19 +5,19 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
-use domain::runs::failures::model::{Failure, FailureGroup, FailureStatus, Settlement};
+use domain::runs::failures::model::{Failure, Settlement};
 use domain::runs::{ListFailures, ListGroups};
 use serde::Serialize;
 use shared::body::WireEnum;
 use shared::idempotency::{self, Answer};
 use shared::ids::PathId;
-use shared::ids::{FailureGroupId, FailureId, WorkflowId};
-use shared::pagination::{OffsetBody, OffsetRequest};
+use shared::ids::{FailureGroupId, FailureId};
+use shared::pagination::OffsetBody;
 use shared::query::Query;
 use shared::{ApiError, TenantId};
 
 use crate::AppState;
-use domain::views::{FailureDetail, FailureItem};
+use domain::views::{FailureDetail, FailureItem, GroupBody};
 
 /// `GET /failures`
 pub async fn list(
@@ -116,50 +116,6 @@ async fn settle(state: &AppState, tenant: &TenantId, raw: &str, settlement: Sett
     Ok(answer(&settled)?.into_response())
 }
 
-/// A failure group on the wire.
-#[derive(Debug, Serialize)]
-pub struct GroupBody {
-    id: String,
-    status: &'static str,
-    workflow_id: String,
-    error_type: String,
-    agent_name: Option<String>,
-    fingerprint: String,
-    sample_message: String,
-    counts: GroupCounts,
-    resolved_by: Option<&'static str>,
-    first_seen: String,
-    last_seen: String,
-}
-
-/// A group's failures by status.
-#[derive(Debug, Serialize)]
-struct GroupCounts {
-    total: u64,
-    open: u64,
-    resolved: u64,
-    ignored: u64,
-}
-
-impl From<FailureGroup> for GroupBody {
-    fn from(g: FailureGroup) -> Self {
-        let [open, resolved, ignored] = g.counts;
-        Self {
-            id: g.id.to_string(),
-            status: g.status().wire(),
-            workflow_id: g.workflow_id.to_string(),
-            counts: GroupCounts { total: open + resolved + ignored, open, resolved, ignored },
-            resolved_by: g.resolved_by().map(WireEnum::wire),
-            error_type: g.error_type,
-            agent_name: g.agent_name,
-            fingerprint: g.fingerprint,
-            sample_message: g.sample_message,
-            first_seen: shared::time::format(g.first_seen),
-            last_seen: shared::time::format(g.last_seen),
-        }
-    }
-}
-
 fn parse_group(raw: &str) -> Result<FailureGroupId, ApiError> {
     FailureGroupId::parse(raw).ok_or_else(|| ApiError::not_found("failure group", raw))
 }
@@ -168,24 +124,9 @@ fn parse_group(raw: &str) -> Result<FailureGroupId, ApiError> {
 pub async fn groups(
     State(state): State<AppState>,
     tenant: TenantId,
-    mut query: Query,
+    query: Query,
 ) -> Result<Json<OffsetBody<GroupBody>>, ApiError> {
-    let status = query.one_of::<FailureStatus>("status");
-    let workflow = query.string("workflow_id");
-    let seen_after = query.timestamp("created_after");
-    let seen_before = query.timestamp("created_before");
-    let window = OffsetRequest::read(&mut query);
-    query.finish()?;
-    let workflow =
-        workflow.map(|raw| WorkflowId::parse(&raw).ok_or_else(|| ApiError::not_found("workflow", &raw))).transpose()?;
-    let list = ListGroups {
-        status,
-        workflow,
-        seen_after,
-        seen_before,
-        skip: window.offset as usize,
-        take: window.limit as usize,
-    };
+    let (list, window) = ListGroups::from_query(query)?;
     let (items, total) = state.runs.failure_groups(&tenant, &list).await?;
     Ok(Json(window.respond(items.into_iter().map(GroupBody::from).collect(), total)))
 }

@@ -41,7 +41,8 @@ pub fn get(name: &str, arguments: &Map<String, Value>) -> Result<Value, String> 
         "Triage {scope} in Cairn, with the Cairn tools.\n\
 1. Call failure_stats, then list_failures with status \"open\" (go on with starting_after until \
 you have them all, or the first 200).\n\
-2. Group them by cause: the same error_type and a similar message (their group_id when they have one).\n\
+2. Group them by cause: list_failure_groups with status \"open\" has the groups and their counts \
+(each failure's group_id names its group).\n\
 3. For each cause, take its newest failure: get_failure for the details and traceback, \
 get_execution for its input, list_checkpoints for the steps it reached, and get_checkpoint \
 with include_state for the last checkpoint before the failure.\n\

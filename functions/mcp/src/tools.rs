@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value, json};
 use shared::body::WireEnum;
-use shared::ids::{CheckpointId, ExecutionId, FailureId, WorkflowId};
+use shared::ids::{CheckpointId, ExecutionId, FailureGroupId, FailureId, WorkflowId};
 use shared::pagination::{OffsetRequest, PageRequest};
 use shared::query::Query;
 use shared::scopes::{Access, Needed, Scopes};
@@ -17,9 +17,10 @@ use domain::runs::executions::model::ExecutionStatus;
 use domain::runs::failures::model::FailureStatus;
 use domain::runs::failures::model::Settlement;
 use domain::runs::requests::CheckpointOrder;
-use domain::runs::{Change, ListCheckpoints, ListExecutions, ListFailures, ReplayFrom};
+use domain::runs::{Change, ListCheckpoints, ListExecutions, ListFailures, ListGroups, ReplayFrom};
 use domain::views::{
-    CheckpointBody, ExecutionBody, ExecutionSummary, FailureDetail, FailureItem, WorkflowBody, WorkflowSummary,
+    CheckpointBody, ExecutionBody, ExecutionSummary, FailureDetail, FailureItem, GroupBody, WorkflowBody,
+    WorkflowSummary,
 };
 use domain::workflows::model::{WorkflowStatus, WorkflowType};
 use domain::workflows::store::ListFilter;
@@ -317,6 +318,36 @@ no state (get_checkpoint with include_state has it).",
         required: &[],
     },
     Tool {
+        name: "list_failure_groups",
+        title: "List failure groups",
+        description: "Failures grouped by cause (workflow, error type, agent and the message's \
+fingerprint), the most recently seen first, each with its counts by status: where an incident \
+starts. list_failures with group_id has a group's failures.",
+        needs: read("failures"),
+        effect: Effect::Read,
+        arguments: || {
+            let mut args = vec![
+                ("status", wire::<FailureStatus>("Only groups in this status (open: a failure of it is open).")),
+                ("workflow_id", string("Only this workflow's groups.")),
+                ("created_after", timestamp("Only groups last seen after this instant (RFC 3339).")),
+                ("created_before", timestamp("Only groups last seen before this instant (RFC 3339).")),
+            ];
+            args.extend(window_arguments().into_iter().filter(|(name, _)| *name != "starting_after"));
+            args
+        },
+        required: &[],
+    },
+    Tool {
+        name: "get_failure_group",
+        title: "Get a failure group",
+        description: "One failure group: its cause, a sample message, its counts by status, when \
+it was first and last seen.",
+        needs: read("failures"),
+        effect: Effect::Read,
+        arguments: || vec![("group_id", string("The group's id (fgrp_...)."))],
+        required: &["group_id"],
+    },
+    Tool {
         name: "replay_execution",
         title: "Replay an execution",
         description: "Runs a failed or paused execution again: from checkpoint_id (one of its own), \
@@ -553,6 +584,18 @@ async fn answer(caller: &Caller<'_>, tool: &Tool, arguments: &Map<String, Value>
             query.finish()?;
             let id = failure_id(&raw.unwrap_or_default())?;
             to_value(&FailureDetail::from(state.runs.failure(tenant, &id).await?))
+        }
+        "list_failure_groups" => {
+            let (list, window) = ListGroups::from_query(query)?;
+            let (items, total) = Box::pin(state.runs.failure_groups(tenant, &list)).await?;
+            to_value(&window.respond(items.into_iter().map(GroupBody::from).collect(), total))
+        }
+        "get_failure_group" => {
+            let raw = query.required_string("group_id");
+            query.finish()?;
+            let raw = raw.unwrap_or_default();
+            let id = FailureGroupId::parse(&raw).ok_or_else(|| ApiError::not_found("failure group", raw.as_str()))?;
+            to_value(&GroupBody::from(Box::pin(state.runs.failure_group(tenant, &id)).await?))
         }
         "failure_stats" => {
             query.finish()?;
