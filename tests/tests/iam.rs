@@ -215,7 +215,7 @@ async fn drive_every_mcp_tool(api: &Api, key: &str) {
     let wf = id(api.post(key, "/workflows", &json!({"name": "mcp", "workflow_type": "custom"})).await.expect(201));
     let e = id(api.post(key, "/executions", &json!({"workflow_id": wf, "input": {"q": 2}})).await.expect(201));
     let first = id(api.post(key, "/checkpoints", &json!({"execution_id": e, "state": {"n": 1}})).await.expect(201));
-    api.post(key, "/checkpoints", &json!({"execution_id": e, "state": {"n": 2}})).await.expect(201);
+    let second = id(api.post(key, "/checkpoints", &json!({"execution_id": e, "state": {"n": 2}})).await.expect(201));
     let mut failed = Vec::new();
     for _ in 0..3 {
         let f = id(api.post(key, "/executions", &json!({"workflow_id": wf})).await.expect(201));
@@ -227,7 +227,8 @@ async fn drive_every_mcp_tool(api: &Api, key: &str) {
     let fresh: Vec<&str> =
         fresh.body["items"].as_array().expect("items").iter().filter_map(|f| f["id"].as_str()).collect();
     let group = api.get(key, &format!("/failures/{}", fresh[2])).await.body["group_id"].clone();
-    let ids = json!({"workflow_id": wf, "execution_id": e, "checkpoint_id": first, "failure_id": fresh[2], "group_id": group});
+    let ids = json!({"workflow_id": wf, "execution_id": e, "checkpoint_id": first, "failure_id": fresh[2], "group_id": group,
+                     "from_checkpoint_id": first, "to_checkpoint_id": second});
     let tools = api.mcp(key, "tools/list", &json!({})).await;
     let listed = tools.expect(200).body["result"]["tools"].as_array().expect("tools").clone();
     let reads: Vec<&Value> = listed.iter().filter(|tool| tool["annotations"]["readOnlyHint"] == true).collect();

@@ -15,6 +15,7 @@ both_paths!(
     what_is_not_one_mcp_message_is_a_problem,
     the_write_tools_change_what_their_routes_change,
     the_triage_prompt_and_an_executions_timeline,
+    the_diff_tool_lists_what_changed_between_two_checkpoints,
     a_large_state_is_left_out_and_its_size_said,
 );
 
@@ -209,6 +210,7 @@ async fn another_tenants_ids_are_unknown_to_every_tool(api: Api, env: Env) {
         ("list_workflows", json!({"starting_after": o.workflow})),
         ("list_failures", json!({"starting_after": o.failure})),
         ("get_failure_group", json!({"group_id": group})),
+        ("diff_checkpoints", json!({"from_checkpoint_id": o.checkpoint, "to_checkpoint_id": o.checkpoint})),
     ];
     let before = api.get(&owner.key, &format!("/executions/{}", o.failed)).await.body.clone();
     let writes = [
@@ -443,4 +445,34 @@ async fn the_triage_prompt_and_an_executions_timeline(api: Api, env: Env) {
     }
     let none = api.mcp(&narrow, "resources/templates/list", &json!({})).await;
     assert_eq!(none.body["result"]["resourceTemplates"], json!([]), "not offered to a key that cannot read it");
+}
+
+async fn the_diff_tool_lists_what_changed_between_two_checkpoints(api: Api, env: Env) {
+    let t = env.tenant().await;
+    let o = own(&api, &t.key).await;
+    let next =
+        json!({"execution_id": o.execution, "name": "act", "state": {"step": 2, "notes": ["a", "c"], "done": true}});
+    let next = id(api.post(&t.key, "/checkpoints", &next).await.expect(201));
+    let diff = json!({"from_checkpoint_id": o.checkpoint, "to_checkpoint_id": next});
+    let got = answer(&api, &t.key, "diff_checkpoints", &diff).await;
+    assert_eq!(got["from"]["id"], o.checkpoint.as_str());
+    assert_eq!((got["to"]["id"].as_str(), got["to"]["sequence"].as_u64()), (Some(next.as_str()), Some(2)));
+    assert_eq!(got["changes_total"], 3, "{got}");
+    assert_eq!(
+        got["changes"],
+        json!([{"path": "/done", "op": "added", "to": true},
+               {"path": "/notes/1", "op": "changed", "from": "b", "to": "c"},
+               {"path": "/step", "op": "changed", "from": 1, "to": 2}])
+    );
+    assert_eq!(got["truncated"], false);
+
+    let big = json!({"execution_id": o.execution, "name": "big", "state": {"blob": api_tests::noise(3, 70_000)}});
+    let big = id(api.post(&t.key, "/checkpoints", &big).await.expect(201));
+    let too_large = json!({"from_checkpoint_id": next, "to_checkpoint_id": big});
+    let problem = refusal(&api, &t.key, "diff_checkpoints", &too_large).await;
+    assert_eq!(
+        (problem["status"].as_u64(), problem["errors"][0]["field"].as_str()),
+        (Some(422), Some("to_checkpoint_id")),
+        "{problem}"
+    );
 }

@@ -8,6 +8,7 @@
 //! nor run for a key without it. [`protocol`] speaks JSON-RPC, [`tools`] does the work
 //! over `domain`.
 
+pub mod diff;
 pub mod prompts;
 pub mod protocol;
 pub mod resources;

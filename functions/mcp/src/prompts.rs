@@ -44,8 +44,9 @@ you have them all, or the first 200).\n\
 2. Group them by cause: list_failure_groups with status \"open\" has the groups and their counts \
 (each failure's group_id names its group).\n\
 3. For each cause, take its newest failure: get_failure for the details and traceback, \
-get_execution for its input, list_checkpoints for the steps it reached, and get_checkpoint \
-with include_state for the last checkpoint before the failure.\n\
+get_execution for its input, list_checkpoints for the steps it reached, get_checkpoint \
+with include_state for the last checkpoint before the failure, and diff_checkpoints for what \
+its last steps changed.\n\
 4. Report each cause: how many failures, since when, the failing step, the likely reason, and \
 one proposal: replay (from which checkpoint, and what it costs: 1 credit an execution), a fix \
 to make first, or ignore.\n\

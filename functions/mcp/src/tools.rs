@@ -12,6 +12,7 @@ use shared::scopes::{Access, Needed, Scopes};
 use shared::{ApiError, TenantId};
 
 use crate::AppState;
+use domain::runs::checkpoints::model::Checkpoint;
 use domain::runs::executions::model::Action;
 use domain::runs::executions::model::ExecutionStatus;
 use domain::runs::failures::model::FailureStatus;
@@ -280,6 +281,22 @@ no state (get_checkpoint with include_state has it).",
             ]
         },
         required: &["checkpoint_id"],
+    },
+    Tool {
+        name: "diff_checkpoints",
+        title: "Compare two checkpoints",
+        description: "What changed in the state from one checkpoint to another (of any executions \
+of the tenant): each change at its JSON Pointer path, added, removed or changed, with both \
+values; the first 200 changes, and how many in all. States of up to 64 KiB of JSON each.",
+        needs: read("checkpoints"),
+        effect: Effect::Read,
+        arguments: || {
+            vec![
+                ("from_checkpoint_id", string("The earlier checkpoint (ckpt_...).")),
+                ("to_checkpoint_id", string("The later checkpoint (ckpt_...).")),
+            ]
+        },
+        required: &["from_checkpoint_id", "to_checkpoint_id"],
     },
     Tool {
         name: "list_failures",
@@ -574,6 +591,14 @@ async fn answer(caller: &Caller<'_>, tool: &Tool, arguments: &Map<String, Value>
                 value
             }
         }
+        "diff_checkpoints" => {
+            let from = query.required_string("from_checkpoint_id");
+            let to = query.required_string("to_checkpoint_id");
+            query.finish()?;
+            let from = Box::pin(state_of(caller, "from_checkpoint_id", &from.unwrap_or_default())).await?;
+            let to = Box::pin(state_of(caller, "to_checkpoint_id", &to.unwrap_or_default())).await?;
+            compared(&from, &to)
+        }
         "list_failures" => {
             let (list, window) = ListFailures::from_query(query)?;
             let (items, total) = Box::pin(state.runs.list_failures(tenant, &list)).await?;
@@ -616,6 +641,40 @@ async fn answer(caller: &Caller<'_>, tool: &Tool, arguments: &Map<String, Value>
         other => return Err(ApiError::internal(format!("tool {other} has no implementation"))),
     };
     Ok(value)
+}
+
+/// A checkpoint (named by argument `argument`) and its state, parsed, for a diff.
+///
+/// # Errors
+/// 404 for an unknown checkpoint; 422 naming `argument` for a state too large to compare.
+async fn state_of(caller: &Caller<'_>, argument: &str, raw: &str) -> Result<(Checkpoint, Value), ApiError> {
+    let id = checkpoint_id(raw)?;
+    let (state, tenant) = (caller.state, caller.tenant);
+    let (checkpoint, _) = Box::pin(state.runs.checkpoint(tenant, &id, false)).await?;
+    if checkpoint.state_size_bytes > STATE_SHOWN_MAX_BYTES {
+        let size = checkpoint.state_size_bytes;
+        let why = format!("its state is {size} bytes; a diff takes states of at most {STATE_SHOWN_MAX_BYTES} bytes");
+        return Err(ApiError::field(argument, why));
+    }
+    let (checkpoint, raw_state) = Box::pin(state.runs.checkpoint(tenant, &id, true)).await?;
+    let value = raw_state.map_or(Ok(Value::Null), |raw| serde_json::from_str(raw.get())).map_err(ApiError::internal)?;
+    Ok((checkpoint, value))
+}
+
+/// The diff's answer: both checkpoints in brief, the changes and their count.
+fn compared(from: &(Checkpoint, Value), to: &(Checkpoint, Value)) -> Value {
+    let brief = |c: &Checkpoint| {
+        json!({"id": c.id.to_string(), "execution_id": c.execution_id.to_string(), "sequence": c.sequence,
+               "name": c.name, "created_at": shared::time::format(c.created_at)})
+    };
+    let (changes, total) = crate::diff::changes(&from.1, &to.1);
+    json!({
+        "from": brief(&from.0),
+        "to": brief(&to.0),
+        "changes_total": total,
+        "changes": changes,
+        "truncated": total > changes.len(),
+    })
 }
 
 /// A change a tool asks for, its arguments checked.
