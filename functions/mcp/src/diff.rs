@@ -25,6 +25,16 @@ fn note(found: &mut Vec<Value>, total: &mut usize, change: Value) {
     }
 }
 
+/// One member (of an object or an array) at `path`, on either side or both.
+fn member(from: Option<&Value>, to: Option<&Value>, path: &mut String, found: &mut Vec<Value>, total: &mut usize) {
+    match (from, to) {
+        (Some(x), Some(y)) => walk(x, y, path, found, total),
+        (Some(x), None) => note(found, total, json!({"path": path, "op": "removed", "from": x})),
+        (None, Some(y)) => note(found, total, json!({"path": path, "op": "added", "to": y})),
+        (None, None) => {}
+    }
+}
+
 fn walk(from: &Value, to: &Value, path: &mut String, found: &mut Vec<Value>, total: &mut usize) {
     match (from, to) {
         (Value::Object(a), Value::Object(b)) => {
@@ -34,12 +44,7 @@ fn walk(from: &Value, to: &Value, path: &mut String, found: &mut Vec<Value>, tot
                 let len = path.len();
                 path.push('/');
                 path.push_str(&key.replace('~', "~0").replace('/', "~1"));
-                match (a.get(key), b.get(key)) {
-                    (Some(x), Some(y)) => walk(x, y, path, found, total),
-                    (Some(x), None) => note(found, total, json!({"path": path, "op": "removed", "from": x})),
-                    (None, Some(y)) => note(found, total, json!({"path": path, "op": "added", "to": y})),
-                    (None, None) => {}
-                }
+                member(a.get(key), b.get(key), path, found, total);
                 path.truncate(len);
             }
         }
@@ -48,12 +53,7 @@ fn walk(from: &Value, to: &Value, path: &mut String, found: &mut Vec<Value>, tot
                 let len = path.len();
                 path.push('/');
                 path.push_str(&i.to_string());
-                match (a.get(i), b.get(i)) {
-                    (Some(x), Some(y)) => walk(x, y, path, found, total),
-                    (Some(x), None) => note(found, total, json!({"path": path, "op": "removed", "from": x})),
-                    (None, Some(y)) => note(found, total, json!({"path": path, "op": "added", "to": y})),
-                    (None, None) => {}
-                }
+                member(a.get(i), b.get(i), path, found, total);
                 path.truncate(len);
             }
         }
