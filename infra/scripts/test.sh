@@ -183,9 +183,11 @@ fi
 # Python SDK as a client, and its conformance suite (tests/mcp).
 if [ $# -eq 0 ] || [ "${CAIRN_MCP:-}" = 1 ]; then
   conformance=$(ensure_mcp_conformance)
+  inspector=$(ensure_mcp_inspector)
   mcp_venv
-  log "the MCP server: MCP's Python SDK and conformance suite $MCP_CONFORMANCE_VERSION (tests/mcp)"
+  log "the MCP server: MCP's Python SDK, conformance suite $MCP_CONFORMANCE_VERSION and Inspector $MCP_INSPECTOR_VERSION (tests/mcp)"
   if ! (cd tests/mcp && CAIRN_TEST_ADMIN="$target_dir/debug/cairn-admin" CAIRN_MCP_CONFORMANCE="$conformance" \
+      CAIRN_MCP_INSPECTOR="$inspector" \
       CAIRN_MCP_REQUIRED=1 "$LOCAL/mcp-venv/bin/pytest" -q -p no:cacheprovider) >"$run_dir/mcp.log" 2>&1; then
     tail -n 120 "$run_dir/mcp.log" >&2
     KEEP_TEST_LOGS=1
