@@ -134,28 +134,24 @@ stop_postgres() {
   rm -rf "$dir"
 }
 
-# MCP's conformance suite (npm, pinned) in .local/mcp-conformance; prints its command.
-ensure_mcp_conformance() {
-  local dir="$LOCAL/mcp-conformance"
-  if [ ! -x "$dir/node_modules/.bin/conformance" ] ||
-    ! grep -q "\"version\": \"$MCP_CONFORMANCE_VERSION\"" "$dir/node_modules/@modelcontextprotocol/conformance/package.json"; then
-    log "installing MCP's conformance suite (npm @modelcontextprotocol/conformance@$MCP_CONFORMANCE_VERSION) into .local/mcp-conformance"
-    npm install --prefix "$dir" --no-audit --no-fund --no-save --loglevel=error \
-      "@modelcontextprotocol/conformance@$MCP_CONFORMANCE_VERSION" >&2
+# Installs npm package $2 at version $3 into .local/$1 unless that version is there;
+# prints the path of its command $4.
+npm_tool() {
+  local dir="$LOCAL/$1" package=$2 version=$3 command=$4
+  if [ ! -x "$dir/node_modules/.bin/$command" ] ||
+    ! grep -q "\"version\": \"$version\"" "$dir/node_modules/$package/package.json"; then
+    log "installing $package (npm $package@$version) into .local/$1"
+    npm install --prefix "$dir" --no-audit --no-fund --no-save --loglevel=error "$package@$version" >&2
   fi
-  echo "$dir/node_modules/.bin/conformance"
+  echo "$dir/node_modules/.bin/$command"
 }
 
-# The MCP Inspector (npm, pinned) in .local/mcp-inspector; prints its command.
+# MCP's conformance suite and the MCP Inspector (npm, pinned); each prints its command.
+ensure_mcp_conformance() {
+  npm_tool mcp-conformance @modelcontextprotocol/conformance "$MCP_CONFORMANCE_VERSION" conformance
+}
 ensure_mcp_inspector() {
-  local dir="$LOCAL/mcp-inspector"
-  if [ ! -x "$dir/node_modules/.bin/mcp-inspector" ] ||
-    ! grep -q "\"version\": \"$MCP_INSPECTOR_VERSION\"" "$dir/node_modules/@modelcontextprotocol/inspector/package.json"; then
-    log "installing the MCP Inspector (npm @modelcontextprotocol/inspector@$MCP_INSPECTOR_VERSION) into .local/mcp-inspector"
-    npm install --prefix "$dir" --no-audit --no-fund --no-save --loglevel=error \
-      "@modelcontextprotocol/inspector@$MCP_INSPECTOR_VERSION" >&2
-  fi
-  echo "$dir/node_modules/.bin/mcp-inspector"
+  npm_tool mcp-inspector @modelcontextprotocol/inspector "$MCP_INSPECTOR_VERSION" mcp-inspector
 }
 
 # MCP's official Python SDK (pinned) in a venv of its own, for tests/mcp.

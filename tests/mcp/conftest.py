@@ -8,7 +8,8 @@ Environment:
   (``TABLE_PREFIX``, ``AWS_*`` pointing at the stack's tables), to make tenants and keys.
 - ``CAIRN_MCP_CONFORMANCE``: the conformance suite's ``conformance`` command
   (``.local/mcp-conformance/node_modules/.bin/conformance``, installed by ``make test``).
-- ``CAIRN_MCP_INSPECTOR``: the MCP Inspector's command (``.local/mcp-inspector/node_modules/.bin/mcp-inspector``).
+- ``CAIRN_MCP_INSPECTOR``: the MCP Inspector's command
+  (``.local/mcp-inspector/node_modules/.bin/mcp-inspector``).
 
 Without them the tests are skipped, unless ``CAIRN_MCP_REQUIRED=1`` (CI), which fails.
 """
