@@ -170,7 +170,7 @@ pub async fn set_low_balance_threshold(client: &Client, tables: &Tables, tenant:
 /// When storage fails.
 pub async fn balance(client: &Client, tables: &Tables, tenant: &TenantKey) -> Result<i64> {
     let ledger = domain::credits::Ledger::new(client.clone(), tables.clone());
-    Ok(ledger.account(&shared::auth::trusted::tenant(tenant)).await?.credits)
+    Ok(ledger.balance(&shared::auth::trusted::tenant(tenant)).await?)
 }
 
 /// What `cairn-admin history` makes.

@@ -42,7 +42,7 @@ pub fn key(tenant: &str, shard: u8, item: &str) -> Item {
 }
 
 /// A shard for one write, at random (shard 0 should randomness fail: still exact).
-fn any_shard() -> u8 {
+pub fn any_shard() -> u8 {
     getrandom::u32().map_or(0, |x| u8::try_from(x % u32::from(SHARDS)).unwrap_or(0))
 }
 

@@ -41,7 +41,8 @@ impl Intercept for DownAfterCommit {
             return Err("DynamoDB is unreachable (test)".into());
         }
         let target = context.request().headers().get("x-amz-target").unwrap_or_default();
-        if target.ends_with(".TransactWriteItems") {
+        // A request's own write, not the bookkeeping it needed first (an allowance's refill).
+        if target.ends_with(".TransactWriteItems") && !shared::dynamo::in_bookkeeping() {
             cfg.interceptor_state().store_put(IsTransaction);
         }
         Ok(())

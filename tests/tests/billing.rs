@@ -8,6 +8,7 @@ both_paths!(
     starts_and_replays_cost_one_credit_each_and_the_ledger_chains,
     without_credits_a_start_or_replay_is_402_and_writes_nothing,
     forty_concurrent_starts_on_fifteen_credits_give_fifteen_runs,
+    every_credit_is_spent_once_wherever_the_allowances_hold_it,
     transactions_refuse_invalid_queries,
     a_tenants_usage_never_touches_another_tenants_balance,
 );
@@ -72,7 +73,7 @@ async fn starts_and_replays_cost_one_credit_each_and_the_ledger_chains(api: Api,
     api.post(&t.key, &format!("/executions/{e}/replay"), &json!({})).await.expect(200);
     assert_eq!(balance(&api, &t.key).await, 8);
     let entries = ledger(&api, &t.key).await;
-    assert_eq!(entries.len(), 3);
+    assert_eq!(entries.len(), 3, "{entries:#?}");
     assert_chained(&entries);
     let kinds: Vec<&str> = entries.iter().map(|e| e["type"].as_str().unwrap_or_default()).collect();
     assert_eq!(kinds, ["usage", "usage", "topup"], "newest first");
@@ -140,9 +141,53 @@ async fn forty_concurrent_starts_on_fifteen_credits_give_fifteen_runs(api: Api, 
     assert_eq!((created, refused), (15, 25));
     assert_eq!(balance(&api, &t.key).await, 0);
     let entries = ledger(&api, &t.key).await;
-    assert_eq!(entries.len(), 16);
     assert_chained(&entries);
+    let charged: i64 = entries.iter().filter(|e| e["type"] == "usage").filter_map(|e| e["amount"].as_i64()).sum();
+    assert_eq!(charged, -15, "the usage entries hold every start once");
+    assert_eq!(entries[0]["credits_after"], 0);
     assert_eq!(api.get(&t.key, "/executions").await.body["total"], 15);
+}
+
+/// With no low-balance threshold, allowances are handed shares of the whole balance, so
+/// its last credits sit in several of them: a start whose allowance is empty takes them
+/// back, and only when none is left anywhere is a start refused. The usage entries add up
+/// to every charge, once.
+async fn every_credit_is_spent_once_wherever_the_allowances_hold_it(api: Api, env: Env) {
+    let t = env.tenant_with_credits(96).await;
+    infra::admin::set_low_balance_threshold(&env.client, &env.tables, &t.id, 0).await.expect("threshold");
+    let wf = workflow(&api, &t.key).await;
+    let starts: Vec<_> = (0..4)
+        .map(|writer| {
+            let (api, key, wf) = (api.clone(), t.key.clone(), wf.clone());
+            tokio::spawn(async move {
+                let mut created = 0;
+                for i in 0..30 {
+                    let once = format!("start-{writer}-{i}");
+                    let (reply, _) = api.post_retrying(&key, "/executions", &json!({"workflow_id": wf}), &once).await;
+                    match reply.status {
+                        201 => created += 1,
+                        402 => break,
+                        other => panic!("unexpected {other}: {}", reply.body),
+                    }
+                }
+                created
+            })
+        })
+        .collect();
+    let mut created = 0;
+    for start in starts {
+        created += start.await.expect("task");
+    }
+    assert_eq!(created, 96, "every credit bought one start");
+    assert_eq!(balance(&api, &t.key).await, 0);
+    let refused = api.post(&t.key, "/executions", &json!({"workflow_id": wf})).await;
+    refused.expect_problem(402, "insufficient_credits");
+    let entries = ledger(&api, &t.key).await;
+    assert_chained(&entries);
+    let usage: Vec<&Value> = entries.iter().filter(|e| e["type"] == "usage").collect();
+    assert_eq!(usage.iter().filter_map(|e| e["amount"].as_i64()).sum::<i64>(), -96);
+    assert_eq!(entries[0]["credits_after"], 0);
+    assert_eq!(api.get(&t.key, "/executions").await.body["total"], 96);
 }
 
 async fn transactions_refuse_invalid_queries(api: Api, env: Env) {

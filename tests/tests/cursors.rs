@@ -88,8 +88,11 @@ async fn failures_checkpoints_and_transactions_walk_by_cursor(api: Api, env: Env
     let t = env.tenant().await;
     let wf = workflow(&api, &t.key, "draft").await;
     let mut failures = Vec::new();
+    // A read of the ledger puts the charges so far into a usage entry: one per start here.
+    let settle = || api.get(&t.key, "/billing/transactions");
     for _ in 0..3 {
         let e = start(&api, &t.key, &wf).await;
+        settle().await.expect(200);
         let fail = json!({"error_type": "AGENT_ERROR", "message": "m"});
         api.post(&t.key, &format!("/executions/{e}/fail"), &fail).await.expect(200);
         let list = api.get(&t.key, "/failures?limit=1").await;
@@ -100,6 +103,7 @@ async fn failures_checkpoints_and_transactions_walk_by_cursor(api: Api, env: Env
     assert_eq!(walk(&api, &t.key, "/failures?status=open", "limit", 1).await, failures);
 
     let e = start(&api, &t.key, &wf).await;
+    settle().await.expect(200);
     let mut checkpoints = Vec::new();
     for step in 0..5 {
         let body = json!({"execution_id": e, "state": {"step": step}});

@@ -211,6 +211,14 @@ async fn drive_every_route(api: &Api, key: &str, tenant: &str) {
 
 /// Every tool of the MCP server, on records of its own (of a workflow of their own: a
 /// replayed execution runs on). Apart from [`drive_every_route`], whose future is large.
+/// A start the balance cannot pay: the refusal is proven by checks of the allowances.
+async fn start_without_credits(api: &Api, env: &api_tests::Env) {
+    let broke = env.tenant_with_credits(0).await;
+    let wf = api.post(&broke.key, "/workflows", &json!({"name": "w", "workflow_type": "custom"})).await;
+    let start = json!({"workflow_id": id(wf.expect(201))});
+    api.post(&broke.key, "/executions", &start).await.expect_problem(402, "insufficient_credits");
+}
+
 async fn drive_every_mcp_tool(api: &Api, key: &str) {
     let wf = id(api.post(key, "/workflows", &json!({"name": "mcp", "workflow_type": "custom"})).await.expect(201));
     let e = id(api.post(key, "/executions", &json!({"workflow_id": wf, "input": {"q": 2}})).await.expect(201));
@@ -264,8 +272,9 @@ async fn every_functions_policy_grants_every_dynamodb_call_its_code_makes() {
     let (transport, recorder) = Transport::in_process_recording(&env);
     let api = Api::new(transport);
     let t = env.tenant_with_credits(1_000).await;
-    drive_every_route(&api, &t.key, &t.id).await;
+    Box::pin(drive_every_route(&api, &t.key, &t.id)).await;
     Box::pin(drive_every_mcp_tool(&api, &t.key)).await;
+    Box::pin(start_without_credits(&api, &env)).await;
     // Asking for the account's deletion revokes every key of the tenant: another one's.
     let leaving = env.tenant().await;
     let confirm = json!({"confirm": domain::erasure::CONFIRMATION});

@@ -295,9 +295,10 @@ async fn an_expired_execution_goes_with_everything_it_owns_and_nothing_else() {
     let by_key = api.get(&t.key, &format!("/executions?workflow_id={wf}&key=order-1")).await;
     assert_eq!(by_key.expect(200).body["total"], 0);
     // What names it still is history of its own: its failure (failure lists and
-    // statistics count what happened), its charges in the ledger, the events it reported.
+    // statistics count what happened), its charges in the ledger (and the description of
+    // the last charge an allowance made, for its usage entry), the events it reported.
     let left = items_naming(&env, &gone).await;
-    let history = ["failures: ", "ledger: ", "events: "];
+    let history = ["failures: ", "ledger: ", "accounts: ", "events: "];
     assert!(left.iter().all(|item| history.iter().any(|h| item.starts_with(h))), "{left:#?}");
     // Exactly the others stay, and every total counts them alone.
     assert_eq!(total(&api, &t.key, "").await, 3);

@@ -28,8 +28,8 @@ pub struct Balance {
 
 /// `GET /billing/balance`
 pub async fn balance(State(state): State<AppState>, tenant: TenantId) -> Result<Json<Balance>, ApiError> {
-    let account = state.ledger.account(&tenant).await?;
-    Ok(Json(Balance { credits_balance: account.credits, balance_usd: account.credits as f64 / 100.0 }))
+    let credits = state.ledger.balance(&tenant).await?;
+    Ok(Json(Balance { credits_balance: credits, balance_usd: credits as f64 / 100.0 }))
 }
 
 /// `GET /billing/usage`: credits used per hour or day, from the span counters.
@@ -64,6 +64,9 @@ pub async fn transactions(
     let after = after
         .map(|raw| shared::ids::TransactionId::parse(&raw).ok_or_else(|| ApiError::not_found("transaction", raw)))
         .transpose()?;
+    // The charges since the newest entry become its usage entry first, so the ledger
+    // shows every charge and its newest entry's balance is the balance.
+    Box::pin(state.ledger.settle(&tenant, state.clock.as_ref())).await?;
     let (entries, total) =
         Box::pin(state.ledger.transactions(&tenant, kind, after.as_ref(), page.skip(), page.page_size as usize))
             .await?;

@@ -635,8 +635,8 @@ async fn answer(caller: &Caller<'_>, tool: &Tool, arguments: &Map<String, Value>
         }
         "get_balance" => {
             query.finish()?;
-            let account = state.ledger.account(tenant).await?;
-            json!({"credits_balance": account.credits, "balance_usd": account.credits as f64 / 100.0})
+            let credits = state.ledger.balance(tenant).await?;
+            json!({"credits_balance": credits, "balance_usd": credits as f64 / 100.0})
         }
         other => return Err(ApiError::internal(format!("tool {other} has no implementation"))),
     };

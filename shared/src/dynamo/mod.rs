@@ -47,4 +47,4 @@ pub use transaction::{
 pub use marker::Marker;
 #[cfg(test)]
 pub(crate) use transaction::{fits, operation_size};
-pub use write_gate::{MAX_CARRYING_KEYS, Read, WriteGate, before_effect, current_gate, gated};
+pub use write_gate::{MAX_CARRYING_KEYS, Read, WriteGate, before_effect, current_gate, gated, in_bookkeeping, ungated};

@@ -82,6 +82,9 @@ fn reasons_of(error: &TransactWriteItemsError) -> &[aws_sdk_dynamodb::types::Can
 pub enum Part {
     /// A tenant's account item: the balance and its entry count (`seq`).
     Account,
+    /// One of a tenant's credit allowances (`accounts`, `{tenant}#NN`): a charge's
+    /// condition that it still holds the credits.
+    Allowance,
     /// A ledger entry (and its counters).
     Ledger,
     /// A workflow.

@@ -81,3 +81,43 @@ pub fn current_gate() -> Option<std::sync::Arc<dyn WriteGate>> {
 pub async fn gated<F: Future>(gate: std::sync::Arc<dyn WriteGate>, work: F) -> F::Output {
     WRITE_GATE.scope(gate, work).await
 }
+
+/// The gate of bookkeeping writes: lets every transaction through as it is.
+#[derive(Debug)]
+struct Open;
+
+impl WriteGate for Open {
+    fn admit<'a>(
+        &'a self,
+        _items: &'a [TransactWriteItem],
+    ) -> std::pin::Pin<Box<dyn Future<Output = Result<Vec<TransactWriteItem>, StoreError>> + Send + 'a>> {
+        Box::pin(async { Ok(Vec::new()) })
+    }
+
+    fn settle(&self, _committed: bool, _failed: Option<usize>) -> Option<StoreError> {
+        None
+    }
+
+    fn hold(&self) -> std::pin::Pin<Box<dyn Future<Output = Result<(), StoreError>> + Send + '_>> {
+        Box::pin(async { Ok(()) })
+    }
+}
+
+/// Runs `work` with its transactions outside the gate in force: for bookkeeping a write
+/// needs before it can be made (moving credits between a tenant's allowances, putting
+/// charges already made into the ledger), which is no action of the request's key and
+/// must not carry a job's once-only marker.
+pub async fn ungated<F: Future>(work: F) -> F::Output {
+    BOOKKEEPING.scope((), gated(std::sync::Arc::new(Open), work)).await
+}
+
+tokio::task_local! {
+    static BOOKKEEPING: ();
+}
+
+/// Whether the calls being made are bookkeeping ([`ungated`]): for tests that tell a
+/// request's own write from what it needed first.
+#[must_use]
+pub fn in_bookkeeping() -> bool {
+    BOOKKEEPING.try_with(|()| ()).is_ok()
+}

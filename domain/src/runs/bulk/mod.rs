@@ -117,7 +117,7 @@ impl Runs {
         let matched = self.bulk_matched(tenant, filter, 0).await?;
         let job = BulkJob::start(action, filter.clone(), matched.count, self.execution_cost, clock.now());
         if job.credits_needed > 0 {
-            let balance = self.ledger.account(tenant).await?.credits;
+            let balance = self.ledger.balance(tenant).await?;
             if balance < job.credits_needed {
                 return Err(Error::InsufficientCredits(format!(
                     "this job needs {} credits ({} replays at {} each); the balance is {balance}",

@@ -6,10 +6,12 @@ pub mod model;
 pub mod store;
 mod tags;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use chrono::{DateTime, Utc};
 use shared::TenantId;
 use shared::counters::CounterChange;
-use shared::dynamo::{Attempt, Part, Transaction, TransactionError, retry_races};
+use shared::dynamo::{Attempt, Part, StoreError, Transaction, TransactionError, retry_races};
 use shared::ids::{ExecutionId, WorkflowId};
 use shared::time::Clock;
 
@@ -22,7 +24,7 @@ use super::failures::model::{CommandStatus, Failure, SPAN_FAMILY as FAILURE_SPAN
 use super::rollback::{Disposal, plan_rollback};
 use super::{BeforeCommit, Change, Changed, ListExecutions, NewExecution, ReplayFrom, Runs, Started};
 use crate::Error;
-use crate::credits::{EntryType, NewEntry};
+use crate::credits::Charge;
 use crate::webhooks::{Event, EventType};
 use crate::workflows::model::WorkflowStatus;
 
@@ -151,16 +153,24 @@ impl Runs {
         if workflow.status == WorkflowStatus::Archived {
             return Err(archived(workflow_id));
         }
-        retry_races(|| async move {
+        let allowance = crate::credits::any_allowance();
+        let settle_after = &AtomicBool::new(false);
+        let started = retry_races(|| async move {
             let now = clock.now();
             let mut execution =
                 Execution::start(workflow_id.clone(), key.map(str::to_owned), input.clone(), metadata.clone(), now);
             execution.tags.clone_from(tags);
             execution.checkpoints_apart = shared::config::spread();
             execution.spread = shared::config::spread();
-            let account = self.ledger.account(tenant).await?;
             let mut tx = Transaction::new();
-            self.ledger.stage(&mut tx, tenant, account, self.charge(&execution, "started"), now)?;
+            let charge = self.ledger.stage_charge(
+                &mut tx,
+                tenant,
+                allowance,
+                self.execution_cost,
+                charged(&execution, "started"),
+                now,
+            )?;
             self.executions.stage_create(&mut tx, tenant, &execution)?;
             tx.push(Part::Workflow, self.workflows.check_active(tenant, workflow_id)?);
             let started = Event::execution(EventType::ExecutionStarted, &execution, now);
@@ -182,19 +192,48 @@ impl Runs {
                     };
                     Ok(existing.map_or(Attempt::Raced, |e| Attempt::Done(Started::Existing(e))))
                 }
-                Err(e) => Ok(Attempt::raced_on(e, &[Part::Account])?),
+                Err(TransactionError::Condition(Part::Allowance)) => {
+                    Box::pin(self.refill(tenant, charge, now, settle_after)).await?;
+                    Ok(Attempt::Raced)
+                }
+                Err(e) => Ok(Attempt::raced_on(e, &[])?),
             }
         })
-        .await
+        .await?;
+        self.settle_after(tenant, settle_after, clock).await;
+        Ok(started)
     }
 
-    /// The usage entry of a start or replay.
-    fn charge(&self, execution: &Execution, what: &str) -> NewEntry {
-        NewEntry {
-            kind: EntryType::Usage,
-            amount: -self.execution_cost,
-            description: format!("execution {} {what} (attempt {})", execution.id, execution.attempt),
-            payment_status: None,
+    /// Hands the allowance `charge` (if any) was refused by credits to spend; notes in
+    /// `settle_after` when the charge is to be settled once made.
+    ///
+    /// # Errors
+    /// [`Error::InsufficientCredits`], storage errors.
+    async fn refill(
+        &self,
+        tenant: &TenantId,
+        charge: Option<Charge>,
+        now: DateTime<Utc>,
+        settle_after: &AtomicBool,
+    ) -> Result<(), Error> {
+        let Some(charge) = charge else {
+            return Err(Error::Store(StoreError::Other("a refused charge that was not staged".into())));
+        };
+        if self.ledger.refill(tenant, charge, now).await? {
+            settle_after.store(true, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Settles the tenant's charges when a charge just made asked for it (it took the
+    /// balance below the low-balance threshold: `credits.low` is reported now). The
+    /// charge is made whatever happens here: a failure is logged, and the next write of
+    /// the account settles.
+    async fn settle_after(&self, tenant: &TenantId, settle_after: &AtomicBool, clock: &dyn Clock) {
+        if settle_after.load(Ordering::Relaxed)
+            && let Err(error) = Box::pin(self.ledger.settle(tenant, clock)).await
+        {
+            tracing::warn!(%error, "settling after a charge failed; the next write of the account settles");
         }
     }
 
@@ -221,6 +260,7 @@ impl Runs {
             change,
             Change::Fail { .. } | Change::Plain(Action::Complete { .. } | Action::Fail { .. } | Action::Cancel { .. })
         );
+        let settle_after = &AtomicBool::new(false);
         let changed = retry_races(|| async move {
             let (current, standing) = tokio::try_join!(self.load(tenant, id), async {
                 Ok::<_, Error>(if ends { Some(self.retention.read(tenant).await?) } else { None })
@@ -244,9 +284,10 @@ impl Runs {
                 plan.next.expires_at = Some(lifetimes.expires_at);
                 plan.next.checkpoints_expire_at = lifetimes.checkpoints_expire_at;
             }
-            self.commit_plan(tenant, &current, plan, before_commit).await
+            self.commit_plan(tenant, &current, plan, before_commit, settle_after).await
         })
         .await?;
+        self.settle_after(tenant, settle_after, clock).await;
         if changed.execution.expires_at.is_some() && ends {
             self.mark_lifetimes(tenant, &changed.execution).await;
         }
@@ -327,8 +368,10 @@ impl Runs {
             }
         }
         plan.counters.add(&shared::counters::daily("attempts", now.date_naive()), 1);
-        let account = self.ledger.account(tenant).await?;
-        self.ledger.stage(&mut plan.effects, tenant, account, self.charge(&plan.next, "replayed"), now)?;
+        let description = charged(&plan.next, "replayed");
+        let allowance = crate::credits::allowance_of(&description);
+        plan.charge =
+            self.ledger.stage_charge(&mut plan.effects, tenant, allowance, self.execution_cost, description, now)?;
         Ok(plan)
     }
 
@@ -376,8 +419,9 @@ impl Runs {
         current: &Execution,
         plan: Plan,
         before_commit: BeforeCommit<'_, Changed>,
+        settle_after: &AtomicBool,
     ) -> Result<Attempt<Changed>, Error> {
-        let Plan { action, next, effects, counters, mut events, discarded, cleanup, now } = plan;
+        let Plan { action, next, effects, counters, mut events, discarded, cleanup, charge, now } = plan;
         let mut whole = Transaction::new();
         self.executions.stage_replace(&mut whole, tenant, current, &next, &counters)?;
         whole.append(effects);
@@ -392,7 +436,11 @@ impl Runs {
                 }
                 Ok(Attempt::Done(changed))
             }
-            Err(e) => Ok(Attempt::raced_on(e, &[Part::Execution, Part::Failure, Part::Account])?),
+            Err(TransactionError::Condition(Part::Allowance)) => {
+                Box::pin(self.refill(tenant, charge, now, settle_after)).await?;
+                Ok(Attempt::Raced)
+            }
+            Err(e) => Ok(Attempt::raced_on(e, &[Part::Execution, Part::Failure])?),
         }
     }
 
@@ -420,6 +468,8 @@ struct Plan {
     /// For a rollback too large for one transaction: the range hidden, the checkpoints
     /// read above the target, and whether they are all of them.
     cleanup: Option<(Discarded, Vec<StoredCheckpoint>, bool)>,
+    /// For a replay: its charge.
+    charge: Option<Charge>,
     /// When.
     now: DateTime<Utc>,
 }
@@ -439,6 +489,7 @@ impl Plan {
             events: Vec::new(),
             discarded: None,
             cleanup: None,
+            charge: None,
             now,
         })
     }
@@ -454,6 +505,11 @@ fn shown(list: &ListExecutions, e: &Execution) -> bool {
         && list.after.as_ref().is_none_or(|a| e.id < *a)
         && list.tags.iter().all(|(k, v)| e.tags.get(k) == Some(v))
         && list.skip == 0
+}
+
+/// The description of the usage entry of an execution's start or replay.
+fn charged(execution: &Execution, what: &str) -> String {
+    format!("execution {} {what} (attempt {})", execution.id, execution.attempt)
 }
 
 /// The event an execution's change reports.

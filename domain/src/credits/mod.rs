@@ -1,13 +1,21 @@
 //! The credit ledger: a tenant's balance and every change to it, written together.
 //!
-//! Table `accounts` (`tenant_id`): `credits` and `seq`, the number of ledger entries so
-//! far (the same item holds the tenant's Stripe customer and subscription, see
-//! [`crate::subscriptions`]). Table `ledger` (`tenant_id`, `seq`): one entry per balance change with
-//! `credits_before` and `credits_after`; GSI `by_type` (`tenant_type`, `seq`). An entry
-//! and the account's new balance are written in one transaction conditioned on the `seq`
-//! that was read, so entries chain exactly (each `credits_before` is the previous
-//! `credits_after`), the balance never disagrees with the ledger and never goes below 0.
-//! Any other write (an execution start) can join that transaction.
+//! Table `accounts`, the tenant's own item (`tenant_id`): `credits`, the ledger's balance,
+//! and `seq`, the number of ledger entries so far (the same item holds the tenant's
+//! Stripe customer and subscription, see [`crate::subscriptions`]). Table `ledger`
+//! (`tenant_id`, `seq`): one entry per balance change with `credits_before` and
+//! `credits_after`; GSI `by_type` (`tenant_type`, `seq`). An entry and the account's new
+//! balance are written in one transaction conditioned on the `seq` that was read, so
+//! entries chain exactly (each `credits_before` is the previous `credits_after`), the
+//! balance never disagrees with the ledger and never goes below 0.
+//!
+//! **Charges** (execution starts and replays) do not write that item: each spends from one
+//! of the tenant's [`ALLOWANCES`] allowances, chosen at random ([`allowances`]), in the
+//! start's own transaction, and the charges spent since the last entry become one usage
+//! entry at the next write of the account item (a top-up, a refill of an allowance, a
+//! read of the ledger): usage is charged in batches, the balance is exact at once.
+
+use std::collections::HashMap;
 
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{Put, TransactWriteItem, Update};
@@ -25,7 +33,11 @@ use shared::series::Window;
 use shared::spans::Level;
 
 use crate::Error;
+
+pub mod allowances;
+
 use crate::webhooks::{Event, EventType};
+pub use allowances::{ALLOWANCES, Allowance, Charge, allowance_of, any_allowance};
 
 /// The kind of a ledger entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,16 +78,24 @@ impl WireEnum for EntryType {
     }
 }
 
-/// A tenant's balance as read, with the position the next entry takes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// A tenant's account as read: the ledger's balance and position, and its allowances.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Account {
-    /// Current credits.
+    /// The ledger's balance: credits after its newest entry.
     pub credits: i64,
     /// Entries written so far.
     pub seq: u64,
+    /// Changes of the balance, the entries or the allowances' credits so far.
+    pub version: u64,
     /// Below this balance a charge reports `credits.low` (the account's
     /// `low_balance_threshold`, else [`LOW_BALANCE_CREDITS`]).
     pub low_balance_threshold: Option<i64>,
+    /// Credits handed to the allowances: held there, or spent and not yet in the ledger.
+    pub allocated: i64,
+    /// Of each allowance, the credits spent and the charges made that the ledger has.
+    pub settled: [(i64, i64); ALLOWANCES as usize],
+    /// The allowances.
+    pub allowances: [Allowance; ALLOWANCES as usize],
 }
 
 /// The low-balance threshold of an account that sets none: a charge that takes the
@@ -87,6 +107,20 @@ impl Account {
     #[must_use]
     pub fn threshold(&self) -> i64 {
         self.low_balance_threshold.unwrap_or(LOW_BALANCE_CREDITS)
+    }
+
+    /// The balance: the ledger's, less what charges spent since its newest entry. Exact
+    /// whatever the order its items were read in: an allowance's `spent` only grows, and
+    /// the account item moves `credits` and the allowance's `settled` mark together.
+    #[must_use]
+    pub fn balance(&self) -> i64 {
+        self.credits - self.allowances.iter().zip(&self.settled).map(|(a, (spent, _))| a.spent - spent).sum::<i64>()
+    }
+
+    /// Credits not handed to an allowance.
+    #[must_use]
+    pub fn free(&self) -> i64 {
+        self.credits - self.allocated
     }
 }
 
@@ -156,22 +190,47 @@ impl Ledger {
         &self.client
     }
 
-    /// The tenant's balance (0 for a tenant that never had credits).
+    /// The tenant's account item and allowances, in one batch read (all 0 for a tenant
+    /// that never had credits).
     ///
     /// # Errors
     /// The read's [`StoreError`].
     pub async fn account(&self, tenant: &TenantId) -> Result<Account, StoreError> {
-        let item = get_item(&self.client, self.tables.name(Table::Accounts), &[("tenant_id", tenant.as_str())]).await?;
-        let number = |item: &shared::dynamo::Item, name: &str| {
-            item.get(name).and_then(|v| v.as_n().ok()).and_then(|v| v.parse::<i64>().ok()).unwrap_or(0)
-        };
-        Ok(item.map_or_else(Account::default, |item| Account {
-            credits: number(&item, "credits"),
-            seq: u64::try_from(number(&item, "seq")).unwrap_or(0),
-            low_balance_threshold: item
-                .contains_key("low_balance_threshold")
-                .then(|| number(&item, "low_balance_threshold")),
-        }))
+        let table = self.tables.name(Table::Accounts);
+        let mut keys = vec![HashMap::from([("tenant_id".to_owned(), s(tenant.as_str()))])];
+        keys.extend((0..ALLOWANCES).map(|k| allowances::key(tenant.as_str(), k)));
+        let found = shared::dynamo::batch_get(&self.client, table, keys).await?;
+        let mut account = Account::default();
+        for item in &found {
+            let Some(id) = item.get("tenant_id").and_then(|v| v.as_s().ok()) else { continue };
+            if id == tenant.as_str() {
+                account.credits = number(item, "credits");
+                account.seq = u64::try_from(number(item, "seq")).unwrap_or(0);
+                account.version = u64::try_from(number(item, "version")).unwrap_or(0);
+                account.allocated = number(item, "allocated");
+                account.low_balance_threshold =
+                    item.contains_key("low_balance_threshold").then(|| number(item, "low_balance_threshold"));
+                for (k, settled) in account.settled.iter_mut().enumerate() {
+                    *settled = (entry_of(item, "settled", k), entry_of(item, "settled_charges", k));
+                }
+            } else if let Some(k) = allowances::index_of(tenant.as_str(), id) {
+                account.allowances[usize::from(k)] = Allowance {
+                    held: number(item, "held"),
+                    spent: number(item, "spent"),
+                    charges: number(item, "charges"),
+                    last: item.get("last_charge").and_then(|v| v.as_s().ok()).cloned(),
+                };
+            }
+        }
+        Ok(account)
+    }
+
+    /// The tenant's balance ([`Account::balance`]).
+    ///
+    /// # Errors
+    /// The read's [`StoreError`].
+    pub async fn balance(&self, tenant: &TenantId) -> Result<i64, StoreError> {
+        Ok(self.account(tenant).await?.balance())
     }
 
     /// Sets the balance below which a charge reports `credits.low` for the tenant.
@@ -192,78 +251,110 @@ impl Ledger {
     }
 
     /// Adds `entry` and the account's new balance to `tx`, conditioned on the account
-    /// still being as read ([`Part::Account`]). Returns the entry as it will be stored.
+    /// still being as read ([`Part::Account`]), after a usage entry of the charges the
+    /// ledger does not have yet, if any. Returns the entry as it will be stored.
     ///
     /// # Errors
-    /// [`Error::InsufficientCredits`] when the balance would go below 0 (nothing is
-    /// staged); a [`StoreError`] if an operation cannot be built.
+    /// [`Error::InsufficientCredits`] when the credits no allowance holds would go below 0
+    /// (nothing is staged); a [`StoreError`] if an operation cannot be built.
     pub fn stage(
         &self,
         tx: &mut Transaction,
         tenant: &TenantId,
-        account: Account,
+        account: &Account,
         entry: NewEntry,
         now: DateTime<Utc>,
     ) -> Result<Entry, Error> {
-        let after = account.credits + entry.amount;
-        if after < 0 && entry.amount < 0 && !entry.kind.may_overdraw() {
-            return Err(Error::InsufficientCredits(format!(
-                "this needs {} credits and the balance is {}; top up with POST /billing/topup",
-                -entry.amount, account.credits
-            )));
+        let stored = self.stage_head(tx, tenant, account, Some(entry), 0, now)?;
+        stored.ok_or_else(|| Error::Store(StoreError::Other("an entry staged nothing".into())))
+    }
+
+    /// Stages the account item's new state: the charges the ledger does not have yet as
+    /// one usage entry, then `entry` if any, `allocate` more credits handed to the
+    /// allowances (negative: taken back), all conditioned on the `seq` read. Returns
+    /// `entry` as it will be stored.
+    fn stage_head(
+        &self,
+        tx: &mut Transaction,
+        tenant: &TenantId,
+        account: &Account,
+        entry: Option<NewEntry>,
+        allocate: i64,
+        now: DateTime<Utc>,
+    ) -> Result<Option<Entry>, Error> {
+        let (pending, charges) = account.unsettled().fold((0, 0), |(c, m), (credits, made)| (c + credits, m + made));
+        let mut entries = Vec::new();
+        if charges > 0 {
+            entries.push(allowances::usage_entry(account, pending, charges));
         }
-        let seq = account.seq + 1;
-        let condition =
-            if account.seq == 0 { "attribute_not_exists(seq) OR seq = :expected" } else { "seq = :expected" };
+        let written = entry.is_some();
+        if let Some(entry) = entry {
+            let free = account.free() + allocate;
+            if entry.amount < 0 && free + entry.amount < 0 && !entry.kind.may_overdraw() {
+                return Err(Error::InsufficientCredits(format!(
+                    "this needs {} credits and the balance is {}",
+                    -entry.amount,
+                    account.balance()
+                )));
+            }
+            entries.push(entry);
+        }
+        let mut credits = account.credits;
+        let mut seq = account.seq;
+        let mut stored = None;
+        let threshold = account.threshold();
+        let mut events = Vec::new();
+        let mut writes = Transaction::new();
+        for entry in entries {
+            seq += 1;
+            let (before, after) = (credits, credits + entry.amount);
+            credits = after;
+            let kind = entry.kind;
+            let (record, this) = entry_record(tenant, seq, entry, before, now);
+            let put = Put::builder()
+                .table_name(self.tables.name(Table::Ledger))
+                .set_item(Some(serde_dynamo::to_item(record).map_err(StoreError::from)?))
+                .condition_expression("attribute_not_exists(seq)");
+            writes.push(Part::Ledger, TransactWriteItem::builder().put(built(put.build())?).build());
+            let counts = CounterChange::between(&[], &[counter_name(None), counter_name(Some(kind))]);
+            writes.extend(Part::Ledger, counts.transact_items(&self.tables, tenant)?);
+            if this.amount > 0 {
+                events.push(Event::credits(EventType::CreditsAdded, &this, threshold, now));
+            }
+            if before >= threshold && after < threshold {
+                events.push(Event::credits(EventType::CreditsLow, &this, threshold, now));
+            }
+            stored = Some(this);
+        }
+        let settled: Vec<(i64, i64)> =
+            account.settled.iter().zip(account.unsettled()).map(|(s, u)| (s.0 + u.0, s.1 + u.1)).collect();
+        let marks = |pick: fn(&(i64, i64)) -> i64| {
+            aws_sdk_dynamodb::types::AttributeValue::M(
+                settled.iter().enumerate().map(|(k, mark)| (format!("{k:02}"), n(pick(mark)))).collect(),
+            )
+        };
         // An update, not a put: the account item also holds the Stripe customer and the
         // subscription, which a balance change must leave alone.
         let update = Update::builder()
             .table_name(self.tables.name(Table::Accounts))
             .key("tenant_id", s(tenant.as_str()))
-            .update_expression("SET credits = :credits, seq = :seq")
-            .condition_expression(condition)
-            .expression_attribute_values(":credits", n(after))
+            .update_expression(
+                "SET credits = :credits, seq = :seq, version = :next, allocated = :allocated, \
+                 settled = :settled, settled_charges = :settled_charges",
+            )
+            .condition_expression(allowances::version_condition(account.version))
+            .expression_attribute_values(":credits", n(credits))
             .expression_attribute_values(":seq", n(seq))
-            .expression_attribute_values(":expected", n(account.seq));
+            .expression_attribute_values(":allocated", n(account.allocated - pending + allocate))
+            .expression_attribute_values(":settled", marks(|m| m.0))
+            .expression_attribute_values(":settled_charges", marks(|m| m.1))
+            .expression_attribute_values(":version", n(account.version))
+            .expression_attribute_values(":next", n(account.version + 1));
+        // The account item before the entries: a lost race is reported as one.
         tx.push(Part::Account, TransactWriteItem::builder().update(built(update.build())?).build());
-        let stored = Entry {
-            id: TransactionId::generate_at(now).to_string(),
-            kind: entry.kind.wire().to_owned(),
-            amount: entry.amount,
-            currency: "usd".to_owned(),
-            credits_before: account.credits,
-            credits_after: after,
-            description: entry.description,
-            payment_status: entry.payment_status,
-            created_at: shared::time::format(now),
-        };
-        let record = EntryRecord {
-            tenant_id: tenant.as_str().to_owned(),
-            seq,
-            tenant_type: format!("{}#{}", tenant.as_str(), entry.kind.wire()),
-            entry: stored.clone(),
-        };
-        let put = Put::builder()
-            .table_name(self.tables.name(Table::Ledger))
-            .set_item(Some(serde_dynamo::to_item(record).map_err(StoreError::from)?))
-            .condition_expression("attribute_not_exists(seq)");
-        tx.push(Part::Ledger, TransactWriteItem::builder().put(built(put.build())?).build());
-        let mut counts = CounterChange::between(&[], &[counter_name(None), counter_name(Some(entry.kind))]);
-        if entry.kind == EntryType::Usage {
-            counts.merge(&usage_counts(-entry.amount, now));
-        }
-        tx.extend(Part::Ledger, counts.transact_items(&self.tables, tenant)?);
-        // What webhook endpoints hear of it, in the same transaction.
-        let threshold = account.threshold();
-        let mut events = Vec::new();
-        if entry.amount > 0 {
-            events.push(Event::credits(EventType::CreditsAdded, &stored, threshold, now));
-        }
-        if account.credits >= threshold && after < threshold {
-            events.push(Event::credits(EventType::CreditsLow, &stored, threshold, now));
-        }
+        tx.append(writes);
         crate::webhooks::events::stage(tx, &self.tables, tenant, &events)?;
-        Ok(stored)
+        Ok(if written { stored } else { None })
     }
 
     /// The position (`seq`) of the tenant's transaction `id`, through the `by_id`
@@ -362,7 +453,7 @@ impl Ledger {
         retry_races(|| async move {
             let account = self.account(tenant).await?;
             let mut tx = Transaction::new();
-            let stored = self.stage(&mut tx, tenant, account, entry.clone(), clock.now())?;
+            let stored = self.stage(&mut tx, tenant, &account, entry.clone(), clock.now())?;
             match tx.commit(&self.client).await {
                 Ok(()) => Ok(Attempt::Done(stored)),
                 Err(e) => Ok(Attempt::raced_on(e, &[Part::Account])?),
@@ -396,7 +487,7 @@ impl Ledger {
                 crate::subscriptions::record_once(&mut tx, &self.tables, tenant, key, kind, *part, now)?;
             }
             let account = self.account(tenant).await?;
-            self.stage(&mut tx, tenant, account, entry.clone(), now)?;
+            self.stage(&mut tx, tenant, &account, entry.clone(), now)?;
             match tx.commit(&self.client).await {
                 Ok(()) => Ok(Attempt::Done(true)),
                 Err(TransactionError::Condition(part)) if markers.iter().any(|(_, p)| *p == part) => {
@@ -489,7 +580,7 @@ impl Ledger {
                 description: reversal.description.clone(),
                 payment_status: None,
             };
-            self.stage(&mut tx, tenant, account, entry, now)?;
+            self.stage(&mut tx, tenant, &account, entry, now)?;
             match tx.commit(&self.client).await {
                 Ok(()) => Ok(Attempt::Done(true)),
                 Err(TransactionError::Condition(Part::Event)) => Ok(Attempt::Done(false)),
@@ -563,4 +654,42 @@ pub fn counter_name(kind: Option<EntryType>) -> String {
         None => "transactions".to_owned(),
         Some(k) => format!("transactions|type={}", k.wire()),
     }
+}
+
+/// A number attribute of `item` (0 when absent).
+fn number(item: &shared::dynamo::Item, name: &str) -> i64 {
+    item.get(name).and_then(|v| v.as_n().ok()).and_then(|v| v.parse::<i64>().ok()).unwrap_or(0)
+}
+
+/// Allowance `k`'s number in map attribute `name` of the account item (0 when absent).
+fn entry_of(item: &shared::dynamo::Item, name: &str, k: usize) -> i64 {
+    item.get(name)
+        .and_then(|v| v.as_m().ok())
+        .and_then(|m| m.get(&format!("{k:02}")))
+        .and_then(|v| v.as_n().ok())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Entry number `seq` of the tenant's ledger, `entry` applied to a balance of `before`:
+/// the record to store and the entry as the API shows it.
+fn entry_record(tenant: &TenantId, seq: u64, entry: NewEntry, before: i64, now: DateTime<Utc>) -> (EntryRecord, Entry) {
+    let stored = Entry {
+        id: TransactionId::generate_at(now).to_string(),
+        kind: entry.kind.wire().to_owned(),
+        amount: entry.amount,
+        currency: "usd".to_owned(),
+        credits_before: before,
+        credits_after: before + entry.amount,
+        description: entry.description,
+        payment_status: entry.payment_status,
+        created_at: shared::time::format(now),
+    };
+    let record = EntryRecord {
+        tenant_id: tenant.as_str().to_owned(),
+        seq,
+        tenant_type: format!("{}#{}", tenant.as_str(), entry.kind.wire()),
+        entry: stored.clone(),
+    };
+    (record, stored)
 }

@@ -1,0 +1,315 @@
+//! A tenant's credit allowances: what lets execution starts and replays be charged
+//! without all of them writing the one account item (a busy tenant's starts would
+//! commit one after another on it).
+//!
+//! Each allowance is an item of `accounts` (`tenant_id` = `ten_…#07`, one of
+//! [`ALLOWANCES`]) with `held` (credits handed to it and not spent), `spent` and
+//! `charges` (everything spent and charged through it, ever). A charge picks one at
+//! random and, in its write's own transaction, takes its price from `held` on condition
+//! that `held` covers it ([`Ledger::stage_charge`]). When it does not, [`Ledger::refill`]
+//! hands the allowance credits from those no allowance holds (a share of them, so that
+//! the account item is written once per many charges), first taking back what the others
+//! hold when that is not enough; only when the whole balance cannot pay is the charge
+//! refused, and that is proven in one transaction.
+//!
+//! The account item keeps, beside the ledger's `credits`, `allocated` (credits handed to
+//! allowances: held, or spent and not yet in the ledger) and, per allowance, the `spent`
+//! and `charges` the ledger has (`settled`, `settled_charges`). Every write of it puts
+//! the charges since into one usage entry first ([`Ledger::settle`] does only that), so
+//! the balance is the ledger's `credits` less what was spent since, and the ledger chains
+//! exactly. The account item's `version` guards every change of it. Refills and settling
+//! are bookkeeping, written outside the request's gate ([`shared::dynamo::ungated`]).
+
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::types::{ConditionCheck, TransactWriteItem, Update};
+use chrono::{DateTime, Utc};
+use shared::TenantId;
+use shared::dynamo::{Attempt, Item, Part, StoreError, Table, Transaction, built, n, retry_races, s, ungated};
+use shared::time::Clock;
+
+use super::{Account, EntryType, Ledger, NewEntry, usage_counts};
+use crate::Error;
+
+/// How many allowances a tenant's charges are spread over.
+pub const ALLOWANCES: u8 = 16;
+
+/// Of the credits no allowance holds, the share a refill hands one allowance.
+const REFILL_SHARE: i64 = 2 * ALLOWANCES as i64;
+
+/// One allowance as read.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Allowance {
+    /// Credits handed to it and not spent.
+    pub held: i64,
+    /// Credits spent through it, ever.
+    pub spent: i64,
+    /// Charges made through it, ever.
+    pub charges: i64,
+    /// The description of its latest charge.
+    pub last: Option<String>,
+}
+
+/// A charge staged in a write: the allowance it spends from, and its price.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Charge {
+    /// The allowance (0 to [`ALLOWANCES`] - 1).
+    pub allowance: u8,
+    /// Credits.
+    pub credits: i64,
+}
+
+/// The key of allowance `k` of the tenant whose id is `tenant`.
+#[must_use]
+pub fn key(tenant: &str, k: u8) -> Item {
+    HashMap::from([("tenant_id".to_owned(), s(format!("{tenant}#{k:02}")))])
+}
+
+/// Which allowance of the tenant whose id is `tenant` the item whose `tenant_id` is `id`
+/// is.
+#[must_use]
+pub fn index_of(tenant: &str, id: &str) -> Option<u8> {
+    let k: u8 = id.strip_prefix(tenant)?.strip_prefix('#')?.parse().ok()?;
+    (k < ALLOWANCES).then_some(k)
+}
+
+/// An allowance at random.
+#[must_use]
+pub fn any_allowance() -> u8 {
+    shared::counters::any_shard() % ALLOWANCES
+}
+
+/// The allowance of a charge named by `seed` (an execution's id and attempt): spread as
+/// evenly as the names are.
+#[must_use]
+pub fn allowance_of(seed: &str) -> u8 {
+    let hash = seed.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+    u8::try_from(hash % u64::from(ALLOWANCES)).unwrap_or(0)
+}
+
+/// The usage entry of `charges` charges that spent `credits`: the charge's own
+/// description when there is one, else a count.
+pub(super) fn usage_entry(account: &Account, credits: i64, charges: i64) -> NewEntry {
+    let single = (charges == 1)
+        .then(|| {
+            account
+                .allowances
+                .iter()
+                .zip(&account.settled)
+                .find(|(a, (_, made))| a.charges > *made)
+                .and_then(|(a, _)| a.last.clone())
+        })
+        .flatten();
+    NewEntry {
+        kind: EntryType::Usage,
+        amount: -credits,
+        description: single.unwrap_or_else(|| format!("{charges} execution starts and replays")),
+        payment_status: None,
+    }
+}
+
+impl Account {
+    /// Of each allowance, the credits spent and charges made that the ledger does not
+    /// have yet (none where the allowance was read before the account item's last
+    /// settling).
+    pub(super) fn unsettled(&self) -> impl Iterator<Item = (i64, i64)> + '_ {
+        self.allowances
+            .iter()
+            .zip(&self.settled)
+            .map(|(a, (spent, made))| ((a.spent - spent).max(0), (a.charges - made).max(0)))
+    }
+}
+
+impl Ledger {
+    /// Stages a charge of `credits` (with `description`, for its usage entry) in `tx`:
+    /// taken from allowance `allowance` ([`any_allowance`], [`allowance_of`]: the same
+    /// for each try of one charge, so that a refill serves it), on condition that it holds them
+    /// ([`Part::Allowance`]: then [`Ledger::refill`] it and try again), and counted in
+    /// the usage charts. Nothing for a price of 0.
+    ///
+    /// # Errors
+    /// A [`StoreError`] if an operation cannot be built.
+    pub fn stage_charge(
+        &self,
+        tx: &mut Transaction,
+        tenant: &TenantId,
+        allowance: u8,
+        credits: i64,
+        description: String,
+        now: DateTime<Utc>,
+    ) -> Result<Option<Charge>, StoreError> {
+        if credits <= 0 {
+            return Ok(None);
+        }
+        let allowance = allowance % ALLOWANCES;
+        let update = Update::builder()
+            .table_name(self.tables.name(Table::Accounts))
+            .set_key(Some(key(tenant.as_str(), allowance)))
+            .update_expression("ADD held :taken, spent :credits, charges :one SET last_charge = :last")
+            .condition_expression("held >= :credits")
+            .expression_attribute_values(":taken", n(-credits))
+            .expression_attribute_values(":credits", n(credits))
+            .expression_attribute_values(":one", n(1))
+            .expression_attribute_values(":last", s(description));
+        tx.push(Part::Allowance, TransactWriteItem::builder().update(built(update.build())?).build());
+        tx.extend(Part::Ledger, usage_counts(credits, now).transact_items(&self.tables, tenant)?);
+        Ok(Some(Charge { allowance, credits }))
+    }
+
+    /// Makes `charge`'s allowance hold its price: credits no allowance holds are handed
+    /// to it (a share of those above the low-balance threshold, at least the price),
+    /// after taking back what the others hold when those are too few. Returns whether the
+    /// charge is likely to take the balance below the threshold: then the caller settles
+    /// once it is made ([`Ledger::settle`]), so that `credits.low` is reported at once.
+    ///
+    /// # Errors
+    /// [`Error::InsufficientCredits`] when the whole balance cannot pay the charge
+    /// (proven by one transaction that every allowance held no more than was read while
+    /// the account item stayed as read); storage errors.
+    pub async fn refill(&self, tenant: &TenantId, charge: Charge, now: DateTime<Utc>) -> Result<bool, Error> {
+        let k = usize::from(charge.allowance);
+        ungated(Box::pin(retry_races(|| async move {
+            let account = self.account(tenant).await?;
+            let own = account.allowances[k].held;
+            if own >= charge.credits {
+                return Ok(Attempt::Done(false));
+            }
+            let mut tx = Transaction::new();
+            let mut available = account.free();
+            if available + own < charge.credits {
+                for (j, other) in account.allowances.iter().enumerate().filter(|(j, a)| *j != k && a.held > 0) {
+                    let take = Update::builder()
+                        .table_name(self.tables.name(Table::Accounts))
+                        .set_key(Some(key(tenant.as_str(), u8::try_from(j).unwrap_or(0))))
+                        .update_expression("ADD held :taken")
+                        .condition_expression("held >= :held")
+                        .expression_attribute_values(":taken", n(-other.held))
+                        .expression_attribute_values(":held", n(other.held));
+                    tx.push(Part::Allowance, TransactWriteItem::builder().update(built(take.build())?).build());
+                    available += other.held;
+                }
+            }
+            let reclaimed = available - account.free();
+            if available + own < charge.credits {
+                return match self.prove_short(tenant, &account).await {
+                    Ok(()) => Err(Error::InsufficientCredits(format!(
+                        "this needs {} credits and the balance is {}; top up with POST /billing/topup",
+                        charge.credits,
+                        account.balance()
+                    ))),
+                    Err(e) => Ok(Attempt::raced_on(e, &[Part::Account, Part::Allowance])?),
+                };
+            }
+            // Credits above the threshold are handed out in shares; below it only what the
+            // charge needs, so the charge that crosses it comes here and is settled at once.
+            let need = charge.credits - own;
+            let above = available - account.threshold();
+            let grant = if above >= need { (above / REFILL_SHARE).clamp(need, above) } else { need };
+            let balance = account.balance();
+            let crossing = balance >= account.threshold() && balance - charge.credits < account.threshold();
+            let give = Update::builder()
+                .table_name(self.tables.name(Table::Accounts))
+                .set_key(Some(key(tenant.as_str(), charge.allowance)))
+                .update_expression("ADD held :grant")
+                .expression_attribute_values(":grant", n(grant));
+            tx.push(Part::Allowance, TransactWriteItem::builder().update(built(give.build())?).build());
+            self.stage_head(&mut tx, tenant, &account, None, grant - reclaimed, now)?;
+            match tx.commit(&self.client).await {
+                Ok(()) => Ok(Attempt::Done(crossing)),
+                Err(e) => Ok(Attempt::raced_on(e, &[Part::Account, Part::Allowance])?),
+            }
+        })))
+        .await
+    }
+
+    /// Checks, in one transaction, that the account item is still as read and that no
+    /// allowance holds more than was read: then the balance was at most what `account`
+    /// says at that moment.
+    async fn prove_short(&self, tenant: &TenantId, account: &Account) -> Result<(), shared::dynamo::TransactionError> {
+        let table = self.tables.name(Table::Accounts);
+        let mut tx = Transaction::new();
+        let head = ConditionCheck::builder()
+            .table_name(table)
+            .key("tenant_id", s(tenant.as_str()))
+            .condition_expression(version_condition(account.version))
+            .expression_attribute_values(":version", n(account.version));
+        tx.push(Part::Account, TransactWriteItem::builder().condition_check(built(head.build())?).build());
+        for (j, a) in account.allowances.iter().enumerate() {
+            let check = ConditionCheck::builder()
+                .table_name(table)
+                .set_key(Some(key(tenant.as_str(), u8::try_from(j).unwrap_or(0))))
+                .condition_expression("attribute_not_exists(held) OR held <= :held")
+                .expression_attribute_values(":held", n(a.held));
+            tx.push(Part::Allowance, TransactWriteItem::builder().condition_check(built(check.build())?).build());
+        }
+        tx.commit(&self.client).await
+    }
+
+    /// Puts the charges the ledger does not have yet into one usage entry (nothing when
+    /// there are none): before the ledger is read, so that it shows every charge.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub async fn settle(&self, tenant: &TenantId, clock: &dyn Clock) -> Result<(), Error> {
+        ungated(Box::pin(retry_races(|| async move {
+            let account = self.account(tenant).await?;
+            if account.unsettled().all(|(_, charges)| charges == 0) {
+                return Ok(Attempt::Done(()));
+            }
+            let mut tx = Transaction::new();
+            self.stage_head(&mut tx, tenant, &account, None, 0, clock.now())?;
+            match tx.commit(&self.client).await {
+                Ok(()) => Ok(Attempt::Done(())),
+                Err(e) => Ok(Attempt::raced_on(e, &[Part::Account])?),
+            }
+        })))
+        .await
+    }
+}
+
+/// The condition that the account item's `version` is still `:version`.
+pub(super) fn version_condition(version: u64) -> &'static str {
+    if version == 0 { "attribute_not_exists(version) OR version = :version" } else { "version = :version" }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_allowance_is_known_by_its_key_and_nothing_else_is() {
+        let t = "ten_0193a6f21c2b7d3e8f000123456789ab";
+        for k in 0..ALLOWANCES {
+            let id = key(t, k)["tenant_id"].as_s().expect("s").clone();
+            assert_eq!(index_of(t, &id), Some(k));
+        }
+        assert_eq!(index_of(t, t), None);
+        assert_eq!(index_of(t, &format!("{t}#16")), None);
+        assert_eq!(index_of(t, "ten_0193a6f21c2b7d3e8f000123456789ac#01"), None);
+    }
+
+    #[test]
+    fn the_balance_is_exact_whichever_of_its_items_was_read_first() {
+        // 10 charges of 1 in allowance 3; the ledger settled 6 of them.
+        let mut before = Account { credits: 100, allocated: 50, ..Account::default() };
+        before.allowances[3] = Allowance { held: 40, spent: 10, charges: 10, last: None };
+        assert_eq!(before.balance(), 90);
+        // The account item read after a settling that saw 12 charges, the allowance
+        // before the last 2 of them: still the balance after 10 charges.
+        let mut mixed = before;
+        mixed.credits = 88;
+        mixed.allocated = 38;
+        mixed.settled[3] = (12, 12);
+        assert_eq!(mixed.balance(), 90);
+        assert_eq!(mixed.unsettled().map(|(c, _)| c).sum::<i64>(), 0, "nothing is settled twice");
+    }
+
+    #[test]
+    fn one_charge_keeps_its_own_description_and_several_are_counted() {
+        let mut account = Account::default();
+        account.allowances[5] = Allowance { held: 0, spent: 1, charges: 1, last: Some("execution x started".into()) };
+        assert_eq!(usage_entry(&account, 1, 1).description, "execution x started");
+        assert_eq!(usage_entry(&account, 3, 3).description, "3 execution starts and replays");
+        assert_eq!(usage_entry(&account, 3, 3).amount, -3);
+    }
+}
