@@ -18,7 +18,8 @@ logical write counts once whatever the answers were; a 429 is waited out as
 When the run ends, each tenant is checked against what the users saw answered: its
 executions (all, and completed) and their checkpoints, its balance against the credits
 it had before the run (a start costs one credit, as `make dev` and `make bench` set it),
-and its ledger (one usage entry per start, every entry chaining to the one before).
+and its ledger (its usage entries, which gather the charges in batches, adding up to one
+credit per start; every entry chaining to the one before; the newest at the balance).
 Anything lost, or any 5xx but 503, makes locust exit non-zero.
 """
 
@@ -184,7 +185,6 @@ def _check(key: str) -> list[str]:
         if len(page) < 100:
             break
         after = f"&starting_after={page[-1]['id']}"
-    usage = _get(key, "/billing/transactions?type=usage&page_size=1")["total"]
     entries: list[dict[str, Any]] = []
     while True:
         after = f"&starting_after={entries[-1]['id']}" if entries else ""
@@ -193,12 +193,15 @@ def _check(key: str) -> list[str]:
         if len(page) < 100:
             break
     balance = _balance(key)
+    charged = -sum(int(entry["amount"]) for entry in entries if entry["type"] == "usage")
+    newest = int(entries[0]["credits_after"]) if entries else 0
     for name, found, expected in [
         ("executions", executions, seen["starts"]),
         ("completed executions", completed, seen["completed"]),
         ("checkpoints", checkpoints, seen["checkpoints"]),
-        ("usage entries", usage, seen["starts"]),
+        ("credits charged in usage entries", charged, seen["starts"]),
         ("balance", balance, _before[key] - seen["starts"]),
+        ("the newest entry's balance", newest, balance),
     ]:
         if found != expected:
             problems.append(f"{key[:12]}…: {name} {found}, expected {expected}")
