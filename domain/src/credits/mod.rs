@@ -4,9 +4,9 @@
 //! and `seq`, the number of ledger entries so far (the same item holds the tenant's
 //! Stripe customer and subscription, see [`crate::subscriptions`]). Table `ledger`
 //! (`tenant_id`, `seq`): one entry per balance change with `credits_before` and
-//! `credits_after`; GSI `by_type` (`tenant_type`, `seq`). An entry and the account's new
-//! balance are written in one transaction conditioned on the `seq` that was read, so
-//! entries chain exactly (each `credits_before` is the previous `credits_after`), the
+//! `credits_after`; GSI `by_type` (`tenant_type`, `seq`). Entries and the account's new
+//! balance are written in one transaction conditioned on the account item's `version`
+//! that was read, so entries chain exactly (each `credits_before` is the previous `credits_after`), the
 //! balance never disagrees with the ledger and never goes below 0.
 //!
 //! **Charges** (execution starts and replays) do not write that item: each spends from one
@@ -33,10 +33,10 @@ use shared::series::Window;
 use shared::spans::Level;
 
 use crate::Error;
+use crate::webhooks::{Event, EventType};
 
 pub mod allowances;
 
-use crate::webhooks::{Event, EventType};
 pub use allowances::{ALLOWANCES, Allowance, Charge, allowance_of, any_allowance};
 
 /// The kind of a ledger entry.
@@ -271,7 +271,7 @@ impl Ledger {
 
     /// Stages the account item's new state: the charges the ledger does not have yet as
     /// one usage entry, then `entry` if any, `allocate` more credits handed to the
-    /// allowances (negative: taken back), all conditioned on the `seq` read. Returns
+    /// allowances (negative: taken back), all conditioned on the `version` read. Returns
     /// `entry` as it will be stored.
     fn stage_head(
         &self,
@@ -282,7 +282,8 @@ impl Ledger {
         allocate: i64,
         now: DateTime<Utc>,
     ) -> Result<Option<Entry>, Error> {
-        let (pending, charges) = account.unsettled().fold((0, 0), |(c, m), (credits, made)| (c + credits, m + made));
+        let unsettled: Vec<(i64, i64)> = account.unsettled().collect();
+        let (pending, charges) = unsettled.iter().fold((0, 0), |(c, m), (credits, made)| (c + credits, m + made));
         let mut entries = Vec::new();
         if charges > 0 {
             entries.push(allowances::usage_entry(account, pending, charges));
@@ -327,7 +328,7 @@ impl Ledger {
             stored = Some(this);
         }
         let settled: Vec<(i64, i64)> =
-            account.settled.iter().zip(account.unsettled()).map(|(s, u)| (s.0 + u.0, s.1 + u.1)).collect();
+            account.settled.iter().zip(&unsettled).map(|(s, u)| (s.0 + u.0, s.1 + u.1)).collect();
         let marks = |pick: fn(&(i64, i64)) -> i64| {
             aws_sdk_dynamodb::types::AttributeValue::M(
                 settled.iter().enumerate().map(|(k, mark)| (format!("{k:02}"), n(pick(mark)))).collect(),
