@@ -164,9 +164,10 @@ enum MigrateCommand {
         #[arg(long)]
         tenant: Option<String>,
     },
-    /// Folds the counters of the earlier model (one item per tenant and counter, behind
-    /// every list total and chart) into the sharded model's first shard. Run once right
-    /// after deploying the sharded counters; safe while the service runs, and again.
+    /// Moves the counters of earlier layouts (behind every list total and chart: one item
+    /// per tenant and counter, or every counter of a shard in one partition) into a
+    /// partition per counter item and shard. Run once right after deploying a version that
+    /// changed the layout; safe while the service runs, and again.
     CounterShards {
         /// Only this tenant's (default: every tenant's, one scan of the table).
         #[arg(long)]
@@ -289,8 +290,8 @@ async fn run(cli: Cli) -> Result<()> {
             if let Some(id) = &tenant {
                 shared::ids::TenantKey::parse(id).with_context(|| format!("unknown tenant {id}"))?;
             }
-            let folded = shared::counters::fold_legacy(&client, tables, tenant.as_deref()).await?;
-            eprintln!("folded {folded} counter items into their tenant's first shard");
+            let folded = shared::counter_layouts::fold_legacy(&client, tables, tenant.as_deref()).await?;
+            eprintln!("moved {folded} counter items of earlier layouts into their partitions");
         }
         Command::Migrate { command: MigrateCommand::WorkflowNames { tenant } } => {
             if let Some(id) = &tenant {

@@ -5,23 +5,37 @@
 //! A counter name describes a filter combination of a list, for example
 //! `workflows`, `workflows|status=draft`, `workflows|status=draft|type=crewai`.
 //!
-//! **Shards.** No counter is one item: each is spread over [`SHARDS`] items, one in each
-//! of the tenant's counter partitions (`tenant_id` = `ten_…#07`, [`partition`]). A write
-//! adds its whole change to one shard, chosen at random, so no item and no partition
-//! takes more than 1/[`SHARDS`] of a tenant's counting, and a read adds the shards up
-//! (one batch read of strongly consistent items, or one query per shard for a run of
-//! span counters, [`crate::spans`]). A shard alone means nothing (it may be negative: an
-//! execution counted running in one shard and completed in another); only the sum is a
-//! count. A condition on a count ([`zero_now`]) reads every shard and conditions the
-//! write on each still holding what was read.
+//! **Shards.** No counter is one item: each is spread over [`SHARDS`] items. A write
+//! adds its whole change to one shard, chosen at random, so no item takes more than
+//! 1/[`SHARDS`] of a tenant's counting, and a read adds the shards up (one batch read of
+//! strongly consistent items, or one query per shard for a run of span counters,
+//! [`crate::spans`]). A shard alone means nothing (it may be negative: an execution
+//! counted running in one shard and completed in another); only the sum is a count. A
+//! condition on a count ([`zero_now`]) reads every shard and conditions the write on each
+//! still holding what was read.
 //!
-//! Items of the earlier model (`tenant_id` = the bare tenant id) are folded into shard 0
-//! by [`fold_legacy`] (`cairn-admin migrate counter-shards`).
+//! **Partitions.** Each shard of each counter item is in a partition of its own
+//! ([`partition`]: `tenant_id` = `ten_…#07#workflows|status=draft`), a run of span
+//! counters sharing one (`ten_…#07#span|executions|m`, queried by time), so a start's
+//! dozen counter items are a dozen partitions, each taking 1/[`SHARDS`] of the starts:
+//! no partition takes the sum of a write's counting.
+//!
+//! **Wide items.** Counters read together share an item, one attribute each: the counts
+//! of executions by status are attributes of `executions` (`executions@running`), and
+//! those of a workflow's of `executions|workflow=wf_…`; failures', of `failures`; a day's
+//! attempts and failures, of `daily|2026-12-05`. A write then changes one item per
+//! scope, whatever moved between statuses.
+//!
+//! Items of earlier layouts (`tenant_id` the bare tenant id: one item per counter; or
+//! `ten_…#07`: every counter of a shard in one partition; both with a status's count in
+//! an item of its own) are moved into this one by [`fold_legacy`](crate::counter_layouts::fold_legacy)
+//! (`cairn-admin migrate counter-shards`, [`crate::counter_layouts`]), the bare ones into
+//! shard 0.
 
 use std::collections::{BTreeMap, HashMap};
 
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::types::{ConditionCheck, Delete, TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::{ConditionCheck, TransactWriteItem, Update};
 
 use crate::TenantId;
 use crate::dynamo::{Item, StoreError, Table, Tables, built, n, s};
@@ -29,16 +43,32 @@ use crate::dynamo::{Item, StoreError, Table, Tables, built, n, s};
 /// How many items (and partitions) each of a tenant's counters is spread over.
 pub const SHARDS: u8 = 16;
 
-/// The partition key (`tenant_id`) of `tenant`'s counter shard `shard`.
+/// The partition key (`tenant_id`) of counter item `item` in `tenant`'s shard `shard`:
+/// the item's name after the shard, a span counter's without its index ([`run_of`]).
 #[must_use]
-pub fn partition(tenant: &str, shard: u8) -> String {
-    format!("{tenant}#{shard:02}")
+pub fn partition(tenant: &str, shard: u8, item: &str) -> String {
+    format!("{tenant}#{shard:02}#{}", run_of(item).unwrap_or(item))
+}
+
+/// What every span counter item's name starts with ([`crate::spans`]:
+/// `span|{family}|{level}|{index}`).
+pub const SPAN_PREFIX: &str = "span|";
+
+/// The run a span counter item belongs to (its name without the index:
+/// `span|executions|m`), whose items share a partition so that a run of them is one
+/// query a shard; `None` for any other counter item.
+#[must_use]
+pub fn run_of(item: &str) -> Option<&str> {
+    if !item.starts_with(SPAN_PREFIX) {
+        return None;
+    }
+    item.rsplit_once('|').map(|(run, _)| run)
 }
 
 /// The key of counter item `item` in `tenant`'s shard `shard`.
 #[must_use]
 pub fn key(tenant: &str, shard: u8, item: &str) -> Item {
-    HashMap::from([("tenant_id".to_owned(), s(partition(tenant, shard))), ("name".to_owned(), s(item))])
+    HashMap::from([("tenant_id".to_owned(), s(partition(tenant, shard, item))), ("name".to_owned(), s(item))])
 }
 
 /// A shard for one write, at random (shard 0 should randomness fail: still exact).
@@ -46,11 +76,12 @@ pub fn any_shard() -> u8 {
     getrandom::u32().map_or(0, |x| u8::try_from(x % u32::from(SHARDS)).unwrap_or(0))
 }
 
-/// The counter of a workflow's executions in one status. Shared because the workflows
-/// function refuses to delete a workflow while it has running or paused executions.
+/// The counter of a workflow's executions in one status (an attribute of the workflow's
+/// executions counter). Shared because the workflows function refuses to delete a
+/// workflow while it has running or paused executions.
 #[must_use]
 pub fn executions_of_workflow(workflow_id: &str, status: &str) -> String {
-    format!("executions|workflow={workflow_id}|status={status}")
+    format!("executions|workflow={workflow_id}{ATTRIBUTE_MARK}{status}")
 }
 
 /// The counter of one day's events of a kind (`attempts`, `failures`), for rates over
@@ -58,28 +89,22 @@ pub fn executions_of_workflow(workflow_id: &str, status: &str) -> String {
 /// of 30 days is 30 small items. `day` is the UTC date.
 #[must_use]
 pub fn daily(kind: &str, day: chrono::NaiveDate) -> String {
-    format!("{}{ATTRIBUTE_MARK}{kind}", daily_item(day))
-}
-
-/// The item holding one day's counters.
-#[must_use]
-pub fn daily_item(day: chrono::NaiveDate) -> String {
-    format!("daily|{day}")
+    format!("daily|{day}{ATTRIBUTE_MARK}{kind}")
 }
 
 /// Separates an item's name from the attribute a counter lives in (`value` when absent).
-const ATTRIBUTE_MARK: char = '@';
+pub(crate) const ATTRIBUTE_MARK: char = '@';
 
-fn item_and_attribute(name: &str) -> (&str, &str) {
+pub(crate) fn item_and_attribute(name: &str) -> (&str, &str) {
     name.split_once(ATTRIBUTE_MARK).unwrap_or((name, VALUE))
 }
 
 /// Attribute holding a counter's value.
-const VALUE: &str = "value";
+pub(crate) const VALUE: &str = "value";
 
 /// The net changes to a tenant's counters made by one write.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CounterChange(BTreeMap<String, i64>);
+pub struct CounterChange(pub(crate) BTreeMap<String, i64>);
 
 impl CounterChange {
     /// The change from an item counted under `before` to one counted under `after`
@@ -129,7 +154,7 @@ impl CounterChange {
 
     /// [`CounterChange::transact_items`] in shard `shard` of the tenant whose id is
     /// `tenant`.
-    fn transact_items_in(
+    pub(crate) fn transact_items_in(
         &self,
         tables: &Tables,
         tenant: &str,
@@ -143,10 +168,8 @@ impl CounterChange {
         by_item
             .into_iter()
             .map(|(item, changes)| {
-                let mut update = Update::builder()
-                    .table_name(tables.name(Table::Counters))
-                    .key("tenant_id", s(partition(tenant, shard)))
-                    .key("name", s(item));
+                let mut update =
+                    Update::builder().table_name(tables.name(Table::Counters)).set_key(Some(key(tenant, shard, item)));
                 let mut adds = Vec::new();
                 for (i, (attribute, delta)) in changes.into_iter().enumerate() {
                     adds.push(format!("#a{i} :d{i}"));
@@ -164,9 +187,11 @@ impl CounterChange {
     }
 }
 
-/// When counter `name` of `tenant` is zero now: the conditions that keep it so, to join
-/// a transaction (each shard still holds what was read, so a write that counts in any
-/// shard meanwhile fails the transaction, to be read again); `None` while it is not zero.
+/// When counters `names` of `tenant` are all zero now: the conditions that keep them so,
+/// to join a transaction (each shard of each item still holds what was read, so a write
+/// that counts in any shard meanwhile fails the transaction, to be read again), one
+/// condition check per shard of each item (names of one item share it); `None` while any
+/// is not zero.
 ///
 /// # Errors
 /// The read's [`StoreError`].
@@ -174,27 +199,51 @@ pub async fn zero_now(
     client: &Client,
     tables: &Tables,
     tenant: &TenantId,
-    name: &str,
+    names: &[String],
 ) -> Result<Option<Vec<TransactWriteItem>>, StoreError> {
-    let (item, attribute) = item_and_attribute(name);
-    let shards = read_shards(client, tables, tenant, &[item]).await?;
-    let values: Vec<Option<i64>> =
-        (0..SHARDS).map(|shard| value_in(&shards, shard, item, attribute)).collect::<Result<_, _>>()?;
-    if values.iter().flatten().sum::<i64>() != 0 {
-        return Ok(None);
+    let mut by_item: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for name in names {
+        let (item, attribute) = item_and_attribute(name);
+        by_item.entry(item).or_default().push(attribute);
     }
-    let checks = values.into_iter().zip(0..SHARDS).map(|(value, shard)| {
-        let check = ConditionCheck::builder()
-            .table_name(tables.name(Table::Counters))
-            .set_key(Some(key(tenant.as_str(), shard, item)))
-            .expression_attribute_names("#value", attribute);
-        let check = match value {
-            None => check.condition_expression("attribute_not_exists(#value)"),
-            Some(v) => check.condition_expression("#value = :read").expression_attribute_values(":read", n(v)),
-        };
-        Ok(TransactWriteItem::builder().condition_check(built(check.build())?).build())
-    });
-    Ok(Some(checks.collect::<Result<_, StoreError>>()?))
+    let items: Vec<&str> = by_item.keys().copied().collect();
+    let shards = read_shards(client, tables, tenant, &items).await?;
+    let mut checks = Vec::new();
+    for (item, attributes) in &by_item {
+        let mut conditions: Vec<Vec<(&str, Option<i64>)>> = vec![Vec::new(); usize::from(SHARDS)];
+        for attribute in attributes {
+            let mut sum = 0;
+            for shard in 0..SHARDS {
+                let value = value_in(&shards, shard, item, attribute)?;
+                sum += value.unwrap_or(0);
+                conditions[usize::from(shard)].push((attribute, value));
+            }
+            if sum != 0 {
+                return Ok(None);
+            }
+        }
+        for (shard, held) in (0..SHARDS).zip(conditions) {
+            let mut check = ConditionCheck::builder().table_name(tables.name(Table::Counters)).set_key(Some(key(
+                tenant.as_str(),
+                shard,
+                item,
+            )));
+            let mut expression = Vec::new();
+            for (i, (attribute, value)) in held.into_iter().enumerate() {
+                check = check.expression_attribute_names(format!("#a{i}"), attribute);
+                match value {
+                    None => expression.push(format!("attribute_not_exists(#a{i})")),
+                    Some(v) => {
+                        expression.push(format!("#a{i} = :r{i}"));
+                        check = check.expression_attribute_values(format!(":r{i}"), n(v));
+                    }
+                }
+            }
+            let check = check.condition_expression(expression.join(" AND "));
+            checks.push(TransactWriteItem::builder().condition_check(built(check.build())?).build());
+        }
+    }
+    Ok(Some(checks))
 }
 
 /// Every shard of the counter items `items` of `tenant`, by (shard, item): batch reads of
@@ -205,18 +254,20 @@ async fn read_shards(
     tenant: &TenantId,
     items: &[&str],
 ) -> Result<HashMap<(u8, String), Item>, StoreError> {
-    let keys: Vec<Item> =
-        items.iter().flat_map(|item| (0..SHARDS).map(move |shard| key(tenant.as_str(), shard, item))).collect();
+    let asked: HashMap<(String, &str), u8> = items
+        .iter()
+        .flat_map(|item| (0..SHARDS).map(move |shard| ((partition(tenant.as_str(), shard, item), *item), shard)))
+        .collect();
+    let keys: Vec<Item> = asked.iter().map(|((_, item), shard)| key(tenant.as_str(), *shard, item)).collect();
     let table = tables.name(Table::Counters);
     let batches = keys.chunks(100).map(|chunk| crate::dynamo::batch_get(client, table, chunk.to_vec()));
     let mut found = HashMap::new();
     for item in futures_util::future::try_join_all(batches).await?.into_iter().flatten() {
         let text = |name: &str| item.get(name).and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
-        let (tenant_part, name) = (text("tenant_id"), text("name"));
-        let Some(shard) = tenant_part.rsplit_once('#').and_then(|(_, shard)| shard.parse::<u8>().ok()) else {
-            continue;
-        };
-        found.insert((shard, name), item);
+        let (partition, name) = (text("tenant_id"), text("name"));
+        if let Some(shard) = asked.get(&(partition, name.as_str())) {
+            found.insert((*shard, name), item);
+        }
     }
     Ok(found)
 }
@@ -277,76 +328,6 @@ pub async fn exists(client: &Client, tables: &Tables, tenant: &TenantId, item: &
     Ok(!read_shards(client, tables, tenant, &[item]).await?.is_empty())
 }
 
-/// Folds counter items of the earlier model (one per tenant and name, `tenant_id` the bare
-/// tenant id) into shard 0 of the same tenant (of `tenant` alone, when given): each
-/// item's values are added to the shard's and the old item deleted, in one transaction
-/// conditioned on the old item still being there, so a second run, or two at once,
-/// count nothing twice. Returns how many items were folded.
-///
-/// # Errors
-/// The scans' and writes' [`StoreError`]s.
-pub async fn fold_legacy(client: &Client, tables: &Tables, tenant: Option<&str>) -> Result<u64, StoreError> {
-    let table = tables.name(Table::Counters);
-    let mut folded = 0;
-    let mut start = None;
-    loop {
-        let (items, next) = crate::dynamo::page_of(client, table, tenant, None, start).await?;
-        for item in items {
-            if fold_one(client, tables, &item).await? {
-                folded += 1;
-            }
-        }
-        match next {
-            Some(key) => start = Some(key),
-            None => return Ok(folded),
-        }
-    }
-}
-
-/// Folds one item of the earlier model into shard 0; `false` for an item of the sharded
-/// model, or one another run folded first. The old item is deleted only while it holds
-/// what was read (an instance of the earlier version may still add to it during a
-/// deploy): else it is read again and folded as it is then.
-async fn fold_one(client: &Client, tables: &Tables, item: &Item) -> Result<bool, StoreError> {
-    let text = |name: &str| item.get(name).and_then(|v| v.as_s().ok()).cloned();
-    let (Some(tenant), Some(name)) = (text("tenant_id"), text("name")) else { return Ok(false) };
-    if tenant.contains('#') {
-        return Ok(false);
-    }
-    let table = tables.name(Table::Counters);
-    let mut item = item.clone();
-    for _ in 0..crate::dynamo::RACE_ATTEMPTS {
-        let mut change = CounterChange::default();
-        let mut delete = Delete::builder().table_name(table).key("tenant_id", s(&tenant)).key("name", s(&name));
-        let mut held = vec!["attribute_exists(tenant_id)".to_owned()];
-        for (i, (attribute, value)) in item.iter().enumerate() {
-            let Ok(number) = value.as_n() else { continue };
-            let delta: i64 = number.parse().map_err(|_| StoreError::Corrupt(format!("counter {name} = {number}")))?;
-            // Zero too: the item's existence says the counter was written (`exists`).
-            change.0.insert(format!("{name}{ATTRIBUTE_MARK}{attribute}"), delta);
-            held.push(format!("#a{i} = :v{i}"));
-            delete = delete
-                .expression_attribute_names(format!("#a{i}"), attribute)
-                .expression_attribute_values(format!(":v{i}"), n(delta));
-        }
-        let mut operations = change.transact_items_in(tables, &tenant, 0)?;
-        let delete = delete.condition_expression(held.join(" AND "));
-        operations.push(TransactWriteItem::builder().delete(built(delete.build())?).build());
-        match crate::dynamo::transact(client, operations).await {
-            Ok(()) => return Ok(true),
-            Err(StoreError::ConditionFailed { .. }) => {
-                let key = [("tenant_id", tenant.as_str()), ("name", name.as_str())];
-                match crate::dynamo::get_item(client, table, &key).await? {
-                    Some(now) => item = now,
-                    None => return Ok(false),
-                }
-            }
-            Err(e) => return Err(e),
-        }
-    }
-    Err(StoreError::Conflict)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -364,13 +345,6 @@ mod tests {
         let expected: BTreeMap<String, i64> =
             [("wf|status=draft".to_owned(), -1), ("wf|status=published".to_owned(), 1)].into_iter().collect();
         assert_eq!(change.0, expected);
-    }
-
-    #[test]
-    fn daily_counters_of_one_day_share_an_item() {
-        let day = chrono::NaiveDate::from_ymd_opt(2026, 11, 21).expect("date");
-        assert_eq!(item_and_attribute(&daily("attempts", day)), ("daily|2026-11-21", "attempts"));
-        assert_eq!(item_and_attribute("workflows|status=draft"), ("workflows|status=draft", VALUE));
     }
 
     #[test]

@@ -9,6 +9,7 @@ pub mod auth;
 pub mod blob;
 pub mod body;
 pub mod config;
+pub mod counter_layouts;
 pub mod counters;
 pub mod dynamo;
 pub mod error;

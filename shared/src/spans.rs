@@ -61,7 +61,7 @@ pub const ALL: &str = "all";
 /// The counter item of `family` for span `index` of `level`. Indexes are zero-padded so
 /// that items sort by time.
 fn item(family: &str, level: Level, index: u64) -> String {
-    format!("span|{family}|{}|{index:012}", level.letter())
+    format!("{}{family}|{}|{index:012}", crate::counters::SPAN_PREFIX, level.letter())
 }
 
 /// The counter names (`item@attribute`, see [`crate::counters`]) an item of `family`
@@ -143,8 +143,8 @@ fn split(plan: &mut Plan, a: u64, b: u64, level: usize) {
 }
 
 /// Every counter item of `family` in the run of spans, in every shard of the tenant's
-/// counters ([`crate::counters::SHARDS`]): one query per shard, side by side, each over
-/// consecutive keys, so it costs the same whatever the counts hold. `projection`: the
+/// counters ([`crate::counters::SHARDS`]): one query per shard (of the run's partition in
+/// the shard, [`crate::counters::partition`]), side by side, each over consecutive keys, so it costs the same whatever the counts hold. `projection`: the
 /// attributes to read besides the name (all when empty).
 async fn query_run(
     client: &Client,
@@ -157,7 +157,7 @@ async fn query_run(
     let table = tables.name(Table::Counters);
     let (from, to) = (item(family, level, from), item(family, level, to));
     let shards = (0..crate::counters::SHARDS).map(|shard| {
-        let partition = crate::counters::partition(tenant.as_str(), shard);
+        let partition = crate::counters::partition(tenant.as_str(), shard, &from);
         let (from, to) = (&from, &to);
         async move {
             let mut found = Vec::new();
@@ -277,6 +277,24 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_counter_item_has_a_partition_a_run_of_spans_one() {
+        let tenant = "ten_0123456789abcdef0123456789abcdef";
+        assert_eq!(
+            crate::counters::partition(tenant, 7, "workflows|status=draft"),
+            format!("{tenant}#07#workflows|status=draft")
+        );
+        let minute = |index: u64| names("executions", index * 60_000, &["all"])[0].clone();
+        let (a, b) = (minute(5), minute(6));
+        let run = |name: &str| crate::counters::partition(tenant, 3, crate::counters::item_and_attribute(name).0);
+        assert_eq!(run(&a), run(&b), "{a} and {b} are queried together");
+        assert_eq!(run(&a), format!("{tenant}#03#span|executions|m"));
+        assert_ne!(
+            crate::counters::partition(tenant, 3, "executions"),
+            crate::counters::partition(tenant, 4, "executions")
+        );
+    }
 
     /// The milliseconds a plan covers, as sorted inclusive ranges.
     fn covered(plan: &Plan) -> Vec<(u64, u64)> {

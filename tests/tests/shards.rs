@@ -1,8 +1,10 @@
 //! Counters and rate-limit standings spread over shards (`shared::counters`,
-//! `shared::rate_limit`), and `cairn-admin migrate counter-shards`, which folds counters
-//! kept in the earlier model (one item per tenant and name) into them. The earlier
-//! counters are made from what the API counted: the tenant's shards added up, per name
-//! and attribute, and written under the bare tenant id as the earlier code wrote them.
+//! `shared::rate_limit`), and `cairn-admin migrate counter-shards`, which moves counters
+//! kept in the earlier layouts (one item per tenant and name; every counter of a shard
+//! in one partition) into this one (a partition per counter item and shard). The
+//! earlier counters are made from what the API counted, written as the earlier code
+//! wrote them: the tenant's shards added up under the bare tenant id, or each shard's
+//! items under `{tenant}#NN`, and in both a status's count in an item of its own.
 
 use std::collections::BTreeMap;
 
@@ -36,47 +38,90 @@ async fn totals(api: &Api, key: &str, wf: &str) -> Value {
     Value::Object(found)
 }
 
-/// Rewrites `tenant`'s counters in the earlier model: one item per name, the shards'
-/// values added up, under the bare tenant id; the shards are deleted.
-async fn rewrite_as_legacy(env: &Env, tenant: &str) -> usize {
+/// The two layouts counters were kept in before this one.
+#[derive(Debug, Clone, Copy)]
+enum Earlier {
+    /// One item per tenant and name, under the bare tenant id.
+    Bare,
+    /// Every counter of a shard in one partition, `{tenant}#NN`.
+    ShardPartitions,
+}
+
+/// Where the earlier code counted what this one counts in attribute `attribute` of
+/// `item`: a status's count in an item of its own (`executions|status=running`).
+fn earlier_name(item: &str, attribute: &str) -> (String, String) {
+    let value = || "value".to_owned();
+    let statuses = item == "executions"
+        || item == "failures"
+        || item.strip_prefix("executions|workflow=").is_some_and(|w| !w.contains('|'));
+    if statuses && attribute != "value" {
+        return (format!("{item}|status={attribute}"), value());
+    }
+    (item.to_owned(), attribute.to_owned())
+}
+
+/// Rewrites `tenant`'s counters in an earlier layout, as the earlier code wrote them,
+/// and deletes them from this one; returns how many items the earlier layout holds.
+async fn rewrite_as(env: &Env, tenant: &str, layout: Earlier) -> usize {
     let table = env.tables.name(Table::Counters);
-    let mut legacy: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
-    for shard in 0..shared::counters::SHARDS {
-        let partition = shared::counters::partition(tenant, shard);
+    let mut earlier: BTreeMap<(String, String), BTreeMap<String, i64>> = BTreeMap::new();
+    let mut start = None;
+    loop {
         let out = env
             .client
-            .query()
+            .scan()
             .table_name(table)
-            .key_condition_expression("tenant_id = :t")
-            .expression_attribute_values(":t", s(&partition))
+            .filter_expression("begins_with(tenant_id, :own)")
+            .consistent_read(true)
+            .expression_attribute_values(":own", s(format!("{tenant}#")))
+            .set_exclusive_start_key(start)
             .send()
             .await
-            .expect("query");
-        assert!(out.last_evaluated_key.is_none(), "one page");
+            .expect("scan");
         for item in out.items.unwrap_or_default() {
-            let name = item["name"].as_s().expect("name").clone();
+            let (partition, name) = (item["tenant_id"].as_s().expect("tenant_id"), item["name"].as_s().expect("name"));
+            let shard = &partition[tenant.len() + 1..tenant.len() + 3];
+            let old_partition = match layout {
+                Earlier::Bare => tenant.to_owned(),
+                Earlier::ShardPartitions => format!("{tenant}#{shard}"),
+            };
             for (attribute, value) in &item {
                 if let Ok(number) = value.as_n() {
-                    *legacy.entry(name.clone()).or_default().entry(attribute.clone()).or_default() +=
-                        number.parse::<i64>().expect("number");
+                    let (name, attribute) = earlier_name(name, attribute);
+                    let values = earlier.entry((old_partition.clone(), name)).or_default();
+                    *values.entry(attribute).or_default() += number.parse::<i64>().expect("number");
                 }
             }
-            let key = shared::counters::key(tenant, shard, &name);
+            let key = [("tenant_id", partition), ("name", name)].map(|(k, v)| (k.to_owned(), s(v))).into();
             env.client.delete_item().table_name(table).set_key(Some(key)).send().await.expect("delete");
         }
+        match out.last_evaluated_key {
+            Some(key) if !key.is_empty() => start = Some(key),
+            _ => break,
+        }
     }
-    for (name, values) in &legacy {
-        let mut item: Item = [("tenant_id".to_owned(), s(tenant)), ("name".to_owned(), s(name))].into_iter().collect();
+    for ((partition, name), values) in &earlier {
+        let mut item: Item =
+            [("tenant_id".to_owned(), s(partition)), ("name".to_owned(), s(name))].into_iter().collect();
         for (attribute, value) in values {
             item.insert(attribute.clone(), AttributeValue::N(value.to_string()));
         }
         env.client.put_item().table_name(table).set_item(Some(item)).send().await.expect("put");
     }
-    legacy.len()
+    earlier.len()
 }
 
 #[tokio::test]
-async fn counters_of_the_earlier_model_are_folded_into_the_shards_once_and_count_on() {
+async fn counters_of_the_bare_layout_are_moved_into_the_shards_once_and_count_on() {
+    counters_of_an_earlier_layout_are_moved_once_and_count_on(Earlier::Bare).await;
+}
+
+#[tokio::test]
+async fn counters_of_shard_partitions_are_moved_into_their_own_once_and_count_on() {
+    counters_of_an_earlier_layout_are_moved_once_and_count_on(Earlier::ShardPartitions).await;
+}
+
+async fn counters_of_an_earlier_layout_are_moved_once_and_count_on(layout: Earlier) {
     let env = api_tests::env().await;
     let api = Api::new(Transport::in_process(&env));
     let t = env.tenant().await;
@@ -93,19 +138,19 @@ async fn counters_of_the_earlier_model_are_folded_into_the_shards_once_and_count
     let before = totals(&api, &t.key, &wf).await;
     assert_eq!(before["/executions?status=running"], 2, "{before}");
 
-    let rewritten = rewrite_as_legacy(&env, &t.id).await;
+    let rewritten = rewrite_as(&env, &t.id, layout).await;
     assert!(rewritten > 10, "{rewritten} counter items");
     let gap = totals(&api, &t.key, &wf).await;
-    assert_eq!(gap["/executions"], 0, "the sharded model does not read the earlier items: {gap}");
+    assert_eq!(gap["/executions"], 0, "this layout does not read the earlier items: {gap}");
 
-    let folded = shared::counters::fold_legacy(&env.client, &env.tables, Some(&t.id)).await.expect("fold");
+    let folded = shared::counter_layouts::fold_legacy(&env.client, &env.tables, Some(&t.id)).await.expect("fold");
     assert_eq!(folded, rewritten as u64);
     assert_eq!(totals(&api, &t.key, &wf).await, before, "every total as before");
-    let again = shared::counters::fold_legacy(&env.client, &env.tables, Some(&t.id)).await.expect("fold");
+    let again = shared::counter_layouts::fold_legacy(&env.client, &env.tables, Some(&t.id)).await.expect("fold");
     assert_eq!(again, 0, "a second run folds nothing");
     assert_eq!(totals(&api, &t.key, &wf).await, before, "and counts nothing twice");
 
-    // Counting goes on in any shard; running executions folded into shard 0 end in others.
+    // Counting goes on in any shard; running executions moved into one shard end in others.
     let path = format!("/workflows/{wf}");
     api.delete(&t.key, &path).await.expect_problem(409, "invalid_state");
     for id in &ids[2..] {

@@ -324,12 +324,10 @@ impl WorkflowStore {
         let mut tx = Transaction::new();
         tx.push(Part::Workflow, TransactWriteItem::builder().delete(delete).build());
         tx.extend(Part::Workflow, self.markers(tenant, &w.id, true)?);
-        for status in ["running", "paused"] {
-            let name = counters::executions_of_workflow(w.id.as_str(), status);
-            match counters::zero_now(&self.client, &self.tables, tenant, &name).await? {
-                Some(checks) => tx.extend(Part::Active, checks),
-                None => return Err(DeleteError::Active),
-            }
+        let active = ["running", "paused"].map(|status| counters::executions_of_workflow(w.id.as_str(), status));
+        match counters::zero_now(&self.client, &self.tables, tenant, &active).await? {
+            Some(checks) => tx.extend(Part::Active, checks),
+            None => return Err(DeleteError::Active),
         }
         tx.extend(Part::Counters, CounterChange::between(&w.counters(), &[]).transact_items(&self.tables, tenant)?);
         match tx.commit(&self.client).await {

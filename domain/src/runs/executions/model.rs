@@ -369,12 +369,14 @@ pub fn tag_counter_name(key: &str, value: &str, status: Option<ExecutionStatus>)
     }
 }
 
-/// The counter behind the `total` of an execution list with these filters.
+/// The counter behind the `total` of an execution list with these filters: one item per
+/// workflow filter (`executions`, `executions|workflow=wf_…`), the count in a status in
+/// its attribute of that status, so that a change of status moves one item.
 #[must_use]
 pub fn counter_name(status: Option<ExecutionStatus>, workflow: Option<&WorkflowId>) -> String {
     match (status, workflow) {
         (None, None) => "executions".to_owned(),
-        (Some(s), None) => format!("executions|status={}", s.wire()),
+        (Some(s), None) => format!("executions@{}", s.wire()),
         (None, Some(w)) => format!("executions|workflow={w}"),
         (Some(s), Some(w)) => shared::counters::executions_of_workflow(w.as_str(), s.wire()),
     }

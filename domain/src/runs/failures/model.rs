@@ -293,12 +293,13 @@ pub enum Settlement {
 /// [`crate::runs::MAX_COUNTED`]).
 pub const SPAN_FAMILY: &str = "failures";
 
-/// The counter of failures in a status (all when `None`).
+/// The counter of failures in a status (all when `None`): one item, `failures`, each
+/// status in an attribute.
 #[must_use]
 pub fn counter_name(status: Option<FailureStatus>) -> String {
     match status {
         None => "failures".to_owned(),
-        Some(s) => format!("failures|status={}", s.wire()),
+        Some(s) => format!("failures@{}", s.wire()),
     }
 }
 
