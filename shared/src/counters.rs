@@ -24,7 +24,9 @@
 //! of executions by status are attributes of `executions` (`executions@running`), and
 //! those of a workflow's of `executions|workflow=wf_…`; failures', of `failures`; a day's
 //! attempts and failures, of `daily|2026-12-05`. A write then changes one item per
-//! scope, whatever moved between statuses.
+//! scope, whatever moved between statuses. DynamoDB refuses a transaction that names
+//! one item twice, so the changes of one transaction that may touch the same item go in
+//! one [`CounterChange`] (and [`zero_now`] takes every count of an item at once).
 //!
 //! Items of earlier layouts (`tenant_id` the bare tenant id: one item per counter; or
 //! `ten_…#07`: every counter of a shard in one partition; both with a status's count in
