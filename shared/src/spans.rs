@@ -144,8 +144,9 @@ fn split(plan: &mut Plan, a: u64, b: u64, level: usize) {
 
 /// Every counter item of `family` in the run of spans, in every shard of the tenant's
 /// counters ([`crate::counters::SHARDS`]): one query per shard (of the run's partition in
-/// the shard, [`crate::counters::partition`]), side by side, each over consecutive keys, so it costs the same whatever the counts hold. `projection`: the
-/// attributes to read besides the name (all when empty).
+/// the shard, [`crate::counters::partition`]), side by side, each over consecutive keys,
+/// so it costs the same whatever the counts hold. `projection`: the attributes to read
+/// besides the name (all when empty).
 async fn query_run(
     client: &Client,
     tables: &Tables,

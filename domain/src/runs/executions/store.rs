@@ -385,7 +385,7 @@ impl ExecutionStore {
         self.stage_blobs(tx, tenant, blobs)?;
         tags::stage_create(tx, self.table(), tenant, e, &partition(tenant, e))?;
         let mut change = CounterChange::between(&[], &e.counters());
-        change.add(&shared::counters::daily("attempts", e.created_at.date_naive()), 1);
+        change.add(&counters::daily("attempts", e.created_at.date_naive()), 1);
         tx.extend(Part::Counters, change.transact_items(&self.tables, tenant)?);
         Ok(())
     }

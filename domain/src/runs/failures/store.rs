@@ -58,7 +58,7 @@ impl FailureStore {
         tx.push(Part::Failure, put_item(self.table(), item, "attribute_not_exists(id)", None)?);
         tx.push(Part::Failure, TransactWriteItem::builder().update(self.group_seen(tenant.as_str(), f)?).build());
         let mut change = CounterChange::between(&[], &f.counters());
-        change.add(&shared::counters::daily("failures", f.created_at.date_naive()), 1);
+        change.add(&counters::daily("failures", f.created_at.date_naive()), 1);
         tx.extend(Part::Counters, change.transact_items(&self.tables, tenant)?);
         Ok(())
     }
