@@ -125,8 +125,8 @@ def test_a_write_by_key_starts_replays_and_starts_again_as_needed(fake: FakeCair
     client = Cairn("k", base_url=BASE)
     wf = client.workflows.create(name="w", workflow_type="custom").id
 
-    def start() -> _specs.Spec[models.Execution]:
-        return _specs.executions_create(None, workflow_id=wf, key="ticket-7")
+    def start() -> _runs.Flow[models.Execution]:
+        return _runs.call(_specs.executions_create(None, workflow_id=wf, key="ticket-7"))
 
     def send(execution_id: str) -> _runs.Flow[str]:
         made: models.Checkpoint = yield _specs.checkpoints_create(None, execution_id=execution_id, state={})
@@ -142,11 +142,15 @@ def test_a_write_by_key_starts_replays_and_starts_again_as_needed(fake: FakeCair
     fake.requests.clear()
     write(seen)
     assert [m for m, _ in fake.requests] == ["POST"], "known and running: the write alone"
+    assert (seen.replayed, seen.execution) == (False, None), "no call about the execution: nothing new seen"
     client.executions.pause(first)  # a rollback, say, behind this process
     fake.requests.clear()
     write(seen)
     assert [p.rsplit("/", 1)[-1] for _, p in fake.requests] == ["checkpoints", first, "replay", "checkpoints"]
     assert client.executions.get(first).attempt == 2
+    assert seen.replayed, "the replay seen"
+    assert seen.execution is not None
+    assert seen.execution.attempt == 2
     client.executions.delete(first)
     write(seen)
     assert seen.id != first, "deleted: started again by its key"

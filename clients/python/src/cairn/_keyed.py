@@ -23,6 +23,7 @@ from ._runs import (
     Seen,
     arun,
     async_workflow_id,
+    call,
     check_workflow,
     key_ok,
     write_running,
@@ -130,8 +131,8 @@ class KeyedExecutions:
         optional: dict[str, Any] = {"name": checkpoint_name, "metadata": metadata}
         given = {k: v for k, v in optional.items() if v is not None}
 
-        def start() -> specs.Spec[models.Execution]:
-            return self._start(workflow_id, name)
+        def start() -> Flow[models.Execution]:
+            return call(self._start(workflow_id, name))
 
         def send(execution_id: str) -> Flow[models.Checkpoint]:
             created: models.Checkpoint = yield specs.checkpoints_create(

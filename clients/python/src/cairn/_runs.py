@@ -24,7 +24,7 @@ import threading
 import weakref
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from . import _specs as specs
 from . import _workflows as workflow_specs
@@ -32,6 +32,8 @@ from . import errors, models
 from ._resources import AsyncResources, Resources
 
 T = TypeVar("T")
+#: The calls a caller's flows yield besides the run core's own.
+C = TypeVar("C")
 
 #: A workflow id as the API makes them (``wf_`` and 32 hex digits); anything else is a name.
 WORKFLOW_ID = re.compile(r"wf_[0-9a-f]{32}")
@@ -49,6 +51,12 @@ class Page:
 
 Op = specs.Spec[Any] | Page
 Flow = Generator[Op, Any, T]
+
+
+def call(spec: specs.Spec[T]) -> Flow[T]:
+    """One call as a flow."""
+    answer: T = yield spec
+    return answer
 
 
 def perform(client: Resources, op: Op) -> Any:
@@ -166,46 +174,65 @@ class Seen:
 
     id: str | None = None
     status: str = "running"
+    #: The execution as last answered to :func:`write_running` (started, replayed or read
+    #: again), None when it made no such call: its attempt and current checkpoint.
+    execution: models.Execution | None = None
+    #: Whether the last :func:`write_running` replayed the execution.
+    replayed: bool = False
+
+    def saw(self, execution: models.Execution) -> None:
+        """``execution`` is the key's execution as it is now."""
+        self.id, self.status, self.execution = execution.id, execution.status, execution
 
 
 def write_running(
     seen: Seen,
-    start: Callable[[], specs.Spec[models.Execution]],
-    send: Callable[[str], Flow[T]],
+    start: Callable[[], Generator[C, Any, models.Execution]],
+    send: Callable[[str], Generator[C, Any, T]],
     ended: Callable[[str, str], str],
-    point: Callable[[str], Flow[Any]] | None = None,
-) -> Flow[T]:
+    point: Callable[[str], Generator[C, Any, Any]] | None = None,
+    *,
+    restart: bool = True,
+) -> Generator[C | Op, Any, T]:
     """``send`` (a flow given the execution's id) on a key's execution made running:
-    ``start`` (a start by key, which answers the key's execution when one exists) when
-    ``seen`` knows none; :func:`running` when it was seen failed or paused (replayed from
-    the checkpoint ``point`` names, else its current one); then ``send``. Sent again, up
-    to three times, after a 404 (the execution was deleted: started again) or a 409 (its
+    ``start`` (a flow that starts by key, which answers the key's execution when one
+    exists) when ``seen`` knows none; :func:`running` when it was seen failed or paused
+    (replayed from the checkpoint ``point`` names, else its current one); then ``send``.
+    Sent again, up to three times, after a 404 (the execution was deleted: started
+    again; raised instead, ``seen`` knowing none, unless ``restart``) or a 409 (its
     status changed behind this process: read again, made running). ``seen`` ends as the
-    execution was last seen."""
+    execution was last seen, and says whether this replayed it. (The flows given may
+    yield calls of their own kinds: the caller's runner makes them.)"""
+    seen.execution, seen.replayed = None, False
     for _ in range(3):
         if seen.id is None:
-            started: models.Execution = yield start()
-            seen.id, seen.status = started.id, started.status
+            seen.saw((yield from start()))
+        execution_id = cast(str, seen.id)
         at = specs.OMIT
         if point is not None and seen.status in ("failed", "paused"):
-            at = yield from point(seen.id)
-        ran = yield from running(seen.id, seen.status, ended, at)
+            at = yield from point(execution_id)
+        ran = yield from running(execution_id, seen.status, ended, at)
+        seen.replayed = seen.replayed or ran.replayed
         if ran.execution is not None:
-            seen.status = ran.execution.status
+            seen.saw(ran.execution)
         try:
-            result: T = yield from send(seen.id)
+            result: T = yield from send(execution_id)
             return result
         except errors.ExecutionEnded:
             raise
         except errors.NotFound:
             seen.id = None
+            if not restart:
+                raise
         except errors.InvalidState:
             try:
-                current: models.Execution = yield specs.executions_get(None, seen.id)
+                current: models.Execution = yield specs.executions_get(None, execution_id)
             except errors.NotFound:
                 seen.id = None
+                if not restart:
+                    raise
             else:
-                seen.status = current.status
+                seen.saw(current)
     raise errors.InvalidState("the execution kept changing behind this write; it was not sent", status=409)
 
 

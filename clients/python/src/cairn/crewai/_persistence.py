@@ -126,8 +126,10 @@ class CairnFlowPersistence(FlowPersistence):
             known = reg.known(wf, flow_uuid)
             seen = _runs.Seen(known.id, known.status) if known is not None else _runs.Seen()
 
-            def start() -> specs.Spec[models.Execution]:
-                return specs.executions_create(None, workflow_id=wf, key=flow_uuid, tags=self.tags)
+            def start() -> _runs.Flow[models.Execution]:
+                return _runs.call(
+                    specs.executions_create(None, workflow_id=wf, key=flow_uuid, tags=self.tags)
+                )
 
             try:
                 return _runs.run(client, _runs.write_running(seen, start, send, self._ended(flow_uuid)))

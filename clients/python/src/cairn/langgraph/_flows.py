@@ -9,7 +9,7 @@ from __future__ import annotations
 import builtins
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -26,7 +26,7 @@ from langgraph.checkpoint.serde.types import ERROR
 
 from .. import _specs as specs
 from .. import errors, models
-from .._runs import WORKFLOW_ID, find_or_create_workflow, running
+from .._runs import WORKFLOW_ID, Seen, call, find_or_create_workflow, write_running
 from ._driver import Flow, Page
 from ._encoding import checkpoint_state, checkpoint_tuple, encode
 from ._held import Held, HeldTask, Where, fits
@@ -110,25 +110,14 @@ class Flows(BaseCheckpointSaver[int]):
 
     # ---- flows: the status of the execution ----
 
-    def _resume(self, thread_id: str, thread: Thread, at: str | None) -> Flow[bool]:
-        """Makes the execution running by the run core's rule: a replay when paused or
-        failed, from the checkpoint keyed ``at`` (else from the start; from its current
-        one when ``at`` is not among its checkpoints). Whether this replayed it."""
-        point: Any = None
-        if at is not None and thread.status in ("failed", "paused"):
-            found = yield from self._by_key(thread.execution_id, at)
-            point = found.id if found is not None else specs.OMIT
-
+    def _ended(self, thread_id: str) -> Callable[[str, str], str]:
         def ended(execution_id: str, status: str) -> str:
             return (
                 f"thread {thread_id!r} (execution {execution_id}) is {status}: "
                 "it takes no more checkpoints; use a new thread_id"
             )
 
-        ran = yield from running(thread.execution_id, thread.status, ended, point)
-        if ran.execution is not None:
-            thread.status = ran.execution.status
-        return ran.replayed
+        return ended
 
     def _apply(self, thread: Thread, stop: Stop) -> Flow[None]:
         try:
@@ -142,43 +131,48 @@ class Flows(BaseCheckpointSaver[int]):
         thread.stop = stop
 
     def _write(
-        self,
-        thread_id: str,
-        at: str | None,
-        send: Callable[[Thread], Flow[T]],
-        stop: Stop | None = None,
-        *,
-        again: bool = True,
+        self, thread_id: str, at: str | None, send: Callable[[Thread], Flow[T]], stop: Stop | None = None
     ) -> Flow[T]:
-        """Runs ``send`` on a running execution of the thread (started, or replayed from
-        ``at``), once more after a 409 or 404 (status or execution changed behind the
-        saver), then applies ``stop``, or again the stop of this run after a replay."""
-        thread = self._memory.thread(thread_id)
-        if thread is None:
+        """Runs ``send`` on the thread's execution made running by the run core's
+        :func:`~cairn._runs.write_running` (started; replayed from the checkpoint keyed
+        ``at`` when failed or paused, else from the start, or from its current one when
+        ``at`` is not among its checkpoints; sent again after a 409 or 404), then applies
+        ``stop``, or again the stop of this run after a replay."""
+        known = self._memory.thread(thread_id)
+        seen = Seen(known.execution_id, known.status) if known is not None else Seen()
+
+        def start() -> Flow[models.Execution]:
             workflow_id = yield from self._workflow_flow()
-            started: models.Execution = yield specs.executions_create(
-                None, workflow_id=workflow_id, key=thread_id, tags=self.tags
+            return (
+                yield from call(
+                    specs.executions_create(None, workflow_id=workflow_id, key=thread_id, tags=self.tags)
+                )
             )
-            thread = self._memory.remember(thread_id, started)
-        replayed = yield from self._resume(thread_id, thread, at)
-        try:
-            result = yield from send(thread)
-        except (errors.InvalidState, errors.NotFound) as e:
-            if isinstance(e, ThreadEnded) or not again:
-                raise
-            self._memory.forget_checkpoints(thread.execution_id)
+
+        def point(execution_id: str) -> Flow[Any]:
+            if at is None:
+                return None
+            found = yield from self._by_key(execution_id, at)
+            return found.id if found is not None else specs.OMIT
+
+        def sent(execution_id: str) -> Flow[T]:
             try:
-                current: models.Execution = yield specs.executions_get(None, thread.execution_id)
-            except errors.NotFound:  # deleted behind the saver: the thread starts again
+                return (yield from send(self._memory.keep(thread_id, execution_id, seen.status)))
+            except (errors.InvalidState, errors.NotFound) as e:
+                if not isinstance(e, ThreadEnded):  # its checkpoints may have changed too
+                    self._memory.forget_checkpoints(execution_id)
+                raise
+
+        try:
+            result = yield from write_running(seen, start, sent, self._ended(thread_id), point)
+        finally:
+            if seen.id is None:
                 self._memory.forget(thread_id)
-                return (yield from self._write(thread_id, at, send, stop, again=False))
-            thread = self._memory.remember(thread_id, current)
-            replayed = (yield from self._resume(thread_id, thread, at)) or replayed
-            result = yield from send(thread)
+        thread = self._memory.keep(thread_id, cast(str, seen.id), seen.status)
         if stop is not None:
             if stop.outranks(thread.pending):
                 thread.pending = stop
-        elif replayed and thread.stop is not None and thread.pending is None:
+        elif seen.replayed and thread.stop is not None and thread.pending is None:
             thread.pending = thread.stop  # a late write of the run: its stop again
         if thread.pending is not None and not self._traffic.others_writing(thread_id):
             pending, thread.pending = thread.pending, None

@@ -77,15 +77,21 @@ class Memory:
             return thread
 
     def remember(self, thread_id: str, execution: models.ExecutionSummary) -> Thread:
+        return self.keep(thread_id, execution.id, execution.status)
+
+    def keep(self, thread_id: str, execution_id: str, status: str) -> Thread:
+        """The thread's execution is ``execution_id``, in ``status``: its :class:`Thread`
+        (a new one when it was another execution's)."""
         with self._mutex:
             thread = self._threads.get(thread_id)
-            if thread is None or thread.execution_id != execution.id:
-                thread = Thread(execution.id, execution.status)
+            if thread is None or thread.execution_id != execution_id:
+                thread = Thread(execution_id, status)
                 self._threads[thread_id] = thread
                 while len(self._threads) > CACHE_SIZE:
                     self._threads.popitem(last=False)
             else:
-                thread.status = execution.status
+                thread.status = status
+                self._threads.move_to_end(thread_id)
             return thread
 
     def forget(self, thread_id: str) -> None:

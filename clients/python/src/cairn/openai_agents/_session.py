@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import random
 import threading
 import uuid
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar, cast
+from typing import Any, Generic, TypeVar, cast
 
 from agents.items import TResponseInputItem
 from agents.memory import SessionSettings
@@ -18,7 +19,17 @@ from agents.memory.session_settings import coerce_session_settings, resolve_sess
 from agents.run_context import RunContextWrapper
 
 from cairn import AsyncCairn, Cairn, errors, models
-from cairn._runs import arun_on, async_workflow_id, check_workflow, running, workflow_id
+from cairn import _specs as specs
+from cairn._runs import (
+    Flow,
+    Seen,
+    arun_on,
+    async_workflow_id,
+    call,
+    check_workflow,
+    workflow_id,
+    write_running,
+)
 
 T = TypeVar("T")
 
@@ -51,6 +62,17 @@ class _Seen:
     attempt: int
     checkpoint_id: str | None
     items: list[Any]
+
+
+@dataclass
+class _Sent(Generic[T]):
+    """What one send of a write did, on the session as ``on`` saw it: the checkpoint it
+    wrote and the items it holds (None: the change changed nothing), and the change's
+    result."""
+
+    on: _Seen
+    written: tuple[models.Checkpoint, list[Any]] | None
+    result: T
 
 
 def _copy(items: list[Any]) -> list[Any]:
@@ -142,9 +164,9 @@ class CairnSession:
     execution (with its checkpoints); the next write starts a new one. A completed or
     cancelled execution takes no more items (:class:`SessionEnded`).
 
-    ``client`` is an :class:`~cairn.AsyncCairn` (used on the caller's event loop, which
-    must be the loop it was made on, as for any httpx ``AsyncClient``) or a
-    :class:`~cairn.Cairn`, used from a worker thread; ``None``: one ``Cairn()`` from the
+    ``client`` is an :class:`~cairn.AsyncCairn` (used on the caller's event loop, any
+    loop: it keeps connections per loop) or a :class:`~cairn.Cairn`, used from a worker
+    thread; ``None``: one ``Cairn()`` from the
     environment shared by every such session of the process. ``session_settings`` as for
     ``SQLiteSession`` (``limit``: the items ``get_items()`` answers by default).
     ``tags`` are given to the session's execution when it starts.
@@ -269,14 +291,22 @@ class CairnSession:
         page: models.Page[models.ExecutionSummary] = await self._call(pager.first_page)
         return page.items[0] if page.items else None
 
-    async def _items(self, checkpoint_id: str | None) -> list[Any]:
+    def _items_flow(self, checkpoint_id: str | None) -> Flow[list[Any]]:
+        """The items checkpoint ``checkpoint_id`` holds (none before the first): its state
+        is read unless it is the one this object read or wrote last."""
         if checkpoint_id is None:
             return []
         seen = self._seen
         if seen is not None and seen.checkpoint_id == checkpoint_id:
             return seen.items  # a checkpoint never changes
-        checkpoint = await self._call(self._client.checkpoints.get, checkpoint_id, include_state=True)
+        checkpoint: models.Checkpoint = yield specs.checkpoints_get(None, checkpoint_id, include_state=True)
         return _items_of(checkpoint)
+
+    def _view_flow(self, execution: models.ExecutionSummary) -> Flow[_Seen]:
+        items = yield from self._items_flow(execution.current_checkpoint_id)
+        return _Seen(
+            execution.id, execution.status, execution.attempt, execution.current_checkpoint_id, items
+        )
 
     def _know(self, seen: _Seen | None) -> _Seen | None:
         """A write's view of the session becomes this object's."""
@@ -285,10 +315,7 @@ class CairnSession:
         return seen
 
     async def _view(self, execution: models.ExecutionSummary) -> _Seen:
-        items = await self._items(execution.current_checkpoint_id)
-        return _Seen(
-            execution.id, execution.status, execution.attempt, execution.current_checkpoint_id, items
-        )
+        return await arun_on(self._client, self._view_flow(execution))
 
     async def _read(self) -> _Seen | None:
         """The session as it is now: at most 2 requests. Kept as this object's view
@@ -300,46 +327,69 @@ class CairnSession:
             self._seen = seen
         return seen
 
-    async def _running(self) -> _Seen:
-        """The execution, running: started when the session has none, replayed from its
-        current checkpoint when paused or failed (a rollback pauses it), by the run core's
-        rule; one deleted behind this object is started again."""
-        for _ in range(_ATTEMPTS):
-            seen = self._seen
-            if seen is None:
-                started = await self._call(
-                    self._client.executions.create,
-                    workflow_id=await self._workflow_id(),
-                    key=self.session_id,
-                    tags=self.tags,
-                )
-                seen = cast(_Seen, self._know(await self._view(started)))
-            try:
-                ran = await arun_on(self._client, running(seen.execution_id, seen.status, self._ended))
-            except errors.NotFound:
-                self._know(None)
-                continue
-            latest = ran.execution
-            if latest is None:
-                return seen
-            if latest.status != "running":  # replayed and ended again meanwhile: decided anew
-                self._know(await self._read())
-                continue
-            return cast(_Seen, self._know(await self._view(latest)))
-        raise errors.InvalidState(
-            f"session {self.session_id!r} changed behind each of {_ATTEMPTS} replays: it has other writers "
-            "at the same moment; try again"
-        )
-
     def _ended(self, execution_id: str, status: str) -> str:
         return (
             f"session {self.session_id!r} (execution {execution_id}) is {status}: it takes "
             "no more items; use a new session id, or clear_session() to start it again"
         )
 
+    def _start(self, workflow_id: str) -> Flow[models.Execution]:
+        return call(
+            specs.executions_create(None, workflow_id=workflow_id, key=self.session_id, tags=self.tags)
+        )
+
+    def _send(
+        self,
+        seen: Seen,
+        known: _Seen | None,
+        name: str,
+        change: Callable[[list[Any]], tuple[list[Any] | None, T]],
+        write: str,
+        superseding: bool,
+        execution_id: str,
+    ) -> Flow[_Sent[T]]:
+        """One send of :meth:`_write`: ``change`` applied to the session as ``seen`` has
+        its execution when the write started, replayed or read it again, else as this
+        object knew it (``known``), written as a checkpoint named ``name`` with ``write``
+        in its metadata, also when the change changes nothing if ``superseding``."""
+        if seen.execution is not None:
+            on = yield from self._view_flow(seen.execution)
+            self._know(on)
+        else:  # no call made: the execution is the one known (its id is where ``seen``'s came from)
+            on = cast(_Seen, known)
+        items, result = change(on.items)
+        if items is None:
+            if not superseding:
+                return _Sent(on, None, result)
+            items = on.items  # what the session holds, over the stray
+        state = _state(items)
+        size = len(json.dumps(state, separators=(",", ":"), ensure_ascii=False).encode())
+        if size > STATE_MAX_BYTES:
+            raise SessionTooLarge(
+                f"session {self.session_id!r} would hold {size} bytes of JSON; a Cairn checkpoint "
+                f"holds at most {STATE_MAX_BYTES} (4 MiB), and each holds all of a session's items. "
+                "Nothing was stored. Continue in a new session (seeded with a summary of this one, "
+                "say), or shorten this one (pop_item, clear_session)",
+                status=None,
+            )
+        metadata = {"items": str(len(items)), "change": str(len(items) - len(on.items)), "write": write}
+        checkpoint: models.Checkpoint = yield specs.checkpoints_create(
+            None,
+            execution_id=execution_id,
+            state=state,
+            name=name,
+            metadata=metadata,
+            key=f"{on.attempt}:{on.checkpoint_id or 'start'}",
+        )
+        return _Sent(on, (checkpoint, items), result)
+
     async def _write(self, name: str, change: Callable[[list[Any]], tuple[list[Any] | None, T]]) -> T:
-        """Applies ``change`` to the session's items as one checkpoint: 1 request when this
-        object knows the session's current checkpoint and the execution runs.
+        """Applies ``change`` to the session's items as one checkpoint, sent by the run
+        core's :func:`~cairn._runs.write_running` (the execution started when the session
+        has none, replayed from its current checkpoint when paused or failed: a rollback
+        pauses it; one deleted behind this object is started again only when the change
+        changes an empty session): 1 request when this object knows the
+        session's current checkpoint and the execution runs.
 
         The checkpoint's ``key`` names the attempt and the checkpoint it follows, so of two
         writers on one state only the first is stored: the other is answered that first
@@ -353,58 +403,45 @@ class CairnSession:
             refused = None
             if self._seen is None and change([])[0] is None:
                 return change([])[1]  # nothing to change in a session that has no execution
-            seen = await self._running()
-            items, result = change(seen.items)
-            if items is None:
-                if not superseding:
-                    return result
-                items = seen.items  # what the session holds, over the stray
-            state = _state(items)
-            size = len(json.dumps(state, separators=(",", ":"), ensure_ascii=False).encode())
-            if size > STATE_MAX_BYTES:
-                raise SessionTooLarge(
-                    f"session {self.session_id!r} would hold {size} bytes of JSON; a Cairn checkpoint "
-                    f"holds at most {STATE_MAX_BYTES} (4 MiB), and each holds all of a session's items. "
-                    "Nothing was stored. Continue in a new session (seeded with a summary of this one, "
-                    "say), or shorten this one (pop_item, clear_session)",
-                    status=None,
-                )
+            known = self._seen
+            seen = Seen(known.execution_id, known.status) if known is not None else Seen()
+            workflow_id = await self._workflow_id()
             write = uuid.uuid4().hex
-            metadata = {"items": str(len(items)), "change": str(len(items) - len(seen.items)), "write": write}
+
+            start = functools.partial(self._start, workflow_id)
+            send = functools.partial(self._send, seen, known, name, change, write, superseding)
             try:
-                checkpoint: models.Checkpoint = await self._call(
-                    self._client.checkpoints.create,
-                    execution_id=seen.execution_id,
-                    state=state,
-                    name=name,
-                    metadata=metadata,
-                    key=f"{seen.attempt}:{seen.checkpoint_id or 'start'}",
+                sent = await arun_on(
+                    self._client, write_running(seen, start, send, self._ended, restart=False)
                 )
-            except errors.InvalidState as e:  # no longer running (rolled back: paused), or the key
-                refused = e  # is a discarded checkpoint's, still being deleted
+            except errors.ExecutionEnded:
+                raise
+            except errors.InvalidState as e:  # a replay refused, or the key is a discarded
+                refused = e  # checkpoint's, still being deleted
                 self._know(await self._read())
                 continue
             except errors.NotFound as e:  # deleted behind this object: the session starts again
-                refused = e
+                refused = e  # (when the change changes an empty session)
                 self._know(None)
                 continue
+            if sent.written is None:
+                return sent.result
+            (checkpoint, items), on = sent.written, sent.on
             if checkpoint.metadata.get("write") != write:  # another writer's, on the same state
                 self._know(await self._read())
                 continue
-            if checkpoint.parent_checkpoint_id != seen.checkpoint_id:
+            if checkpoint.parent_checkpoint_id != on.checkpoint_id:
                 # Written on a checkpoint this object did not know was current (a replay from
                 # an earlier one behind it): this checkpoint holds the change applied to the
                 # wrong items. The session is what its parent held; the change is applied to
                 # that and written on top (deleting it would make the newest remaining
                 # checkpoint current, not its parent, and undo the replay).
-                parent_items = await self._items(checkpoint.parent_checkpoint_id)
-                self._know(
-                    _Seen(seen.execution_id, "running", checkpoint.attempt, checkpoint.id, parent_items)
-                )
+                parent_items = await arun_on(self._client, self._items_flow(checkpoint.parent_checkpoint_id))
+                self._know(_Seen(on.execution_id, "running", checkpoint.attempt, checkpoint.id, parent_items))
                 superseding = True
                 continue
-            self._know(_Seen(seen.execution_id, "running", seen.attempt, checkpoint.id, items))
-            return result
+            self._know(_Seen(on.execution_id, "running", on.attempt, checkpoint.id, items))
+            return sent.result
         if refused is not None:
             raise refused
         raise errors.InvalidState(
