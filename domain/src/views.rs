@@ -266,6 +266,7 @@ pub struct GroupBody {
     resolved_by: Option<&'static str>,
     first_seen: String,
     last_seen: String,
+    failures_per_hour: [u64; crate::runs::failures::model::GROUP_HOURS],
 }
 
 /// A group's failures by status.
@@ -292,6 +293,7 @@ impl From<FailureGroup> for GroupBody {
             sample_message: g.sample_message,
             first_seen: shared::time::format(g.first_seen),
             last_seen: shared::time::format(g.last_seen),
+            failures_per_hour: g.per_hour,
         }
     }
 }

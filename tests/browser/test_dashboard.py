@@ -282,6 +282,11 @@ def test_dashboard_walkthrough(
     group_row = tid(page, "group-row").first
     expect(tid(group_row, "group-open")).to_have_text("1")
     expect(group_row).to_contain_text("boom")
+    # its failures per hour over the last 24 hours: the one failure, made just now
+    spark = tid(group_row, "group-sparkline")
+    expect(spark).to_have_attribute("aria-label", "1 failure in the last 24 hours, at most 1 in one hour")
+    expect(spark.locator("rect.spark-bar")).to_have_count(1)
+    expect(spark.locator("rect")).to_have_count(24)
     screenshot(page, "failures")
     # a failure's cause: the failures of its group (here, the one failure); ignore them all
     tid(failure_row, "failure-same-cause").click()

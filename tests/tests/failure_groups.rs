@@ -177,6 +177,11 @@ async fn groups_are_listed_counted_and_settled_together(api: Api, env: Env) {
     );
     assert_eq!(g["sample_message"], "search timed out after 30s", "its first failure's message");
     assert_eq!(g["first_seen"], first["created_at"]);
+    let per_hour = g["failures_per_hour"].as_array().expect("per hour");
+    let per_hour: Vec<u64> = per_hour.iter().map(|n| n.as_u64().expect("a count")).collect();
+    assert_eq!((per_hour.len(), per_hour.iter().sum::<u64>()), (24, 3), "24 hours, the three failures in them");
+    // Made just now: in the current hour (or the one before, had the test crossed an hour).
+    assert_eq!(per_hour[..22].iter().sum::<u64>(), 0, "{per_hour:?}");
 
     // Ignore every open failure of the group at once; each is ignored as one would be.
     let ignored = api.post(&t.key, &format!("/failures/groups/{a}/ignore"), &json!({})).await;

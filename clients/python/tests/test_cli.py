@@ -446,6 +446,7 @@ def group_body(**fields: Any) -> dict[str, Any]:
         "sample_message": "timed out after 30s",
     }
     body |= {"counts": counts, "resolved_by": None, "first_seen": T, "last_seen": T}
+    body |= {"failures_per_hour": [0] * 22 + [1, 2]}
     return {**body, **fields}
 
 
@@ -464,12 +465,17 @@ def test_failure_groups_are_listed_and_a_group_resolved_until_nothing_remains(ru
                 ),
             ]
         )
+        respx.get(f"{BASE}/failures/groups/{group}").respond(200, json=group_body())
         shown = run("failures", "groups", "--status", "open")
+        detail = run("failures", "group", "show", group)
         resolved = run("failures", "group", "resolve", group)
     assert shown.exit_code == 0, printed(shown)
     assert listed.calls.last.request.url.params["status"] == "open"
     assert group in shown.stdout
     assert "timed out after <n>s" in shown.stdout
+    assert detail.exit_code == 0, printed(detail)
+    assert "failures_per_hour" in detail.stdout
+    assert ",1,2]" in detail.stdout.replace(" ", ""), "the last 24 hours, oldest first"
     assert resolved.exit_code == 0, printed(resolved)
     assert resolve.call_count == 2, "sent again while failures remain"
     assert f"{group}: 3 failures resolved; the group is resolved" in resolved.stdout

@@ -125,3 +125,38 @@ export function barChart({ id, title, buckets, series, testid, unit = '' }) {
     h('details', { class: 'chart-data' }, h('summary', {}, 'Show the numbers as a table'),
       h('div', { class: 'table-wrap', tabindex: '0', role: 'region', 'aria-label': `${title}, as a table` }, table)));
 }
+
+// A sparkline's bars: each this wide, this far apart, at most this tall (its own units).
+const SPARK = { bar: 4, gap: 1, height: 20 };
+
+/**
+ * Counts per hour (oldest first, the current hour last) as a sparkline: one bar an hour,
+ * the busiest hour full height, an hour with none a flat line. An <svg role="img">
+ * labelled in words (the total and the busiest hour), each bar's <title> its hour and
+ * count.
+ */
+export function sparkline(perHour, { testid, noun = 'failure' } = {}) {
+  const values = (Array.isArray(perHour) ? perHour : []).map((n) => Math.max(0, Number(n) || 0));
+  const hours = values.length;
+  const total = values.reduce((sum, n) => sum + n, 0);
+  const top = Math.max(0, ...values);
+  const label = total === 0
+    ? `No ${noun}s in the last ${hours} hours`
+    : `${fmtNumber(total)} ${noun}${total === 1 ? '' : 's'} in the last ${hours} hours, at most ${fmtNumber(top)} in one hour`;
+  const when = (i) => {
+    const back = hours - 1 - i;
+    return back === 0 ? 'this hour' : back === 1 ? 'the hour before' : `${back} hours ago`;
+  };
+  const bars = values.map((n, i) => {
+    const tall = n === 0 ? 1 : Math.max(2, Math.round((n / top) * SPARK.height));
+    return svg('rect', {
+      x: i * (SPARK.bar + SPARK.gap), y: SPARK.height - tall, width: SPARK.bar, height: tall,
+      class: n === 0 ? 'spark-none' : 'spark-bar',
+    }, svg('title', {}, `${when(i)}: ${fmtNumber(n)}`));
+  });
+  const width = Math.max(1, hours * (SPARK.bar + SPARK.gap) - SPARK.gap);
+  return svg('svg', {
+    class: 'sparkline', viewBox: `0 0 ${width} ${SPARK.height}`, role: 'img', 'aria-label': label,
+    'data-testid': testid, 'data-total': total,
+  }, svg('title', {}, label), bars);
+}

@@ -2,6 +2,7 @@
 // traceback, to resolve or ignore.
 
 import { API, api } from './api.js';
+import { sparkline } from './chart.js';
 import { FAILURE_STATUSES } from './constants.js';
 import { enc, h, hashFor, link, listQuery, setBusy } from './dom.js';
 import { fmtNumber, percentFormat } from './format.js';
@@ -41,11 +42,12 @@ export async function pageFailures(ctx) {
       h('td', {}, badge(g.status, g.resolved_by === 'replay' ? 'resolved by replay' : null, 'group-status')),
       h('td', { class: 'num', testid: 'group-open' }, fmtNumber(g.counts?.open ?? 0)),
       h('td', { class: 'num' }, fmtNumber(g.counts?.total ?? 0)),
+      h('td', {}, sparkline(g.failures_per_hour, { testid: 'group-sparkline' })),
       h('td', {}, timeEl(g.last_seen)),
       h('td', {}, link('/failures', 'Its failures', { href: hashFor('/failures', { group_id: g.id }), testid: 'group-failures' }))));
     const table = h('table', { class: 'table', testid: 'groups-table' },
       h('caption', { class: 'visually-hidden' }, 'Failure groups, the most recently seen first'),
-      h('thead', {}, h('tr', {}, ['Cause', 'Status', 'Open', 'Failures', 'Last seen', ''].map((t, i) =>
+      h('thead', {}, h('tr', {}, ['Cause', 'Status', 'Open', 'Failures', 'Last 24 hours', 'Last seen', ''].map((t, i) =>
         h('th', { scope: 'col', class: i === 2 || i === 3 ? 'num' : null }, t)))),
       h('tbody', {}, rows));
     const more = data.total > items.length ? h('p', { class: 'hint' }, `The ${items.length} most recently seen of ${fmtNumber(data.total)} groups.`) : null;

@@ -127,7 +127,7 @@ pub async fn groups(
     query: Query,
 ) -> Result<Json<OffsetBody<GroupBody>>, ApiError> {
     let (list, window) = ListGroups::from_query(query)?;
-    let (items, total) = state.runs.failure_groups(&tenant, &list).await?;
+    let (items, total) = state.runs.failure_groups(&tenant, &list, state.clock.as_ref()).await?;
     Ok(Json(window.respond(items.into_iter().map(GroupBody::from).collect(), total)))
 }
 
@@ -138,7 +138,7 @@ pub async fn group(
     PathId(raw): PathId,
 ) -> Result<Json<GroupBody>, ApiError> {
     let id = parse_group(&raw)?;
-    Ok(Json(state.runs.failure_group(&tenant, &id).await?.into()))
+    Ok(Json(state.runs.failure_group(&tenant, &id, state.clock.as_ref()).await?.into()))
 }
 
 /// The answer to settling a group.

@@ -612,7 +612,7 @@ async fn answer(caller: &Caller<'_>, tool: &Tool, arguments: &Map<String, Value>
         }
         "list_failure_groups" => {
             let (list, window) = ListGroups::from_query(query)?;
-            let (items, total) = Box::pin(state.runs.failure_groups(tenant, &list)).await?;
+            let (items, total) = Box::pin(state.runs.failure_groups(tenant, &list, state.clock.as_ref())).await?;
             to_value(&window.respond(items.into_iter().map(GroupBody::from).collect(), total))
         }
         "get_failure_group" => {
@@ -620,7 +620,7 @@ async fn answer(caller: &Caller<'_>, tool: &Tool, arguments: &Map<String, Value>
             query.finish()?;
             let raw = raw.unwrap_or_default();
             let id = FailureGroupId::parse(&raw).ok_or_else(|| ApiError::not_found("failure group", raw.as_str()))?;
-            to_value(&GroupBody::from(Box::pin(state.runs.failure_group(tenant, &id)).await?))
+            to_value(&GroupBody::from(Box::pin(state.runs.failure_group(tenant, &id, state.clock.as_ref())).await?))
         }
         "failure_stats" => {
             query.finish()?;

@@ -182,6 +182,37 @@ pub async fn count(query: QueryFluentBuilder, cap: u64) -> Result<u64, StoreErro
     }
     Ok(total.min(cap))
 }
+/// The values of attribute `name` (a sort key, say) of the items `query` finds, only that
+/// attribute read back, up to `cap` items examined as [`count`] examines them: a count
+/// that also tells its items apart (when each was made, from an id).
+///
+/// # Errors
+/// The calls' [`StoreError`]s.
+pub async fn values_of(query: QueryFluentBuilder, name: &str, cap: u64) -> Result<Vec<String>, StoreError> {
+    let mut values = Vec::new();
+    let mut examined = 0_u64;
+    let mut start = None;
+    while examined < cap {
+        let out = query
+            .clone()
+            .projection_expression("#value")
+            .expression_attribute_names("#value", name)
+            .limit(i32::try_from(cap - examined).unwrap_or(i32::MAX))
+            .set_exclusive_start_key(start)
+            .send()
+            .await
+            .map_err(classify)?;
+        values.extend(out.items().iter().filter_map(|item| item.get(name)?.as_s().ok().cloned()));
+        examined += u64::try_from(out.scanned_count).unwrap_or(0).max(1);
+        match out.last_evaluated_key {
+            Some(key) if !key.is_empty() => start = Some(key),
+            _ => break,
+        }
+    }
+    values.truncate(usize::try_from(cap).unwrap_or(usize::MAX));
+    Ok(values)
+}
+
 /// One strongly consistent page of `table` from `start`: of the partition `tenant` (a
 /// query), or of the whole table (a scan) when `None`; only the attributes of
 /// `projection` when given. For the operator's migrations, which run over one tenant or

@@ -237,6 +237,9 @@ class FailureGroup(Model):
     resolved_by: ResolvedBy | None
     first_seen: datetime
     last_seen: datetime
+    #: Its failures made in each of the last 24 clock hours (UTC), oldest first: the last
+    #: is the current hour so far.
+    failures_per_hour: list[int]
 
 
 class CheckpointBrief(Model):

@@ -5,7 +5,7 @@ pub mod fingerprint;
 pub mod model;
 pub mod store;
 
-use chrono::TimeDelta;
+use chrono::{DateTime, TimeDelta, Utc};
 use shared::TenantId;
 use shared::dynamo::{Attempt, Part, Transaction, retry_races};
 use shared::ids::{FailureGroupId, FailureId};
@@ -140,8 +140,9 @@ pub struct GroupSettled {
 
 impl Runs {
     /// The tenant's failure groups that `list` asks for, the most recently seen first,
-    /// each with its counts, and how many match. Reads the tenant's groups (at most
-    /// [`store::GROUPS_READ_MAX`]); a status filter counts each group it keeps.
+    /// each with its counts (its failures per hour up to the clock's now), and how many
+    /// match. Reads the tenant's groups (at most [`store::GROUPS_READ_MAX`]); a status
+    /// filter counts each group it keeps.
     ///
     /// # Errors
     /// Storage errors.
@@ -149,7 +150,9 @@ impl Runs {
         &self,
         tenant: &TenantId,
         list: &ListGroups,
+        clock: &dyn Clock,
     ) -> Result<(Vec<FailureGroup>, u64), Error> {
+        let now = clock.now();
         let mut groups = self.failures.groups(tenant).await?;
         groups.retain(|g| {
             list.workflow.as_ref().is_none_or(|w| g.workflow_id == *w)
@@ -160,20 +163,25 @@ impl Runs {
         let Some(status) = list.status else {
             let total = groups.len() as u64;
             let page: Vec<FailureGroup> = groups.into_iter().skip(list.skip).take(list.take).collect();
-            return Ok((self.count_groups(tenant, page).await?, total));
+            return Ok((self.count_groups(tenant, page, now).await?, total));
         };
-        let counted = self.count_groups(tenant, groups).await?;
+        let counted = self.count_groups(tenant, groups, now).await?;
         let matching: Vec<FailureGroup> = counted.into_iter().filter(|g| g.status() == status).collect();
         let total = matching.len() as u64;
         Ok((matching.into_iter().skip(list.skip).take(list.take).collect(), total))
     }
 
-    /// `groups` with their counts, 16 groups at a time.
-    async fn count_groups(&self, tenant: &TenantId, groups: Vec<FailureGroup>) -> Result<Vec<FailureGroup>, Error> {
+    /// `groups` with their counts up to `now`, 16 groups at a time.
+    async fn count_groups(
+        &self,
+        tenant: &TenantId,
+        groups: Vec<FailureGroup>,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<FailureGroup>, Error> {
         let mut counted = Vec::with_capacity(groups.len());
         let mut rest = groups.into_iter().peekable();
         while rest.peek().is_some() {
-            let batch = rest.by_ref().take(16).map(|g| self.failures.counted(tenant, g));
+            let batch = rest.by_ref().take(16).map(|g| self.failures.counted(tenant, g, now));
             counted.extend(futures_util::future::try_join_all(batch).await?);
         }
         Ok(counted)
@@ -183,10 +191,15 @@ impl Runs {
     ///
     /// # Errors
     /// [`Error::NotFound`], storage errors.
-    pub async fn failure_group(&self, tenant: &TenantId, id: &FailureGroupId) -> Result<FailureGroup, Error> {
+    pub async fn failure_group(
+        &self,
+        tenant: &TenantId,
+        id: &FailureGroupId,
+        clock: &dyn Clock,
+    ) -> Result<FailureGroup, Error> {
         let group =
             self.failures.group(tenant, id).await?.ok_or_else(|| Error::not_found("failure group", id.as_str()))?;
-        Ok(self.failures.counted(tenant, group).await?)
+        Ok(self.failures.counted(tenant, group, clock.now()).await?)
     }
 
     /// Settles the open failures of group `id` as a person decided (resolve or ignore),
@@ -218,7 +231,7 @@ impl Runs {
                 Err(e) => return Err(e),
             }
         }
-        let group = self.failures.counted(tenant, group).await?;
+        let group = self.failures.counted(tenant, group, clock.now()).await?;
         Ok(GroupSettled { remaining: open.len() > GROUP_SETTLE_MAX, group, settled })
     }
 }

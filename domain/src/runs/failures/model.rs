@@ -250,6 +250,30 @@ pub struct FailureGroup {
     pub counts: [u64; 3],
     /// Of the resolved, those resolved by their execution's completion after a replay.
     pub resolved_by_replay: u64,
+    /// Its failures made in each of the last [`GROUP_HOURS`] clock hours (UTC), oldest
+    /// first: the last is the current hour so far.
+    pub per_hour: [u64; GROUP_HOURS],
+}
+
+/// The hours [`FailureGroup::per_hour`] covers.
+pub const GROUP_HOURS: usize = 24;
+
+/// How many of the failures made at `millis` (each a failure's id's millisecond) fall in
+/// each of the [`GROUP_HOURS`] clock hours up to the one of `now`, oldest first.
+#[must_use]
+pub fn per_hour(millis: impl IntoIterator<Item = u64>, now: DateTime<Utc>) -> [u64; GROUP_HOURS] {
+    const HOUR: i64 = 3_600_000;
+    let current = now.timestamp_millis().div_euclid(HOUR);
+    let mut hours = [0; GROUP_HOURS];
+    for at in millis {
+        let back = current - i64::try_from(at).unwrap_or(i64::MAX).div_euclid(HOUR);
+        if let Ok(back) = usize::try_from(back)
+            && back < GROUP_HOURS
+        {
+            hours[GROUP_HOURS - 1 - back] += 1;
+        }
+    }
+    hours
 }
 
 impl FailureGroup {
@@ -326,5 +350,28 @@ mod tests {
         let replayed = f.with_pending_commands(CommandStatus::Completed);
         assert_eq!(replayed.recovery_commands[0].status, CommandStatus::Completed);
         assert_eq!(replayed.status, FailureStatus::Open);
+    }
+
+    #[test]
+    fn failures_fall_in_the_clock_hour_they_were_made_in() {
+        let now = DateTime::parse_from_rfc3339("2026-12-05T12:30:00Z").expect("time").with_timezone(&Utc);
+        let at = |t: &str| {
+            let t = DateTime::parse_from_rfc3339(t).expect("time").timestamp_millis();
+            u64::try_from(t).expect("after 1970")
+        };
+        let hours = per_hour(
+            [
+                at("2026-12-05T12:00:00Z"), // this hour, from its first millisecond
+                at("2026-12-05T12:29:59Z"),
+                at("2026-12-05T11:59:59.999Z"), // the hour before
+                at("2026-12-04T13:00:00Z"),     // the oldest hour counted
+                at("2026-12-04T12:59:59.999Z"), // before it: not counted
+                at("2026-12-05T13:00:00Z"),     // later than now (a clock ahead): not counted
+            ],
+            now,
+        );
+        let mut expected = [0; GROUP_HOURS];
+        (expected[23], expected[22], expected[0]) = (2, 1, 1);
+        assert_eq!(hours, expected);
     }
 }

@@ -11,17 +11,18 @@ use std::collections::HashMap;
 
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use shared::TenantId;
 use shared::body::WireEnum;
 use shared::counters::{self, CounterChange};
 use shared::dynamo::{Part, StoreError, Table, Tables, Transaction, batch_get, newest_first_in, query_window_from, s};
-use shared::ids::{CommandId, ExecutionId, FailureGroupId, FailureId, WorkflowId, created_millis, id_range};
+use shared::ids::{CommandId, ExecutionId, FailureGroupId, FailureId, WorkflowId, created_millis, id_range, millis_of};
 
 use super::model::{
-    CommandStatus, Failure, FailureGroup, FailureStatus, RecoveryCommand, ResolvedBy, SPAN_FAMILY, counter_name,
-    grouped,
+    CommandStatus, Failure, FailureGroup, FailureStatus, GROUP_HOURS, RecoveryCommand, ResolvedBy, SPAN_FAMILY,
+    counter_name, grouped, per_hour,
 };
 use crate::runs::ListFailures;
 use crate::runs::storage::{self, MAX_COUNTED, Source, merged_window, put_item, start_after, timed_total};
@@ -107,27 +108,32 @@ impl FailureStore {
     }
 
     /// `group` with its failures counted by status from `by_group` (each up to
-    /// [`MAX_COUNTED`]), and its resolved failures that a replay resolved.
+    /// [`MAX_COUNTED`], the newest), those of each of the last hours up to `now` (from
+    /// the same entries: a failure's id says when it was made), and its resolved failures
+    /// that a replay resolved.
     ///
     /// # Errors
     /// The reads' [`StoreError`]s.
-    pub async fn counted(&self, tenant: &TenantId, mut group: FailureGroup) -> Result<FailureGroup, StoreError> {
-        let counts = FailureStatus::ALL.iter().map(|status| {
+    pub async fn counted(
+        &self,
+        tenant: &TenantId,
+        mut group: FailureGroup,
+        now: DateTime<Utc>,
+    ) -> Result<FailureGroup, StoreError> {
+        let ids = FailureStatus::ALL.iter().map(|status| {
             let key = ("tenant_group_status", group_key(tenant, &group.id, *status));
-            shared::dynamo::count(
-                shared::dynamo::newest_first(&self.client, self.table(), Some("by_group"), key),
-                MAX_COUNTED,
-            )
+            let query = shared::dynamo::newest_first(&self.client, self.table(), Some("by_group"), key);
+            shared::dynamo::values_of(query, "id", MAX_COUNTED)
         });
         let resolved = ("tenant_group_status", group_key(tenant, &group.id, FailureStatus::Resolved));
         let by_replay = shared::dynamo::newest_first(&self.client, self.table(), Some("by_group"), resolved)
             .filter_expression("resolved_by = :replay")
             .expression_attribute_values(":replay", s(ResolvedBy::Replay.wire()));
-        let (found, by_replay) = tokio::try_join!(
-            futures_util::future::try_join_all(counts),
-            shared::dynamo::count(by_replay, MAX_COUNTED)
-        )?;
-        group.counts = [found[0], found[1], found[2]];
+        let (found, by_replay) =
+            tokio::try_join!(futures_util::future::try_join_all(ids), shared::dynamo::count(by_replay, MAX_COUNTED))?;
+        let count = |ids: &Vec<String>| ids.len() as u64;
+        group.counts = [count(&found[0]), count(&found[1]), count(&found[2])];
+        group.per_hour = per_hour(found.iter().flatten().map(|id| millis_of(id)), now);
         group.resolved_by_replay = by_replay;
         Ok(group)
     }
@@ -456,6 +462,7 @@ impl GroupRecord {
             sample_message: self.sample_message,
             counts: [0; 3],
             resolved_by_replay: 0,
+            per_hour: [0; GROUP_HOURS],
         })
     }
 }

@@ -147,13 +147,15 @@ GROUP_FIELDS = [
     "resolved_by",
     "first_seen",
     "last_seen",
+    "failures_per_hour",
 ]
 
 
 @command(failures_group, "show")
 @click.argument("group_id")
 def failures_group_show(group_id: str) -> None:
-    """A group: what its failures share and their counts by status."""
+    """A group: what its failures share, their counts by status, and how many were made in
+    each of the last 24 hours (oldest first)."""
     show(state().client().failures.group(group_id), GROUP_FIELDS)
 
 
