@@ -86,6 +86,24 @@ async fn settles(api: &Api, key: &str, expected: i64) {
     .await;
 }
 
+/// What the tenant's credit allowances hold, together (read from storage).
+async fn held(env: &Env, tenant: &str) -> i64 {
+    let mut total = 0;
+    for k in 0..domain::credits::ALLOWANCES {
+        let read = env
+            .client
+            .get_item()
+            .table_name(env.tables.name(shared::dynamo::Table::Accounts))
+            .set_key(Some(domain::credits::allowances::key(tenant, k)))
+            .consistent_read(true)
+            .send()
+            .await
+            .expect("an allowance read");
+        total += read.item.and_then(|item| item.get("held")?.as_n().ok()?.parse::<i64>().ok()).unwrap_or(0);
+    }
+    total
+}
+
 async fn refunds_and_disputes_take_back_the_credits_they_bought_once_even_below_zero(api: Api, env: Env) {
     let t = env.tenant_with_credits(0).await;
     let (intent, charge) = paid_topup(&api, &t.key, 2000, "first").await;
@@ -93,6 +111,7 @@ async fn refunds_and_disputes_take_back_the_credits_they_bought_once_even_below_
     let start = json!({"workflow_id": wf.expect(201).body["id"]});
     api.post(&t.key, "/executions", &start).await.expect(201);
     assert_eq!(balance(&api, &t.key).await, 1999);
+    assert!(held(&env, &t.id).await > 0, "the start's allowance was handed a share of the credits");
 
     // A partial refund, then the rest: each takes back what it refunded, even below 0.
     let (status, _) = stripe("/v1/refunds", &format!("payment_intent={intent}&amount=500")).await;
@@ -100,6 +119,8 @@ async fn refunds_and_disputes_take_back_the_credits_they_bought_once_even_below_
     settles(&api, &t.key, 1499).await;
     stripe("/v1/refunds", &format!("charge={charge}&amount=1500")).await;
     settles(&api, &t.key, -1).await;
+    // Whichever allowance the next start picks holds nothing: what they held is taken back.
+    assert_eq!(held(&env, &t.id).await, 0, "no credits left to spend below 0");
     // Below 0, starts are refused as at 0.
     api.post(&t.key, "/executions", &start).await.expect_problem(402, "insufficient_credits");
     // Another event saying the same (the charge wholly refunded) changes nothing.

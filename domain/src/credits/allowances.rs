@@ -10,7 +10,9 @@
 //! hands the allowance credits from those no allowance holds (a share of them, so that
 //! the account item is written once per many charges), first taking back what the others
 //! hold when that is not enough; only when the whole balance cannot pay is the charge
-//! refused, and that is proven in one transaction.
+//! refused, and that is proven in one transaction. A refund or dispute that takes more
+//! than the credits no allowance holds takes back what every allowance holds in its own
+//! transaction ([`Ledger::stage_take_back`]), so that below 0 no charge finds credits.
 //!
 //! The account item keeps, beside the ledger's `credits`, `allocated` (credits handed to
 //! allowances: held, or spent and not yet in the ledger) and, per allowance, the `spent`
@@ -177,17 +179,7 @@ impl Ledger {
             let mut tx = Transaction::new();
             let mut available = account.free();
             if available + own < charge.credits {
-                for (j, other) in account.allowances.iter().enumerate().filter(|(j, a)| *j != k && a.held > 0) {
-                    let take = Update::builder()
-                        .table_name(self.tables.name(Table::Accounts))
-                        .set_key(Some(key(tenant.as_str(), u8::try_from(j).unwrap_or(0))))
-                        .update_expression("ADD held :taken")
-                        .condition_expression("held >= :held")
-                        .expression_attribute_values(":taken", n(-other.held))
-                        .expression_attribute_values(":held", n(other.held));
-                    tx.push(Part::Allowance, TransactWriteItem::builder().update(built(take.build())?).build());
-                    available += other.held;
-                }
+                available += self.stage_take_back(&mut tx, tenant, &account, Some(k))?;
             }
             let reclaimed = available - account.free();
             if available + own < charge.credits {
@@ -220,6 +212,34 @@ impl Ledger {
             }
         })))
         .await
+    }
+
+    /// Stages taking back everything the allowances hold (but allowance `except`), each
+    /// on condition that it still holds what `account` read; returns the credits taken
+    /// back (to count as no longer handed out in the same transaction's account item).
+    ///
+    /// # Errors
+    /// A [`StoreError`] if an operation cannot be built.
+    pub(super) fn stage_take_back(
+        &self,
+        tx: &mut Transaction,
+        tenant: &TenantId,
+        account: &Account,
+        except: Option<usize>,
+    ) -> Result<i64, StoreError> {
+        let mut taken = 0;
+        for (j, other) in account.allowances.iter().enumerate().filter(|(j, a)| Some(*j) != except && a.held > 0) {
+            let take = Update::builder()
+                .table_name(self.tables.name(Table::Accounts))
+                .set_key(Some(key(tenant.as_str(), u8::try_from(j).unwrap_or(0))))
+                .update_expression("ADD held :taken")
+                .condition_expression("held >= :held")
+                .expression_attribute_values(":taken", n(-other.held))
+                .expression_attribute_values(":held", n(other.held));
+            tx.push(Part::Allowance, TransactWriteItem::builder().update(built(take.build())?).build());
+            taken += other.held;
+        }
+        Ok(taken)
     }
 
     /// Checks, in one transaction, that the account item is still as read and that no

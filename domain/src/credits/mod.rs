@@ -252,7 +252,9 @@ impl Ledger {
 
     /// Adds `entry` and the account's new balance to `tx`, conditioned on the account
     /// still being as read ([`Part::Account`]), after a usage entry of the charges the
-    /// ledger does not have yet, if any. Returns the entry as it will be stored.
+    /// ledger does not have yet, if any. Returns the entry as it will be stored. A refund
+    /// or dispute that takes the credits no allowance holds below 0 takes back what the
+    /// allowances hold too ([`Part::Allowance`]: each still holding what was read).
     ///
     /// # Errors
     /// [`Error::InsufficientCredits`] when the credits no allowance holds would go below 0
@@ -289,14 +291,21 @@ impl Ledger {
             entries.push(allowances::usage_entry(account, pending, charges));
         }
         let written = entry.is_some();
+        let mut allocate = allocate;
         if let Some(entry) = entry {
             let free = account.free() + allocate;
-            if entry.amount < 0 && free + entry.amount < 0 && !entry.kind.may_overdraw() {
-                return Err(Error::InsufficientCredits(format!(
-                    "this needs {} credits and the balance is {}",
-                    -entry.amount,
-                    account.balance()
-                )));
+            if entry.amount < 0 && free + entry.amount < 0 {
+                if !entry.kind.may_overdraw() {
+                    return Err(Error::InsufficientCredits(format!(
+                        "this needs {} credits and the balance is {}",
+                        -entry.amount,
+                        account.balance()
+                    )));
+                }
+                // A refund or a dispute takes back more than no allowance holds: what the
+                // allowances hold is taken back too, so that no charge spends credits the
+                // balance no longer has (below 0, charges are refused as at 0).
+                allocate -= self.stage_take_back(tx, tenant, account, None)?;
             }
             entries.push(entry);
         }
@@ -457,7 +466,7 @@ impl Ledger {
             let stored = self.stage(&mut tx, tenant, &account, entry.clone(), clock.now())?;
             match tx.commit(&self.client).await {
                 Ok(()) => Ok(Attempt::Done(stored)),
-                Err(e) => Ok(Attempt::raced_on(e, &[Part::Account])?),
+                Err(e) => Ok(Attempt::raced_on(e, &[Part::Account, Part::Allowance])?),
             }
         })
         .await
@@ -494,7 +503,7 @@ impl Ledger {
                 Err(TransactionError::Condition(part)) if markers.iter().any(|(_, p)| *p == part) => {
                     Ok(Attempt::Done(false))
                 }
-                Err(e) => Ok(Attempt::raced_on(e, &[Part::Account])?),
+                Err(e) => Ok(Attempt::raced_on(e, &[Part::Account, Part::Allowance])?),
             }
         })
         .await
@@ -585,7 +594,7 @@ impl Ledger {
             match tx.commit(&self.client).await {
                 Ok(()) => Ok(Attempt::Done(true)),
                 Err(TransactionError::Condition(Part::Event)) => Ok(Attempt::Done(false)),
-                Err(e) => Ok(Attempt::raced_on(e, &[Part::Account, Part::Invoice])?),
+                Err(e) => Ok(Attempt::raced_on(e, &[Part::Account, Part::Allowance, Part::Invoice])?),
             }
         })
         .await
