@@ -261,3 +261,29 @@ async fn group_lists_refuse_invalid_queries(api: Api, env: Env) {
     let empty = api.get(&t.key, "/failures/groups").await;
     assert_eq!(empty.expect(200).body, json!({"items": [], "total": 0, "limit": 50, "offset": 0}));
 }
+
+/// A group's counts take every failure (up to the cap) and its hours only the recent
+/// ones: `count_keeping` reads back ids while they are recent, then only counts.
+#[tokio::test]
+async fn counting_keeps_the_recent_ids_and_counts_the_rest() {
+    use shared::dynamo::{Table, count_keeping, newest_first, s};
+    let env = api_tests::env().await;
+    let partition = format!("count-keeping-{}", uuid::Uuid::now_v7().simple());
+    let id = |ms: u64| format!("fail_{ms:012x}{}", "0".repeat(20));
+    let now = 1_800_000_000_000_u64;
+    let times = [now - 10, now - 1_000, now - 2 * 86_400_000, now - 3 * 86_400_000, now - 4 * 86_400_000];
+    for ms in times {
+        let put = env.client.put_item().table_name(env.tables.name(Table::Failures));
+        put.item("tenant_id", s(&partition)).item("id", s(id(ms))).send().await.expect("put");
+    }
+    let query = || newest_first(&env.client, env.tables.name(Table::Failures), None, ("tenant_id", partition.clone()));
+    let recent = |v: &str| shared::ids::millis_of(v) >= now - 86_400_000;
+    let (total, kept) = count_keeping(query().limit(2), "id", 10_000, recent).await.expect("counted");
+    assert_eq!((total, kept), (5, vec![id(now - 10), id(now - 1_000)]), "pages of 2: kept, then counted");
+    let (total, kept) = count_keeping(query().limit(1), "id", 10_000, recent).await.expect("counted");
+    assert_eq!((total, kept.len()), (5, 2), "pages of 1");
+    let (capped, kept) = count_keeping(query(), "id", 3, recent).await.expect("counted");
+    assert_eq!((capped, kept.len()), (3, 2), "up to the cap");
+    let (total, kept) = count_keeping(query(), "id", 10_000, |_: &str| false).await.expect("counted");
+    assert_eq!((total, kept.len()), (5, 0), "none recent: a count alone");
+}

@@ -33,8 +33,8 @@ pub use client::{client, client_with_default_chain, config, deployed_timeouts};
 pub use error::{Refusal, StoreError, built, classify};
 pub use item::{Item, b, item_size, n, s};
 pub use query::{
-    Backfilled, backfill, count, newest_first, newest_first_in, page_of, query_window, query_window_from,
-    query_window_of, resume_after, values_of,
+    Backfilled, backfill, count, count_keeping, newest_first, newest_first_in, page_of, query_window,
+    query_window_from, query_window_of, resume_after,
 };
 pub use read::{batch_get, batch_get_projected, get_batch, get_item, get_together};
 pub use retry::{Attempt, RACE_ATTEMPTS, RACE_BUDGET, retry_races};

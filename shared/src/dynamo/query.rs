@@ -182,35 +182,52 @@ pub async fn count(query: QueryFluentBuilder, cap: u64) -> Result<u64, StoreErro
     }
     Ok(total.min(cap))
 }
-/// The values of attribute `name` (a sort key, say) of the items `query` finds, only that
-/// attribute read back, up to `cap` items examined as [`count`] examines them: a count
-/// that also tells its items apart (when each was made, from an id).
+/// Counts the items `query` finds, up to `cap` examined as [`count`] examines them, and
+/// keeps the values of attribute `name` (a sort key, say) of those for which `keep`
+/// holds, reading back only that attribute while the last item read was kept and only a
+/// count after: for a query in key order, say newest first keeping what is recent, only
+/// the kept items' values come back. A limit set on `query` is the size of each page.
 ///
 /// # Errors
 /// The calls' [`StoreError`]s.
-pub async fn values_of(query: QueryFluentBuilder, name: &str, cap: u64) -> Result<Vec<String>, StoreError> {
-    let mut values = Vec::new();
-    let mut examined = 0_u64;
-    let mut start = None;
+pub async fn count_keeping(
+    query: QueryFluentBuilder,
+    name: &str,
+    cap: u64,
+    keep: impl Fn(&str) -> bool,
+) -> Result<(u64, Vec<String>), StoreError> {
+    let (mut total, mut examined, mut start) = (0_u64, 0_u64, None);
+    let mut kept = Vec::new();
+    let mut keeping = true;
+    let page_size = query.get_limit().unwrap_or(i32::MAX);
     while examined < cap {
-        let out = query
-            .clone()
-            .projection_expression("#value")
-            .expression_attribute_names("#value", name)
-            .limit(i32::try_from(cap - examined).unwrap_or(i32::MAX))
-            .set_exclusive_start_key(start)
-            .send()
-            .await
-            .map_err(classify)?;
-        values.extend(out.items().iter().filter_map(|item| item.get(name)?.as_s().ok().cloned()));
+        let size = i32::try_from(cap - examined).unwrap_or(i32::MAX).min(page_size);
+        let page = query.clone().limit(size).set_exclusive_start_key(start);
+        let page = if keeping {
+            page.projection_expression("#value").expression_attribute_names("#value", name)
+        } else {
+            page.select(aws_sdk_dynamodb::types::Select::Count)
+        };
+        let out = page.send().await.map_err(classify)?;
+        total += u64::try_from(out.count).unwrap_or(0);
         examined += u64::try_from(out.scanned_count).unwrap_or(0).max(1);
+        if keeping {
+            for item in out.items() {
+                match item.get(name).and_then(|v| v.as_s().ok()) {
+                    Some(value) if keep(value) => kept.push(value.clone()),
+                    _ => {
+                        keeping = false;
+                        break;
+                    }
+                }
+            }
+        }
         match out.last_evaluated_key {
             Some(key) if !key.is_empty() => start = Some(key),
             _ => break,
         }
     }
-    values.truncate(usize::try_from(cap).unwrap_or(usize::MAX));
-    Ok(values)
+    Ok((total.min(cap), kept))
 }
 
 /// One strongly consistent page of `table` from `start`: of the partition `tenant` (a

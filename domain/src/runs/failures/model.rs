@@ -258,15 +258,25 @@ pub struct FailureGroup {
 /// The hours [`FailureGroup::per_hour`] covers.
 pub const GROUP_HOURS: usize = 24;
 
+/// An hour, in milliseconds.
+const HOUR_MS: i64 = 3_600_000;
+
+/// The first millisecond of the oldest of the [`GROUP_HOURS`] clock hours up to the one
+/// of `now`: the failures made since are those [`per_hour`] counts.
+#[must_use]
+pub fn hours_since(now: DateTime<Utc>) -> u64 {
+    let first = (now.timestamp_millis().div_euclid(HOUR_MS) - (GROUP_HOURS as i64 - 1)) * HOUR_MS;
+    u64::try_from(first).unwrap_or(0)
+}
+
 /// How many of the failures made at `millis` (each a failure's id's millisecond) fall in
 /// each of the [`GROUP_HOURS`] clock hours up to the one of `now`, oldest first.
 #[must_use]
 pub fn per_hour(millis: impl IntoIterator<Item = u64>, now: DateTime<Utc>) -> [u64; GROUP_HOURS] {
-    const HOUR: i64 = 3_600_000;
-    let current = now.timestamp_millis().div_euclid(HOUR);
+    let current = now.timestamp_millis().div_euclid(HOUR_MS);
     let mut hours = [0; GROUP_HOURS];
     for at in millis {
-        let back = current - i64::try_from(at).unwrap_or(i64::MAX).div_euclid(HOUR);
+        let back = current - i64::try_from(at).unwrap_or(i64::MAX).div_euclid(HOUR_MS);
         if let Ok(back) = usize::try_from(back)
             && back < GROUP_HOURS
         {
@@ -373,5 +383,6 @@ mod tests {
         let mut expected = [0; GROUP_HOURS];
         (expected[23], expected[22], expected[0]) = (2, 1, 1);
         assert_eq!(hours, expected);
+        assert_eq!(hours_since(now), at("2026-12-04T13:00:00Z"), "the oldest hour's first millisecond");
     }
 }

@@ -22,7 +22,7 @@ use shared::ids::{CommandId, ExecutionId, FailureGroupId, FailureId, WorkflowId,
 
 use super::model::{
     CommandStatus, Failure, FailureGroup, FailureStatus, GROUP_HOURS, RecoveryCommand, ResolvedBy, SPAN_FAMILY,
-    counter_name, grouped, per_hour,
+    counter_name, grouped, hours_since, per_hour,
 };
 use crate::runs::ListFailures;
 use crate::runs::storage::{self, MAX_COUNTED, Source, merged_window, put_item, start_after, timed_total};
@@ -109,8 +109,9 @@ impl FailureStore {
 
     /// `group` with its failures counted by status from `by_group` (each up to
     /// [`MAX_COUNTED`], the newest), those of each of the last hours up to `now` (from
-    /// the same entries: a failure's id says when it was made), and its resolved failures
-    /// that a replay resolved.
+    /// the same entries: a failure's id says when it was made, so only the ids of those
+    /// hours are read back, the rest counted), and its resolved failures that a replay
+    /// resolved.
     ///
     /// # Errors
     /// The reads' [`StoreError`]s.
@@ -120,20 +121,23 @@ impl FailureStore {
         mut group: FailureGroup,
         now: DateTime<Utc>,
     ) -> Result<FailureGroup, StoreError> {
-        let ids = FailureStatus::ALL.iter().map(|status| {
+        let since = hours_since(now);
+        let recent = |id: &str| millis_of(id) >= since;
+        let counts = FailureStatus::ALL.iter().map(|status| {
             let key = ("tenant_group_status", group_key(tenant, &group.id, *status));
             let query = shared::dynamo::newest_first(&self.client, self.table(), Some("by_group"), key);
-            shared::dynamo::values_of(query, "id", MAX_COUNTED)
+            shared::dynamo::count_keeping(query, "id", MAX_COUNTED, recent)
         });
         let resolved = ("tenant_group_status", group_key(tenant, &group.id, FailureStatus::Resolved));
         let by_replay = shared::dynamo::newest_first(&self.client, self.table(), Some("by_group"), resolved)
             .filter_expression("resolved_by = :replay")
             .expression_attribute_values(":replay", s(ResolvedBy::Replay.wire()));
-        let (found, by_replay) =
-            tokio::try_join!(futures_util::future::try_join_all(ids), shared::dynamo::count(by_replay, MAX_COUNTED))?;
-        let count = |ids: &Vec<String>| ids.len() as u64;
-        group.counts = [count(&found[0]), count(&found[1]), count(&found[2])];
-        group.per_hour = per_hour(found.iter().flatten().map(|id| millis_of(id)), now);
+        let (found, by_replay) = tokio::try_join!(
+            futures_util::future::try_join_all(counts),
+            shared::dynamo::count(by_replay, MAX_COUNTED)
+        )?;
+        group.counts = [found[0].0, found[1].0, found[2].0];
+        group.per_hour = per_hour(found.iter().flat_map(|(_, ids)| ids).map(|id| millis_of(id)), now);
         group.resolved_by_replay = by_replay;
         Ok(group)
     }
