@@ -182,8 +182,10 @@ enum MigrateCommand {
         tenant: Option<String>,
     },
     /// Gives failures recorded before failure groups their fingerprint, group and entry
-    /// in the `by_group` index, so `GET /failures?group_id=` finds them. Run once right
-    /// after deploying the index; safe while the service runs, and again.
+    /// in the `by_group` index, so `GET /failures?group_id=` finds them, then counts
+    /// each failure recorded before the groups' counter items in its group. Run once
+    /// right after deploying a version that brought either; safe while the service
+    /// runs, and again.
     FailureGroups {
         /// Only this tenant's (default: every tenant's, one scan of the table).
         #[arg(long)]
@@ -308,6 +310,8 @@ async fn run(cli: Cli) -> Result<()> {
             let store = domain::runs::failures::store::FailureStore::new(client.clone(), tables.clone());
             let changed = store.index_groups(tenant.as_deref()).await?;
             eprintln!("grouped {changed} failures");
+            let counted = store.count_in_groups(tenant.as_deref()).await?;
+            eprintln!("counted {counted} failures in their groups");
         }
         Command::Janitor => {
             let runs =

@@ -100,7 +100,7 @@ async fn fold_one(client: &Client, tables: &Tables, item: &Item) -> Result<bool,
             let delta: i64 = number.parse().map_err(|_| StoreError::Corrupt(format!("counter {name} = {number}")))?;
             // Zero too: the item's existence says the counter was written (`exists`).
             let (now_item, now_attribute) = current_name(&name, attribute);
-            *change.0.entry(format!("{now_item}{ATTRIBUTE_MARK}{now_attribute}")).or_default() += delta;
+            *change.deltas.entry(format!("{now_item}{ATTRIBUTE_MARK}{now_attribute}")).or_default() += delta;
             held.push(format!("#a{i} = :v{i}"));
             delete = delete
                 .expression_attribute_names(format!("#a{i}"), attribute)

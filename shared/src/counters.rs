@@ -20,6 +20,11 @@
 //! dozen counter items are a dozen partitions, each taking 1/[`SHARDS`] of the starts:
 //! no partition takes the sum of a write's counting.
 //!
+//! **Runs.** The counter items of one run share a partition per shard, so that one query
+//! a shard reads them all: a span run (`span|executions|m|…`, [`crate::spans`]), and the
+//! failure groups' (`groups|fg_…`, one item per group, every group of a tenant read at
+//! once).
+//!
 //! **Wide items.** Counters read together share an item, one attribute each: the counts
 //! of executions by status are attributes of `executions` (`executions@running`), and
 //! those of a workflow's of `executions|workflow=wf_…`; failures', of `failures`; a day's
@@ -56,12 +61,18 @@ pub fn partition(tenant: &str, shard: u8, item: &str) -> String {
 /// `span|{family}|{level}|{index}`).
 pub const SPAN_PREFIX: &str = "span|";
 
-/// The run a span counter item belongs to (its name without the index:
-/// `span|executions|m`), whose items share a partition so that a run of them is one
-/// query a shard; `None` for any other counter item.
+/// What the name of every failure group's counter item starts with (`groups|fg_…`).
+pub const GROUPS_PREFIX: &str = "groups|";
+
+/// The run of the failure groups' counter items ([`run_of`]).
+pub const GROUPS_RUN: &str = "groups";
+
+/// The run a counter item belongs to (its name without its last part: a span counter's
+/// `span|executions|m`, a failure group's `groups`), whose items share a partition so
+/// that a run of them is one query a shard; `None` for any other counter item.
 #[must_use]
 pub fn run_of(item: &str) -> Option<&str> {
-    if !item.starts_with(SPAN_PREFIX) {
+    if !item.starts_with(SPAN_PREFIX) && !item.starts_with(GROUPS_PREFIX) {
         return None;
     }
     item.rsplit_once('|').map(|(run, _)| run)
@@ -104,9 +115,16 @@ pub(crate) fn item_and_attribute(name: &str) -> (&str, &str) {
 /// Attribute holding a counter's value.
 pub(crate) const VALUE: &str = "value";
 
-/// The net changes to a tenant's counters made by one write.
+/// An item's attributes and the numbers a write gives them.
+type Attributes<'a> = Vec<(&'a str, i64)>;
+
+/// The net changes to a tenant's counters made by one write: counts added to, and times
+/// (milliseconds) an item's attribute is set to, the latest of one write's kept.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CounterChange(pub(crate) BTreeMap<String, i64>);
+pub struct CounterChange {
+    pub(crate) deltas: BTreeMap<String, i64>,
+    stamps: BTreeMap<String, i64>,
+}
 
 impl CounterChange {
     /// The change from an item counted under `before` to one counted under `after`
@@ -125,28 +143,39 @@ impl CounterChange {
 
     /// Adds `delta` to `name`; a net zero drops the name.
     pub fn add(&mut self, name: &str, delta: i64) {
-        let value = self.0.entry(name.to_owned()).or_default();
+        let value = self.deltas.entry(name.to_owned()).or_default();
         *value += delta;
         if *value == 0 {
-            self.0.remove(name);
+            self.deltas.remove(name);
         }
+    }
+
+    /// Sets `name` (`item@attribute`) to the time `millis` in the shard written (a read
+    /// takes the latest of the shards: [`Summed::latest`]); of two stamps of one name, the
+    /// later is kept.
+    pub fn stamp(&mut self, name: &str, millis: i64) {
+        let value = self.stamps.entry(name.to_owned()).or_insert(millis);
+        *value = (*value).max(millis);
     }
 
     /// Merges another change into this one.
     pub fn merge(&mut self, other: &Self) {
-        for (name, delta) in &other.0 {
+        for (name, delta) in &other.deltas {
             self.add(name, *delta);
+        }
+        for (name, millis) in &other.stamps {
+            self.stamp(name, *millis);
         }
     }
 
     /// Whether nothing changes.
     #[must_use]
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.deltas.is_empty() && self.stamps.is_empty()
     }
 
-    /// One `ADD` update per changed counter item, all in one shard chosen at random, to
-    /// join the write's transaction.
+    /// One update per changed counter item (`ADD` its counts, `SET` its stamps), all in
+    /// one shard chosen at random, to join the write's transaction.
     ///
     /// # Errors
     /// [`StoreError::Other`] if an update cannot be built (a bug).
@@ -162,27 +191,37 @@ impl CounterChange {
         tenant: &str,
         shard: u8,
     ) -> Result<Vec<TransactWriteItem>, StoreError> {
-        let mut by_item: BTreeMap<&str, Vec<(&str, i64)>> = BTreeMap::new();
-        for (name, delta) in &self.0 {
+        // Per item: its adds, then its stamps.
+        let mut by_item: BTreeMap<&str, (Attributes, Attributes)> = BTreeMap::new();
+        for (name, delta) in &self.deltas {
             let (item, attribute) = item_and_attribute(name);
-            by_item.entry(item).or_default().push((attribute, *delta));
+            by_item.entry(item).or_default().0.push((attribute, *delta));
+        }
+        for (name, millis) in &self.stamps {
+            let (item, attribute) = item_and_attribute(name);
+            by_item.entry(item).or_default().1.push((attribute, *millis));
         }
         by_item
             .into_iter()
-            .map(|(item, changes)| {
+            .map(|(item, (adds, stamps))| {
                 let mut update =
                     Update::builder().table_name(tables.name(Table::Counters)).set_key(Some(key(tenant, shard, item)));
-                let mut adds = Vec::new();
-                for (i, (attribute, delta)) in changes.into_iter().enumerate() {
-                    adds.push(format!("#a{i} :d{i}"));
-                    update = update
-                        .expression_attribute_names(format!("#a{i}"), attribute)
-                        .expression_attribute_values(format!(":d{i}"), n(delta));
+                let (mut clauses, mut at) = (Vec::new(), 0);
+                for (kind, changes) in [("ADD", adds), ("SET", stamps)] {
+                    let mut parts = Vec::new();
+                    for (attribute, value) in changes {
+                        at += 1;
+                        parts.push(if kind == "ADD" { format!("#a{at} :d{at}") } else { format!("#a{at} = :d{at}") });
+                        update = update
+                            .expression_attribute_names(format!("#a{at}"), attribute)
+                            .expression_attribute_values(format!(":d{at}"), n(value));
+                    }
+                    if !parts.is_empty() {
+                        clauses.push(format!("{kind} {}", parts.join(", ")));
+                    }
                 }
-                let update = update
-                    .update_expression(format!("ADD {}", adds.join(", ")))
-                    .build()
-                    .map_err(|e| StoreError::Other(Box::new(e)))?;
+                let update =
+                    update.update_expression(clauses.join(" ")).build().map_err(|e| StoreError::Other(Box::new(e)))?;
                 Ok(TransactWriteItem::builder().update(update).build())
             })
             .collect()
@@ -286,6 +325,87 @@ fn value_in(
     number.parse().map(Some).map_err(|_| StoreError::Corrupt(format!("counter {item} = {number}")))
 }
 
+/// A counter item's number attributes over its shards: each one's sum (a count) and its
+/// largest (a stamp, [`CounterChange::stamp`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Summed(HashMap<String, (i64, i64)>);
+
+impl Summed {
+    fn add(&mut self, item: &Item) -> Result<(), StoreError> {
+        for (attribute, value) in item {
+            let Ok(number) = value.as_n() else { continue };
+            let number: i64 =
+                number.parse().map_err(|_| StoreError::Corrupt(format!("counter {attribute} = {number}")))?;
+            let (sum, largest) = self.0.entry(attribute.clone()).or_insert((0, number));
+            *sum += number;
+            *largest = (*largest).max(number);
+        }
+        Ok(())
+    }
+
+    /// The count in `attribute` (0 when never written).
+    #[must_use]
+    pub fn count(&self, attribute: &str) -> u64 {
+        self.0.get(attribute).map_or(0, |(sum, _)| u64::try_from(*sum).unwrap_or(0))
+    }
+
+    /// The latest stamp in `attribute`, `None` when never stamped.
+    #[must_use]
+    pub fn latest(&self, attribute: &str) -> Option<i64> {
+        self.0.get(attribute).map(|(_, largest)| *largest)
+    }
+}
+
+/// The counter items `items` of `tenant`, each summed over its shards (one batch read of
+/// strongly consistent items); an item never written is left out.
+///
+/// # Errors
+/// The reads' [`StoreError`]s; [`StoreError::Corrupt`] for a non-numeric value.
+pub async fn read_summed(
+    client: &Client,
+    tables: &Tables,
+    tenant: &TenantId,
+    items: &[&str],
+) -> Result<HashMap<String, Summed>, StoreError> {
+    let mut summed: HashMap<String, Summed> = HashMap::new();
+    for ((_, name), item) in read_shards(client, tables, tenant, items).await? {
+        summed.entry(name).or_default().add(&item)?;
+    }
+    Ok(summed)
+}
+
+/// Every counter item of run `run` of `tenant` ([`run_of`]: `groups`), each summed over its
+/// shards: one strongly consistent query a shard, side by side, paged.
+///
+/// # Errors
+/// The reads' [`StoreError`]s; [`StoreError::Corrupt`] for a non-numeric value.
+pub async fn read_run(
+    client: &Client,
+    tables: &Tables,
+    tenant: &TenantId,
+    run: &str,
+) -> Result<HashMap<String, Summed>, StoreError> {
+    let table = tables.name(Table::Counters);
+    let shards = (0..SHARDS).map(|shard| async move {
+        let partition = format!("{}#{shard:02}#{run}", tenant.as_str());
+        let (mut items, mut start) = (Vec::new(), None);
+        loop {
+            let (page, next) = crate::dynamo::page_of(client, table, Some(&partition), None, start).await?;
+            items.extend(page);
+            match next {
+                Some(key) => start = Some(key),
+                None => return Ok::<_, StoreError>(items),
+            }
+        }
+    });
+    let mut summed: HashMap<String, Summed> = HashMap::new();
+    for item in futures_util::future::try_join_all(shards).await?.into_iter().flatten() {
+        let Some(name) = item.get("name").and_then(|v| v.as_s().ok()).cloned() else { continue };
+        summed.entry(name).or_default().add(&item)?;
+    }
+    Ok(summed)
+}
+
 /// The values of several counters of a tenant, in the order asked (0 for missing): each
 /// the sum of its shards.
 ///
@@ -346,14 +466,39 @@ mod tests {
         );
         let expected: BTreeMap<String, i64> =
             [("wf|status=draft".to_owned(), -1), ("wf|status=published".to_owned(), 1)].into_iter().collect();
-        assert_eq!(change.0, expected);
+        assert_eq!(change.deltas, expected);
+    }
+
+    #[test]
+    fn a_stamp_is_set_in_the_update_that_adds_to_its_item_the_latest_kept() {
+        let mut change = CounterChange::between(&[], &names(&["groups|fgrp_1@open", "failures@open"]));
+        change.stamp("groups|fgrp_1@last_seen", 5);
+        let mut later = CounterChange::default();
+        later.stamp("groups|fgrp_1@last_seen", 9);
+        change.merge(&later);
+        change.stamp("groups|fgrp_1@last_seen", 7);
+        let tenant = "ten_0123456789abcdef0123456789abcdef";
+        let items = change.transact_items_in(&Tables::new("t-"), tenant, 3).expect("built");
+        assert_eq!(items.len(), 2, "one update per item");
+        let group = items
+            .iter()
+            .filter_map(|i| i.update())
+            .find(|u| u.key()["name"].as_s().ok() == Some(&"groups|fgrp_1".to_owned()));
+        let group = group.expect("the group's update");
+        assert_eq!(group.key()["tenant_id"].as_s().ok(), Some(&format!("{tenant}#03#groups")), "the groups' run");
+        assert_eq!(group.update_expression(), "ADD #a1 :d1 SET #a2 = :d2");
+        let names = group.expression_attribute_names().expect("names");
+        let values = group.expression_attribute_values().expect("values");
+        assert_eq!((names["#a1"].as_str(), values[":d1"].as_n().ok().map(String::as_str)), ("open", Some("1")));
+        assert_eq!((names["#a2"].as_str(), values[":d2"].as_n().ok().map(String::as_str)), ("last_seen", Some("9")));
+        assert!(!change.is_empty());
     }
 
     #[test]
     fn creation_and_deletion_count_every_name() {
-        assert_eq!(CounterChange::between(&[], &names(&["a", "b"])).0.len(), 2);
+        assert_eq!(CounterChange::between(&[], &names(&["a", "b"])).deltas.len(), 2);
         assert!(CounterChange::between(&names(&["a"]), &names(&["a"])).is_empty());
         let deleted = CounterChange::between(&names(&["a"]), &[]);
-        assert_eq!(deleted.0.get("a"), Some(&-1));
+        assert_eq!(deleted.deltas.get("a"), Some(&-1));
     }
 }

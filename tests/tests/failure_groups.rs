@@ -112,10 +112,11 @@ async fn the_migration_groups_failures_recorded_before_groups() {
         .table_name(env.tables.name(Table::Failures))
         .key("tenant_id", s(&t.id))
         .key("id", s(id(&failure)))
-        .update_expression("REMOVE fingerprint, group_id, tenant_group_status")
+        .update_expression("REMOVE fingerprint, group_id, tenant_group_status, group_counted")
         .send()
         .await
         .expect("made old");
+    forget_group_counts(&env, &t.id, &group).await;
     env.client
         .delete_item()
         .table_name(env.tables.name(Table::Failures))
@@ -131,6 +132,7 @@ async fn the_migration_groups_failures_recorded_before_groups() {
 
     let store = domain::runs::failures::store::FailureStore::new(env.client.clone(), env.tables.clone());
     assert_eq!(store.index_groups(Some(&t.id)).await.expect("migrated"), 1);
+    assert_eq!(store.count_in_groups(Some(&t.id)).await.expect("counted"), 1);
     assert_eq!(listed(&api, &t.key, &format!("group_id={group}")).await, (vec![id(&failure)], 1));
     let made = api.get(&t.key, &format!("/failures/groups/{group}")).await;
     let g = &made.expect(200).body;
@@ -140,6 +142,88 @@ async fn the_migration_groups_failures_recorded_before_groups() {
     );
     assert_eq!((g["sample_message"].clone(), g["counts"]["open"].clone()), (json!("quota of 100 exceeded"), json!(1)));
     assert_eq!(store.index_groups(Some(&t.id)).await.expect("again"), 0, "nothing left to do");
+    assert_eq!(store.count_in_groups(Some(&t.id)).await.expect("again"), 0, "counted once");
+    let again = api.get(&t.key, &format!("/failures/groups/{group}")).await;
+    assert_eq!(again.expect(200).body["counts"]["open"], 1);
+}
+
+/// Deletes every shard of group `group`'s counter item, as a version before them left
+/// the tables.
+async fn forget_group_counts(env: &Env, tenant: &str, group: &str) {
+    let name = format!("{}{group}", shared::counters::GROUPS_PREFIX);
+    for shard in 0..shared::counters::SHARDS {
+        let key = shared::counters::key(tenant, shard, &name);
+        let delete = env.client.delete_item().table_name(env.tables.name(shared::dynamo::Table::Counters));
+        delete.set_key(Some(key)).send().await.expect("deleted");
+    }
+}
+
+/// A failure written by a version before the groups' counter items, changed by this
+/// one, is counted in its group from that change: counted once, in its new status.
+#[tokio::test]
+async fn a_failure_recorded_before_group_counts_is_counted_when_it_changes() {
+    use shared::dynamo::{Table, s};
+    let env = api_tests::env().await;
+    let api = Api::new(api_tests::Transport::in_process(&env));
+    let t = env.tenant().await;
+    let wf = workflow(&api, &t.key).await;
+    let old = fail(&api, &t.key, &wf, "TOOL_ERROR", "quota of 100 exceeded", None).await;
+    let group = old["group_id"].as_str().expect("group").to_owned();
+    let unmark = env.client.update_item().table_name(env.tables.name(Table::Failures));
+    let unmark = unmark.key("tenant_id", s(&t.id)).key("id", s(id(&old))).update_expression("REMOVE group_counted");
+    unmark.send().await.expect("made old");
+    forget_group_counts(&env, &t.id, &group).await;
+    let counts = |body: &Value| body["counts"].clone();
+    let before = api.get(&t.key, &format!("/failures/groups/{group}")).await;
+    assert_eq!(counts(&before.expect(200).body)["total"], 0, "not counted yet");
+
+    let new = fail(&api, &t.key, &wf, "TOOL_ERROR", "quota of 200 exceeded", None).await;
+    assert_eq!(new["group_id"], group.as_str());
+    api.post(&t.key, &format!("/failures/{}/resolve", id(&old)), &json!({})).await.expect(200);
+    let after = api.get(&t.key, &format!("/failures/groups/{group}")).await;
+    assert_eq!(counts(&after.expect(200).body), json!({"total": 2, "open": 1, "resolved": 1, "ignored": 0}));
+    let store = domain::runs::failures::store::FailureStore::new(env.client.clone(), env.tables.clone());
+    assert_eq!(store.count_in_groups(Some(&t.id)).await.expect("migrated"), 0, "both counted already");
+}
+
+/// A group's counts, status and last failure come from its counter item, written in
+/// each failure's own transaction: exact at once, whatever the `by_group` index shows
+/// (DynamoDB updates it about a second after a write); and a failure of a known group
+/// writes nothing that every failure of the group (or of the tenant) writes.
+#[tokio::test]
+async fn group_counts_are_the_counters_not_the_index_and_the_group_item_is_written_once() {
+    use shared::dynamo::{Table, s};
+    let env = api_tests::env().await;
+    let api = Api::new(api_tests::Transport::in_process(&env));
+    let t = env.tenant().await;
+    let wf = workflow(&api, &t.key).await;
+    let first = fail(&api, &t.key, &wf, "LLM_ERROR", "provider returned 503", None).await;
+    let group = first["group_id"].as_str().expect("group").to_owned();
+    let item = || async {
+        let key = [("tenant_id", format!("{}#groups", t.id)), ("id", group.clone())];
+        let key: Vec<(&str, &str)> = key.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        shared::dynamo::get_item(&env.client, env.tables.name(Table::Failures), &key).await.expect("read")
+    };
+    let made = item().await.expect("the group's item");
+    let second = fail(&api, &t.key, &wf, "LLM_ERROR", "provider returned 503", None).await;
+    let third = fail(&api, &t.key, &wf, "LLM_ERROR", "provider returned 503", None).await;
+    assert_eq!(item().await, Some(made), "the group's item is as its first failure wrote it");
+    // As if the index had not caught up with the third failure yet.
+    let hide = env.client.update_item().table_name(env.tables.name(Table::Failures));
+    let hide = hide.key("tenant_id", s(&t.id)).key("id", s(id(&third))).update_expression("REMOVE tenant_group_status");
+    hide.send().await.expect("hidden from the index");
+    api.post(&t.key, &format!("/failures/{}/ignore", id(&second)), &json!({})).await.expect(200);
+
+    let got = api.get(&t.key, &format!("/failures/groups/{group}")).await;
+    let g = &got.expect(200).body;
+    assert_eq!(g["counts"], json!({"total": 3, "open": 2, "resolved": 0, "ignored": 1}));
+    assert_eq!((g["status"].clone(), g["last_seen"].clone()), (json!("open"), third["created_at"].clone()));
+    assert_eq!(g["first_seen"], first["created_at"]);
+    let listed = api.get(&t.key, "/failures/groups?status=open").await;
+    assert_eq!(listed.expect(200).body["items"][0]["counts"]["open"], 2);
+    assert_eq!(listed.body["items"][0]["last_seen"], third["created_at"]);
+    let all = api.get(&t.key, &format!("/failures?group_id={group}&limit=1")).await;
+    assert_eq!(all.expect(200).body["total"], 3, "the list's total: the counts");
 }
 
 /// The ids of a list of groups (`query` without its `?`) and its total.

@@ -266,8 +266,20 @@ async fn drive_every_mcp_tool(api: &Api, key: &str) {
     }
 }
 
-#[tokio::test]
-async fn every_functions_policy_grants_every_dynamodb_call_its_code_makes() {
+#[test]
+fn every_functions_policy_grants_every_dynamodb_call_its_code_makes() {
+    // The scenario drives every route and tool in process, in one task: the futures of
+    // the deepest routes in a debug build need more than a test thread's 2 MB of stack.
+    let scenario = std::thread::Builder::new().stack_size(16 * 1024 * 1024).spawn(|| {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+        runtime.block_on(every_call_granted());
+    });
+    if let Err(panic) = scenario.expect("a thread").join() {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+async fn every_call_granted() {
     let env = api_tests::env().await;
     let (transport, recorder) = Transport::in_process_recording(&env);
     let api = Api::new(transport);

@@ -489,15 +489,18 @@ async fn an_execution_has_at_most_50_attempts_so_completing_it_fits_one_transact
     let body = json!({"workflow_id": wf, "tags": heaviest_tags()});
     let e = api.post(&t.key, "/executions", &body).await.expect(201).body["id"].clone();
     let e = e.as_str().expect("id").to_owned();
-    let fail = json!({"error_type": "AGENT_ERROR", "message": "boom"});
-    for _ in 1..50 {
+    // Six causes: six failure groups, each with a counter item the completion moves.
+    let causes = ["boom", "crash", "denied", "broken pipe", "bad gateway", "out of memory"];
+    for attempt in 1..50 {
+        let fail = json!({"error_type": "AGENT_ERROR", "message": causes[attempt % causes.len()]});
         api.post(&t.key, &format!("/executions/{e}/fail"), &fail).await.expect(200);
         api.post(&t.key, &format!("/executions/{e}/replay"), &json!({})).await.expect(200);
     }
-    // Attempt 50 with 49 open failures: completing resolves all of them in its own
-    // transaction (49 failures, the execution, its tags' entries and its counters:
-    // under 100 items, which the transaction checks before it is sent; the retention's
-    // markers are written after it commits).
+    // Attempt 50 with 49 open failures: completing resolves those of the four largest
+    // groups in its own transaction (their failures, the execution, its tags' entries,
+    // its counters and the groups' counter items: under 100 items, which the
+    // transaction checks before it is sent), the rest right after it; the retention's
+    // markers are written after it commits.
     api.put(&t.key, "/settings/retention", &json!({"checkpoints": "keep_latest"})).await.expect(200);
     let done = api.post(&t.key, &format!("/executions/{e}/complete"), &json!({"output": 1})).await;
     assert_eq!(
@@ -508,10 +511,20 @@ async fn an_execution_has_at_most_50_attempts_so_completing_it_fits_one_transact
     assert_eq!(open.expect(200).body["total"], 0, "every failure was resolved");
     let resolved = api.get(&t.key, "/failures?status=resolved&limit=100").await;
     assert_eq!(resolved.expect(200).body["total"], 49);
+    let groups = api.get(&t.key, "/failures/groups").await;
+    let groups = groups.expect(200).body["items"].as_array().expect("groups").clone();
+    assert_eq!(groups.len(), causes.len());
+    for g in &groups {
+        assert_eq!((g["status"].as_str(), g["resolved_by"].as_str()), (Some("resolved"), Some("replay")), "{g}");
+        assert_eq!(g["counts"]["open"], 0, "{g}");
+    }
+    let counted: u64 = groups.iter().map(|g| g["counts"]["resolved"].as_u64().expect("count")).sum();
+    assert_eq!(counted, 49, "each failure counted once in its group");
 
     // A 51st attempt is refused, and nothing changes.
     let e = api.post(&t.key, "/executions", &json!({"workflow_id": wf})).await.expect(201).body["id"].clone();
     let e = e.as_str().expect("id").to_owned();
+    let fail = json!({"error_type": "AGENT_ERROR", "message": "boom"});
     for _ in 1..50 {
         api.post(&t.key, &format!("/executions/{e}/fail"), &fail).await.expect(200);
         api.post(&t.key, &format!("/executions/{e}/replay"), &json!({})).await.expect(200);

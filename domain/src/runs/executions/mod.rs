@@ -12,7 +12,7 @@ use chrono::{DateTime, Utc};
 use shared::TenantId;
 use shared::counters::CounterChange;
 use shared::dynamo::{Attempt, Part, StoreError, Transaction, TransactionError, retry_races};
-use shared::ids::{ExecutionId, WorkflowId};
+use shared::ids::{ExecutionId, FailureGroupId, FailureId, WorkflowId};
 use shared::time::Clock;
 
 use shared::body::WireEnum;
@@ -267,7 +267,7 @@ impl Runs {
             })?;
             let now = clock.now();
             let mut plan = match change {
-                Change::Fail { error, details } => self.plan_failure(tenant, &current, error, details, now)?,
+                Change::Fail { error, details } => self.plan_failure(tenant, &current, error, details, now).await?,
                 Change::Replay(from) => self.plan_replay(tenant, &current, from, now).await?,
                 Change::Rollback(to) => self.plan_rollback(tenant, &current, to, now).await?,
                 Change::Plain(action) => match action {
@@ -294,8 +294,9 @@ impl Runs {
         Ok(changed)
     }
 
-    /// Fail: a failure record of its own, reported.
-    fn plan_failure(
+    /// Fail: a failure record of its own (its group's item too, when it is the group's
+    /// first), reported.
+    async fn plan_failure(
         &self,
         tenant: &TenantId,
         current: &Execution,
@@ -313,12 +314,15 @@ impl Runs {
             now,
         );
         plan.next.failure_ids.push(failure.id.clone());
-        self.failures.stage_create(&mut plan.effects, tenant, &failure)?;
+        let recorded = self.failures.group_recorded(tenant, &failure.group_id).await?;
+        self.failures.stage_create(&mut plan.effects, tenant, &failure, recorded)?;
         plan.events.push(Event::failure(EventType::FailureCreated, &failure, now));
         Ok(plan)
     }
 
-    /// Complete: every open failure of the execution resolved, each reported.
+    /// Complete: every open failure of the execution resolved, each reported; those of
+    /// at most [`COMPLETION_GROUPS_MAX`] groups in the completion's own transaction (each
+    /// group's counter item is one more operation in it), the rest right after it.
     async fn plan_completion(
         &self,
         tenant: &TenantId,
@@ -327,11 +331,13 @@ impl Runs {
         now: DateTime<Utc>,
     ) -> Result<Plan, Error> {
         let mut plan = Plan::new(current, action, now)?;
-        for failure in self.open_failures(tenant, current).await? {
+        let (now_resolved, later) = by_groups(self.open_failures(tenant, current).await?, COMPLETION_GROUPS_MAX);
+        for failure in now_resolved {
             let resolved = failure.resolved(now, super::failures::model::ResolvedBy::Replay);
             self.replace_failure(&mut plan, tenant, &failure, &resolved)?;
             plan.events.push(Event::failure(EventType::FailureResolved, &resolved, now));
         }
+        plan.resolve_after = later.into_iter().map(|f| f.id).collect();
         Ok(plan)
     }
 
@@ -421,7 +427,7 @@ impl Runs {
         before_commit: BeforeCommit<'_, Changed>,
         settle_after: &AtomicBool,
     ) -> Result<Attempt<Changed>, Error> {
-        let Plan { action, next, effects, counters, mut events, discarded, cleanup, charge, now } = plan;
+        let Plan { action, next, effects, counters, mut events, discarded, cleanup, charge, resolve_after, now } = plan;
         let mut whole = Transaction::new();
         self.executions.stage_replace(&mut whole, tenant, current, &next, &counters)?;
         whole.append(effects);
@@ -434,6 +440,7 @@ impl Runs {
                 if let Some((range, checkpoints, all)) = cleanup {
                     self.finish_discard(tenant, &current.id, range, &checkpoints, all).await;
                 }
+                self.resolve_after_completion(tenant, &resolve_after, now).await;
                 Ok(Attempt::Done(changed))
             }
             Err(TransactionError::Condition(Part::Allowance)) => {
@@ -470,6 +477,9 @@ struct Plan {
     cleanup: Option<(Discarded, Vec<StoredCheckpoint>, bool)>,
     /// For a replay: its charge.
     charge: Option<Charge>,
+    /// For a completion: the open failures its transaction has no room for, resolved
+    /// right after it commits.
+    resolve_after: Vec<FailureId>,
     /// When.
     now: DateTime<Utc>,
 }
@@ -490,6 +500,7 @@ impl Plan {
             discarded: None,
             cleanup: None,
             charge: None,
+            resolve_after: Vec::new(),
             now,
         })
     }
@@ -505,6 +516,28 @@ fn shown(list: &ListExecutions, e: &Execution) -> bool {
         && list.after.as_ref().is_none_or(|a| e.id < *a)
         && list.tags.iter().all(|(k, v)| e.tags.get(k) == Some(v))
         && list.skip == 0
+}
+
+/// The most failure groups whose failures a completion resolves in its own transaction:
+/// with 49 failures (at most 50 attempts) and 16 tags, the execution, its counters and
+/// its tags' entries and counters, the failures' counter item, its events and the key's
+/// check make 93 operations; each group's counter item is one more, within DynamoDB's
+/// 100 with room to spare.
+pub const COMPLETION_GROUPS_MAX: usize = 4;
+
+/// `failures` split into those of the `max` groups with the most of them (on a tie, the
+/// group whose newest failure is newest) and the rest.
+fn by_groups(failures: Vec<Failure>, max: usize) -> (Vec<Failure>, Vec<Failure>) {
+    let mut sizes: std::collections::HashMap<FailureGroupId, (usize, FailureId)> = std::collections::HashMap::new();
+    for f in &failures {
+        let (size, newest) = sizes.entry(f.group_id.clone()).or_insert((0, f.id.clone()));
+        *size += 1;
+        *newest = newest.clone().max(f.id.clone());
+    }
+    let mut ranked: Vec<_> = sizes.into_iter().collect();
+    ranked.sort_by(|(_, a), (_, b)| b.cmp(a));
+    let kept: std::collections::HashSet<FailureGroupId> = ranked.into_iter().take(max).map(|(g, _)| g).collect();
+    failures.into_iter().partition(|f| kept.contains(&f.group_id))
 }
 
 /// The description of the usage entry of an execution's start or replay.
@@ -526,4 +559,37 @@ fn reported(action: &Action) -> EventType {
 
 fn archived(id: &WorkflowId) -> Error {
     Error::InvalidState(format!("workflow {id} is archived; restore it to draft before starting executions"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_completion_keeps_the_largest_groups_and_leaves_the_rest_for_after() {
+        let (e, wf, now) = (ExecutionId::generate(), WorkflowId::generate(), Utc::now());
+        let failure = |message: &str, ms: i64| {
+            let at = now + chrono::TimeDelta::milliseconds(ms);
+            Failure::record(e.clone(), wf.clone(), "AGENT_ERROR".into(), message.into(), serde_json::Map::new(), at)
+        };
+        let failures = vec![
+            failure("boom", 1),
+            failure("crash", 2),
+            failure("boom", 3),
+            failure("denied", 4),
+            failure("crash", 5),
+            failure("boom", 6),
+        ];
+        let (now_resolved, later) = by_groups(failures.clone(), 2);
+        let messages = |fs: &[Failure]| fs.iter().map(|f| f.message.clone()).collect::<Vec<_>>();
+        assert_eq!(messages(&now_resolved), ["boom", "crash", "boom", "crash", "boom"]);
+        assert_eq!(messages(&later), ["denied"]);
+        // On a tie of size, the group whose newest failure is newest.
+        let (kept, rest) = by_groups(failures, 1);
+        assert_eq!((kept.len(), rest.len()), (3, 3));
+        let (kept, _) = by_groups(vec![failure("denied", 9), failure("crash", 8)], 1);
+        assert_eq!(messages(&kept), ["denied"]);
+        let (all, none) = by_groups(vec![failure("a", 1)], COMPLETION_GROUPS_MAX);
+        assert_eq!((all.len(), none.len()), (1, 0));
+    }
 }

@@ -11,7 +11,7 @@ use shared::dynamo::{Attempt, Part, Transaction, retry_races};
 use shared::ids::{FailureGroupId, FailureId};
 use shared::time::Clock;
 
-use self::model::{Failure, FailureGroup, FailureStatus, Settlement, counter_name};
+use self::model::{Failure, FailureGroup, FailureStatus, ResolvedBy, Settlement, counter_name};
 use super::{BeforeCommit, FailureStats, ListFailures, ListGroups, RATE_WINDOW_DAYS, Runs};
 use crate::Error;
 use crate::webhooks::{Event, EventType};
@@ -101,9 +101,40 @@ impl Runs {
         clock: &dyn Clock,
         before_commit: BeforeCommit<'_, Failure>,
     ) -> Result<Failure, Error> {
+        let now = clock.now();
+        self.change_failure(tenant, id, &|current| current.settle(settlement, now), now, before_commit).await
+    }
+
+    /// Resolves by replay, each in its own transaction (with its counter moves and its
+    /// webhook), the failures `ids` of a completed execution that the completion's own
+    /// transaction had no room for ([`super::executions`]); one no longer open is left
+    /// as it is. The completion has committed: a failure that cannot be resolved now is
+    /// logged and stays open (a person resolves it, or its group).
+    pub(super) async fn resolve_after_completion(&self, tenant: &TenantId, ids: &[FailureId], now: DateTime<Utc>) {
+        let resolve = |current: &Failure| {
+            Ok((current.status == FailureStatus::Open).then(|| current.resolved(now, ResolvedBy::Replay)))
+        };
+        for id in ids {
+            if let Err(error) = self.change_failure(tenant, id, &resolve, now, &|_| {}).await {
+                tracing::error!(error = %error, failure = %id, "a completed execution's failure left open");
+            }
+        }
+    }
+
+    /// Changes failure `id` to what `next` makes of it as read (`None`: nothing to
+    /// change), with its counter moves and its webhook, in one transaction conditioned
+    /// on the version read (read again after a race).
+    async fn change_failure(
+        &self,
+        tenant: &TenantId,
+        id: &FailureId,
+        next: &(dyn Fn(&Failure) -> Result<Option<Failure>, Error> + Sync),
+        now: DateTime<Utc>,
+        before_commit: BeforeCommit<'_, Failure>,
+    ) -> Result<Failure, Error> {
         retry_races(|| async move {
             let current = self.failure(tenant, id).await?;
-            let Some(next) = current.settle(settlement, clock.now())? else { return Ok(Attempt::Done(current)) };
+            let Some(next) = next(&current)? else { return Ok(Attempt::Done(current)) };
             let mut tx = Transaction::new();
             let counts = self.failures.stage_replace(&mut tx, tenant, &current, &next)?;
             tx.extend(Part::Counters, counts.transact_items(self.failures.tables(), tenant)?);
@@ -111,7 +142,7 @@ impl Runs {
                 FailureStatus::Ignored => EventType::FailureIgnored,
                 _ => EventType::FailureResolved,
             };
-            let event = Event::failure(kind, &next, clock.now());
+            let event = Event::failure(kind, &next, now);
             crate::webhooks::events::stage(&mut tx, self.failures.tables(), tenant, &[event])?;
             before_commit(&next);
             match tx.commit(self.client()).await {
@@ -141,8 +172,8 @@ pub struct GroupSettled {
 impl Runs {
     /// The tenant's failure groups that `list` asks for, the most recently seen first,
     /// each with its counts (its failures per hour up to the clock's now), and how many
-    /// match. Reads the tenant's groups (at most [`store::GROUPS_READ_MAX`]); a status
-    /// filter counts each group it keeps.
+    /// match. Reads the tenant's groups (at most [`store::GROUPS_READ_MAX`]) with their
+    /// counter items, then the page's failures per hour.
     ///
     /// # Errors
     /// Storage errors.
@@ -158,21 +189,16 @@ impl Runs {
             list.workflow.as_ref().is_none_or(|w| g.workflow_id == *w)
                 && list.seen_after.is_none_or(|t| g.last_seen > t)
                 && list.seen_before.is_none_or(|t| g.first_seen < t)
+                && list.status.is_none_or(|status| g.status() == status)
         });
         groups.sort_by(|a, b| b.last_seen.cmp(&a.last_seen).then_with(|| b.id.as_str().cmp(a.id.as_str())));
-        let Some(status) = list.status else {
-            let total = groups.len() as u64;
-            let page: Vec<FailureGroup> = groups.into_iter().skip(list.skip).take(list.take).collect();
-            return Ok((self.count_groups(tenant, page, now).await?, total));
-        };
-        let counted = self.count_groups(tenant, groups, now).await?;
-        let matching: Vec<FailureGroup> = counted.into_iter().filter(|g| g.status() == status).collect();
-        let total = matching.len() as u64;
-        Ok((matching.into_iter().skip(list.skip).take(list.take).collect(), total))
+        let total = groups.len() as u64;
+        let page: Vec<FailureGroup> = groups.into_iter().skip(list.skip).take(list.take).collect();
+        Ok((self.hourly_groups(tenant, page, now).await?, total))
     }
 
-    /// `groups` with their counts up to `now`, 16 groups at a time.
-    async fn count_groups(
+    /// `groups` with their failures per hour up to `now`, 16 groups at a time.
+    async fn hourly_groups(
         &self,
         tenant: &TenantId,
         groups: Vec<FailureGroup>,
@@ -181,7 +207,7 @@ impl Runs {
         let mut counted = Vec::with_capacity(groups.len());
         let mut rest = groups.into_iter().peekable();
         while rest.peek().is_some() {
-            let batch = rest.by_ref().take(16).map(|g| self.failures.counted(tenant, g, now));
+            let batch = rest.by_ref().take(16).map(|g| self.failures.hourly(tenant, g, now));
             counted.extend(futures_util::future::try_join_all(batch).await?);
         }
         Ok(counted)
@@ -199,7 +225,7 @@ impl Runs {
     ) -> Result<FailureGroup, Error> {
         let group =
             self.failures.group(tenant, id).await?.ok_or_else(|| Error::not_found("failure group", id.as_str()))?;
-        Ok(self.failures.counted(tenant, group, clock.now()).await?)
+        Ok(self.failures.hourly(tenant, group, clock.now()).await?)
     }
 
     /// Settles the open failures of group `id` as a person decided (resolve or ignore),
@@ -231,7 +257,8 @@ impl Runs {
                 Err(e) => return Err(e),
             }
         }
-        let group = self.failures.counted(tenant, group, clock.now()).await?;
+        let group = self.failures.group(tenant, id).await?.unwrap_or(group);
+        let group = self.failures.hourly(tenant, group, clock.now()).await?;
         Ok(GroupSettled { remaining: open.len() > GROUP_SETTLE_MAX, group, settled })
     }
 }

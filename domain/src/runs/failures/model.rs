@@ -117,6 +117,10 @@ pub struct Failure {
     /// What resolved it (`None` while not resolved, and for a failure resolved before
     /// this was recorded).
     pub resolved_by: Option<ResolvedBy>,
+    /// Whether the failure is counted in its group's counters ([`group_counter`]): every
+    /// failure written by this version is; one recorded before them is from its next
+    /// change, or `cairn-admin migrate failure-groups`.
+    pub group_counted: bool,
 }
 
 impl Failure {
@@ -150,6 +154,7 @@ impl Failure {
             created_at: now,
             resolved_at: None,
             resolved_by: None,
+            group_counted: true,
         }
     }
 
@@ -207,6 +212,13 @@ impl Failure {
         let mut names = vec![counter_name(None), counter_name(Some(self.status))];
         let ms = shared::ids::millis_of(self.id.as_str());
         names.extend(shared::spans::names(SPAN_FAMILY, ms, &[shared::spans::ALL]));
+        if self.group_counted {
+            let group = group_counter(&self.group_id);
+            names.push(format!("{group}@{}", self.status.wire()));
+            if self.status == FailureStatus::Resolved && self.resolved_by == Some(ResolvedBy::Replay) {
+                names.push(format!("{group}@{GROUP_REPLAYED}"));
+            }
+        }
         names
     }
 }
@@ -326,6 +338,21 @@ pub enum Settlement {
 /// time-filtered list with a status filter counts its items (up to
 /// [`crate::runs::MAX_COUNTED`]).
 pub const SPAN_FAMILY: &str = "failures";
+
+/// The counter item of failure group `group` (`groups|fg_…`, in the tenant's run of group
+/// counters, [`shared::counters::run_of`]): its failures in each status (`open`,
+/// `resolved`, `ignored`), those a replay resolved ([`GROUP_REPLAYED`]), and when its
+/// latest failure was made ([`GROUP_LAST_SEEN`], a stamp in milliseconds).
+#[must_use]
+pub fn group_counter(group: &FailureGroupId) -> String {
+    format!("{}{group}", shared::counters::GROUPS_PREFIX)
+}
+
+/// The attribute of a group's counter item that counts its failures resolved by a replay.
+pub const GROUP_REPLAYED: &str = "replay";
+
+/// The attribute of a group's counter item stamped with its latest failure's creation.
+pub const GROUP_LAST_SEEN: &str = "last_seen";
 
 /// The counter of failures in a status (all when `None`): one item, `failures`, each
 /// status in an attribute.

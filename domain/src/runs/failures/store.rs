@@ -5,7 +5,10 @@
 //! the status filter, GSI `by_group` (`tenant_group_status`: `{tenant}#{group}#{status}`,
 //! `id`) a group's failures (a failure recorded before groups has no entry there until
 //! `cairn-admin migrate failure-groups` gives it one). Every change is a whole-item put conditioned on the version that
-//! was read; totals come from counters changed in the same transaction.
+//! was read; totals come from counters changed in the same transaction, a group's too
+//! (`groups|fg_…`: its counts by status, those a replay resolved and its latest failure,
+//! sharded like every counter). A group's own item (`{tenant}#groups`: what it is, when
+//! first seen) is written once, by its first failure.
 
 use std::collections::HashMap;
 
@@ -21,8 +24,8 @@ use shared::dynamo::{Part, StoreError, Table, Tables, Transaction, batch_get, ne
 use shared::ids::{CommandId, ExecutionId, FailureGroupId, FailureId, WorkflowId, created_millis, id_range, millis_of};
 
 use super::model::{
-    CommandStatus, Failure, FailureGroup, FailureStatus, GROUP_HOURS, RecoveryCommand, ResolvedBy, SPAN_FAMILY,
-    counter_name, grouped, hours_since, per_hour,
+    CommandStatus, Failure, FailureGroup, FailureStatus, GROUP_HOURS, GROUP_LAST_SEEN, GROUP_REPLAYED, RecoveryCommand,
+    ResolvedBy, SPAN_FAMILY, counter_name, group_counter, grouped, hours_since, per_hour,
 };
 use crate::runs::ListFailures;
 use crate::runs::storage::{self, MAX_COUNTED, Source, merged_window, put_item, start_after, timed_total};
@@ -32,13 +35,18 @@ use crate::runs::storage::{self, MAX_COUNTED, Source, merged_window, put_item, s
 pub struct FailureStore {
     client: Client,
     tables: Tables,
+    /// Groups (`{tenant}#{group}`) this instance found recorded.
+    known_groups: std::sync::Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
 }
+
+/// The most groups an instance remembers as recorded (then it forgets them all).
+const KNOWN_GROUPS_MAX: usize = 10_000;
 
 impl FailureStore {
     /// A store over `client` and the named tables.
     #[must_use]
     pub fn new(client: Client, tables: Tables) -> Self {
-        Self { client, tables }
+        Self { client, tables, known_groups: std::sync::Arc::default() }
     }
 
     fn table(&self) -> &str {
@@ -50,36 +58,77 @@ impl FailureStore {
         &self.tables
     }
 
-    /// Adds a new failure, its counts and the day's failure to `tx`.
+    /// Adds a new failure, its counts (its group's too, stamped with its creation) and
+    /// the day's failure to `tx`; and, when its group has no item yet (`recorded` false),
+    /// the group's item, on condition that none exists (two first failures of a group:
+    /// one commits, the other is a race, [`Part::Failure`], to plan again).
     ///
     /// # Errors
     /// [`StoreError`] if an operation cannot be built.
-    pub fn stage_create(&self, tx: &mut Transaction, tenant: &TenantId, f: &Failure) -> Result<(), StoreError> {
+    pub fn stage_create(
+        &self,
+        tx: &mut Transaction,
+        tenant: &TenantId,
+        f: &Failure,
+        recorded: bool,
+    ) -> Result<(), StoreError> {
         let item = serde_dynamo::to_item(FailureRecord::new(tenant, f))?;
         tx.push(Part::Failure, put_item(self.table(), item, "attribute_not_exists(id)", None)?);
-        tx.push(Part::Failure, TransactWriteItem::builder().update(self.group_seen(tenant.as_str(), f)?).build());
+        if !recorded {
+            tx.push(Part::Failure, TransactWriteItem::builder().update(self.group_made(tenant.as_str(), f)?).build());
+        }
         let mut change = CounterChange::between(&[], &f.counters());
         change.add(&counters::daily("failures", f.created_at.date_naive()), 1);
+        let seen = format!("{}@{GROUP_LAST_SEEN}", group_counter(&f.group_id));
+        change.stamp(&seen, f.created_at.timestamp_millis());
         tx.extend(Part::Counters, change.transact_items(&self.tables, tenant)?);
         Ok(())
     }
 
-    /// The upsert of `f`'s group item (in the tenant's `#groups` partition): what the group
-    /// is, set by its first failure, and `last_seen` moved to `f`'s creation.
-    fn group_seen(&self, tenant: &str, f: &Failure) -> Result<Update, StoreError> {
+    /// The put of `f`'s group's item (in the tenant's `#groups` partition), made by its
+    /// first failure: what the group is, and when it was first seen. Written once: what
+    /// each failure changes is in the group's counter item, sharded
+    /// ([`group_counter`]).
+    fn group_made(&self, tenant: &str, f: &Failure) -> Result<Update, StoreError> {
         let (what, values) = group_identity(f);
         Update::builder()
             .table_name(self.table())
             .key("tenant_id", s(groups_partition(tenant)))
             .key("id", s(f.group_id.as_str()))
             .update_expression(format!("{what}, last_seen = :at"))
+            .condition_expression("attribute_not_exists(id)")
             .set_expression_attribute_values(Some(values))
             .build()
             .map_err(|e| StoreError::Other(Box::new(e)))
     }
 
-    /// The tenant's failure groups as recorded (at most [`GROUPS_READ_MAX`]), their
-    /// counts not read.
+    /// Whether group `group` of the tenant has its item (strongly consistent; a group
+    /// once seen is remembered by this instance: a group's item is never deleted but
+    /// with its tenant).
+    ///
+    /// # Errors
+    /// The read's [`StoreError`].
+    pub async fn group_recorded(&self, tenant: &TenantId, group: &FailureGroupId) -> Result<bool, StoreError> {
+        let known = format!("{}#{group}", tenant.as_str());
+        if self.known_groups.lock().is_ok_and(|known_groups| known_groups.contains(&known)) {
+            return Ok(true);
+        }
+        let partition = groups_partition(tenant.as_str());
+        let key = [("tenant_id", partition.as_str()), ("id", group.as_str())];
+        let found = shared::dynamo::get_item(&self.client, self.table(), &key).await?.is_some();
+        if found && let Ok(mut known_groups) = self.known_groups.lock() {
+            if known_groups.len() >= KNOWN_GROUPS_MAX {
+                known_groups.clear();
+            }
+            known_groups.insert(known);
+        }
+        Ok(found)
+    }
+
+    /// The tenant's failure groups (at most [`GROUPS_READ_MAX`]) with their counts and
+    /// when each was last seen: the group items (one query) and every group's counter
+    /// item ([`counters::read_run`]: one query a shard), side by side; failures per hour
+    /// not read ([`Self::hourly`]).
     ///
     /// # Errors
     /// The reads' [`StoreError`]s.
@@ -90,55 +139,64 @@ impl FailureStore {
             None,
             ("tenant_id", groups_partition(tenant.as_str())),
         );
-        let items = query_window_from(query, "id", None, 0, GROUPS_READ_MAX, &[]).await?;
-        items.into_iter().map(|item| serde_dynamo::from_item::<_, GroupRecord>(item)?.into_group()).collect()
+        let items = query_window_from(query, "id", None, 0, GROUPS_READ_MAX, &[]);
+        let counted = counters::read_run(&self.client, &self.tables, tenant, counters::GROUPS_RUN);
+        let (items, counted) = tokio::try_join!(items, counted)?;
+        items
+            .into_iter()
+            .map(|item| {
+                let group = serde_dynamo::from_item::<_, GroupRecord>(item)?.into_group()?;
+                let summed = counted.get(&group_counter(&group.id));
+                Ok(with_counts(group, summed))
+            })
+            .collect()
     }
 
-    /// The tenant's failure group `id` as recorded, its counts not read.
+    /// The tenant's failure group `id` with its counts (its item and its counter item,
+    /// side by side); failures per hour not read ([`Self::hourly`]).
     ///
     /// # Errors
-    /// The read's [`StoreError`].
+    /// The reads' [`StoreError`]s.
     pub async fn group(&self, tenant: &TenantId, id: &FailureGroupId) -> Result<Option<FailureGroup>, StoreError> {
         let partition = groups_partition(tenant.as_str());
         let key = [("tenant_id", partition.as_str()), ("id", id.as_str())];
-        match shared::dynamo::get_item(&self.client, self.table(), &key).await? {
-            Some(item) => Ok(Some(serde_dynamo::from_item::<_, GroupRecord>(item)?.into_group()?)),
+        let counter = group_counter(id);
+        let items = [counter.as_str()];
+        let (item, counted) = tokio::try_join!(
+            shared::dynamo::get_item(&self.client, self.table(), &key),
+            counters::read_summed(&self.client, &self.tables, tenant, &items)
+        )?;
+        match item {
+            Some(item) => {
+                let group = serde_dynamo::from_item::<_, GroupRecord>(item)?.into_group()?;
+                Ok(Some(with_counts(group, counted.get(&counter))))
+            }
             None => Ok(None),
         }
     }
 
-    /// `group` with its failures counted by status from `by_group` (each up to
-    /// [`MAX_COUNTED`], the newest), those of each of the last hours up to `now` (from
-    /// the same entries: a failure's id says when it was made, so only the ids of those
-    /// hours are read back, the rest counted), and its resolved failures that a replay
-    /// resolved.
+    /// `group` with its failures of each of the last hours up to `now`, from its
+    /// entries in `by_group` made in those hours (a failure's id says when it was made:
+    /// only those ids are read). The index is updated about a second after a write, so
+    /// a failure just made may be missing here for that long (its counts are exact).
     ///
     /// # Errors
     /// The reads' [`StoreError`]s.
-    pub async fn counted(
+    pub async fn hourly(
         &self,
         tenant: &TenantId,
         mut group: FailureGroup,
         now: DateTime<Utc>,
     ) -> Result<FailureGroup, StoreError> {
-        let since = hours_since(now);
-        let recent = |id: &str| millis_of(id) >= since;
-        let counts = FailureStatus::ALL.iter().map(|status| {
+        let latest = shared::ids::created_millis(None, None).map_or(u64::MAX, |(_, hi)| hi);
+        let range = id_range(FailureId::PREFIX, hours_since(now), latest);
+        let recent = FailureStatus::ALL.iter().map(|status| {
             let key = ("tenant_group_status", group_key(tenant, &group.id, *status));
-            let query = shared::dynamo::newest_first(&self.client, self.table(), Some("by_group"), key);
-            shared::dynamo::count_keeping(query, "id", MAX_COUNTED, recent)
+            let query = newest_first_in(&self.client, self.table(), Some("by_group"), key, range.clone());
+            shared::dynamo::count_keeping(query, "id", MAX_COUNTED, |_: &str| true)
         });
-        let resolved = ("tenant_group_status", group_key(tenant, &group.id, FailureStatus::Resolved));
-        let by_replay = shared::dynamo::newest_first(&self.client, self.table(), Some("by_group"), resolved)
-            .filter_expression("resolved_by = :replay")
-            .expression_attribute_values(":replay", s(ResolvedBy::Replay.wire()));
-        let (found, by_replay) = tokio::try_join!(
-            futures_util::future::try_join_all(counts),
-            shared::dynamo::count(by_replay, MAX_COUNTED)
-        )?;
-        group.counts = [found[0].0, found[1].0, found[2].0];
+        let found = futures_util::future::try_join_all(recent).await?;
         group.per_hour = per_hour(found.iter().flat_map(|(_, ids)| ids).map(|id| millis_of(id)), now);
-        group.resolved_by_replay = by_replay;
         Ok(group)
     }
 
@@ -160,7 +218,8 @@ impl FailureStore {
     }
 
     /// Adds the change of a failure from `old` to `new` to `tx`, without its counter
-    /// moves, which are returned to join the transaction's one counter update.
+    /// moves, which are returned to join the transaction's one counter update. A failure
+    /// not yet counted in its group is from now on (its new status counted there).
     ///
     /// # Errors
     /// [`StoreError`] if an operation cannot be built.
@@ -171,6 +230,7 @@ impl FailureStore {
         old: &Failure,
         new: &Failure,
     ) -> Result<CounterChange, StoreError> {
+        let new = &Failure { group_counted: true, ..new.clone() };
         let item = serde_dynamo::to_item(FailureRecord::new(tenant, new))?;
         tx.push(Part::Failure, put_item(self.table(), item, "version = :expected", Some(old.version))?);
         Ok(CounterChange::between(&old.counters(), &new.counters()))
@@ -253,8 +313,8 @@ impl FailureStore {
     }
 
     /// [`Self::list`] of one group's failures: its entries in `by_group` for the status
-    /// asked (all three merged newest first when none), counted from those entries (up
-    /// to [`MAX_COUNTED`]).
+    /// asked (all three merged newest first when none); the total from the group's
+    /// counters, or with a time range counted from those entries (up to [`MAX_COUNTED`]).
     async fn list_group(
         &self,
         tenant: &TenantId,
@@ -278,7 +338,16 @@ impl FailureStore {
             sources.push(Source { query, start });
         }
         let queries: Vec<_> = sources.iter().map(|source| source.query.clone()).collect();
+        let timed = list.created_after.is_some() || list.created_before.is_some();
         let total = async {
+            if !timed {
+                let counter = group_counter(group);
+                let items = [counter.as_str()];
+                let counted = counters::read_summed(&self.client, &self.tables, tenant, &items).await?;
+                let summed = counted.get(&counter);
+                let statuses = list.status.map_or_else(|| FailureStatus::ALL.to_vec(), |s| vec![s]);
+                return Ok(statuses.iter().map(|s| summed.map_or(0, |c| c.count(s.wire()))).sum());
+            }
             let counts = queries.into_iter().map(|query| shared::dynamo::count(query, MAX_COUNTED));
             let counted: u64 = futures_util::future::try_join_all(counts).await?.into_iter().sum();
             Ok::<_, StoreError>(counted.min(MAX_COUNTED))
@@ -293,19 +362,15 @@ impl FailureStore {
         Ok((failures, total))
     }
 
-    /// Whether the tenant has any failure in `group` (its entries in `by_group`).
+    /// Whether the tenant has failure group `group` (its item: written with its first
+    /// failure).
     ///
     /// # Errors
-    /// The reads' [`StoreError`]s.
+    /// The read's [`StoreError`].
     pub async fn group_exists(&self, tenant: &TenantId, group: &FailureGroupId) -> Result<bool, StoreError> {
-        for status in FailureStatus::ALL {
-            let key = ("tenant_group_status", group_key(tenant, group, *status));
-            let query = shared::dynamo::newest_first(&self.client, self.table(), Some("by_group"), key);
-            if shared::dynamo::count(query, 1).await? > 0 {
-                return Ok(true);
-            }
-        }
-        Ok(false)
+        let partition = groups_partition(tenant.as_str());
+        let key = [("tenant_id", partition.as_str()), ("id", group.as_str())];
+        Ok(shared::dynamo::get_item(&self.client, self.table(), &key).await?.is_some())
     }
 
     /// Gives every failure recorded before groups its fingerprint, group and `by_group`
@@ -358,6 +423,57 @@ impl FailureStore {
         .await
     }
 
+    /// Counts in its group's counter item every failure recorded before those items
+    /// (after [`Self::index_groups`] gave it its group): per failure, one transaction
+    /// of its mark (`group_counted`, on condition that it still has the version read and
+    /// is not counted) and its group's counts, so that a failure is counted once
+    /// whether the migration or a change of the failure (which counts it too,
+    /// [`Self::stage_replace`]) gets there first. Returns how many it counted. Safe while
+    /// the service runs, and again.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub async fn count_in_groups(&self, tenant: Option<&str>) -> Result<u64, StoreError> {
+        let (mut counted, mut start) = (0, None);
+        loop {
+            let (items, next) = shared::dynamo::page_of(&self.client, self.table(), tenant, None, start).await?;
+            for item in items {
+                let grouped = item.contains_key("tenant_group_status") && item.contains_key("tenant_status");
+                if !grouped || item.contains_key("group_counted") {
+                    continue;
+                }
+                let record: FailureRecord = serde_dynamo::from_item(item)?;
+                let (owner, version) = (record.tenant_id.clone(), record.version);
+                let failure = Failure { group_counted: true, ..record.into_failure()? };
+                let mark = Update::builder()
+                    .table_name(self.table())
+                    .key("tenant_id", s(&owner))
+                    .key("id", s(failure.id.as_str()))
+                    .update_expression("SET group_counted = :yes")
+                    .condition_expression("version = :v AND attribute_not_exists(group_counted)")
+                    .expression_attribute_values(":yes", AttributeValue::Bool(true))
+                    .expression_attribute_values(":v", shared::dynamo::n(version));
+                let mut operations =
+                    vec![TransactWriteItem::builder().update(shared::dynamo::built(mark.build())?).build()];
+                let group = group_counter(&failure.group_id);
+                let names: Vec<String> =
+                    failure.counters().into_iter().filter(|name| name.starts_with(group.as_str())).collect();
+                let owner = shared::auth::stored::owner(&owner)
+                    .ok_or_else(|| StoreError::Corrupt(format!("failure {} of no tenant", failure.id)))?;
+                operations.extend(CounterChange::between(&[], &names).transact_items(&self.tables, &owner)?);
+                match shared::dynamo::transact(&self.client, operations).await {
+                    Ok(()) => counted += 1,
+                    Err(StoreError::ConditionFailed { .. }) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            match next {
+                Some(key) => start = Some(key),
+                None => return Ok(counted),
+            }
+        }
+    }
+
     /// The tenant's counters `names`, in the order asked (0 for missing), in one batch
     /// read.
     ///
@@ -402,6 +518,10 @@ struct FailureRecord {
     group_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     tenant_group_status: Option<String>,
+    /// Whether the failure is counted in its group's counter item (absent on failures
+    /// recorded before those).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    group_counted: Option<bool>,
 }
 
 /// What failure `f`'s group is, set by its first failure (`SET …` each `if_not_exists`,
@@ -426,6 +546,21 @@ fn group_identity(f: &Failure) -> (String, HashMap<String, AttributeValue>) {
         values.insert(":agent".to_owned(), s(agent));
     }
     (format!("SET {}", set.join(", ")), values)
+}
+
+/// `group` with what its counter item says (summed over its shards; `None`: never
+/// written): its counts, those a replay resolved, and its latest failure when later than
+/// its item's `last_seen` (which a version before the counter items moved with each
+/// failure).
+fn with_counts(mut group: FailureGroup, summed: Option<&counters::Summed>) -> FailureGroup {
+    let Some(summed) = summed else { return group };
+    group.counts =
+        [FailureStatus::Open, FailureStatus::Resolved, FailureStatus::Ignored].map(|s| summed.count(s.wire()));
+    group.resolved_by_replay = summed.count(GROUP_REPLAYED);
+    if let Some(seen) = summed.latest(GROUP_LAST_SEEN).and_then(DateTime::from_timestamp_millis) {
+        group.last_seen = group.last_seen.max(seen);
+    }
+    group
 }
 
 /// The most failure groups a list of them reads (a tenant's groups are its distinct
@@ -508,6 +643,7 @@ impl FailureRecord {
             fingerprint: Some(f.fingerprint.clone()),
             group_id: Some(f.group_id.to_string()),
             tenant_group_status: Some(group_key(tenant, &f.group_id, f.status)),
+            group_counted: f.group_counted.then_some(true),
         }
     }
 
@@ -547,6 +683,7 @@ impl FailureRecord {
             created_at: time(&self.created_at)?,
             resolved_at: self.resolved_at.as_deref().map(time).transpose()?,
             resolved_by: self.resolved_by.as_deref().and_then(ResolvedBy::from_wire),
+            group_counted: self.group_counted.unwrap_or(false),
         })
     }
 }
