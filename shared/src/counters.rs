@@ -375,7 +375,9 @@ pub async fn read_summed(
 }
 
 /// Every counter item of run `run` of `tenant` ([`run_of`]: `groups`), each summed over its
-/// shards: one strongly consistent query a shard, side by side, paged.
+/// shards: one strongly consistent query a shard, side by side, of at most `most` items
+/// each. `None` when a shard holds more (the run has more than `most` items: read those
+/// needed by name instead, [`read_summed`]), so that what a read costs is bounded.
 ///
 /// # Errors
 /// The reads' [`StoreError`]s; [`StoreError::Corrupt`] for a non-numeric value.
@@ -384,26 +386,42 @@ pub async fn read_run(
     tables: &Tables,
     tenant: &TenantId,
     run: &str,
-) -> Result<HashMap<String, Summed>, StoreError> {
+    most: usize,
+) -> Result<Option<HashMap<String, Summed>>, StoreError> {
     let table = tables.name(Table::Counters);
+    let beyond = i32::try_from(most.saturating_add(1)).unwrap_or(i32::MAX);
     let shards = (0..SHARDS).map(|shard| async move {
         let partition = format!("{}#{shard:02}#{run}", tenant.as_str());
         let (mut items, mut start) = (Vec::new(), None);
         loop {
-            let (page, next) = crate::dynamo::page_of(client, table, Some(&partition), None, start).await?;
-            items.extend(page);
-            match next {
+            let page = client
+                .query()
+                .table_name(table)
+                .key_condition_expression("tenant_id = :p")
+                .expression_attribute_values(":p", s(&partition))
+                .consistent_read(true)
+                .limit(beyond)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(crate::dynamo::classify)?;
+            items.extend(page.items.unwrap_or_default());
+            match page.last_evaluated_key.filter(|key| !key.is_empty()) {
+                Some(_) if items.len() > most => return Ok::<_, StoreError>(None),
                 Some(key) => start = Some(key),
-                None => return Ok::<_, StoreError>(items),
+                None => return Ok((items.len() <= most).then_some(items)),
             }
         }
     });
     let mut summed: HashMap<String, Summed> = HashMap::new();
-    for item in futures_util::future::try_join_all(shards).await?.into_iter().flatten() {
-        let Some(name) = item.get("name").and_then(|v| v.as_s().ok()).cloned() else { continue };
-        summed.entry(name).or_default().add(&item)?;
+    for items in futures_util::future::try_join_all(shards).await? {
+        let Some(items) = items else { return Ok(None) };
+        for item in items {
+            let Some(name) = item.get("name").and_then(|v| v.as_s().ok()).cloned() else { continue };
+            summed.entry(name).or_default().add(&item)?;
+        }
     }
-    Ok(summed)
+    Ok(Some(summed))
 }
 
 /// The values of several counters of a tenant, in the order asked (0 for missing): each

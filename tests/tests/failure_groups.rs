@@ -371,3 +371,57 @@ async fn counting_keeps_the_recent_ids_and_counts_the_rest() {
     let (total, kept) = count_keeping(query(), "id", 10_000, |_: &str| false).await.expect("counted");
     assert_eq!((total, kept.len()), (5, 0), "none recent: a count alone");
 }
+
+/// Sixteen executions fail at once with one new cause: their first failures race to
+/// write the group's item (one does, the others plan again and find it), and the group
+/// counts each failure once.
+#[tokio::test]
+async fn concurrent_first_failures_of_a_cause_make_one_group_counting_each() {
+    const WRITERS: usize = 16;
+    let env = api_tests::env().await;
+    let api = Api::new(api_tests::Transport::in_process(&env));
+    let t = env.tenant().await;
+    let wf = workflow(&api, &t.key).await;
+    let mut executions = Vec::new();
+    for _ in 0..WRITERS {
+        let e = api.post(&t.key, "/executions", &json!({"workflow_id": wf})).await;
+        executions.push(e.expect(201).body["id"].as_str().expect("id").to_owned());
+    }
+    let body = json!({"error_type": "LLM_ERROR", "message": "provider overloaded"});
+    let fails = executions.iter().map(|e| {
+        let (api, key, body, path) = (api.clone(), t.key.clone(), body.clone(), format!("/executions/{e}/fail"));
+        tokio::spawn(async move { api.post_retrying(&key, &path, &body, &format!("fail-{path}")).await })
+    });
+    for fail in fails.collect::<Vec<_>>() {
+        let (reply, _) = fail.await.expect("task");
+        assert_eq!(reply.status, 200, "{}", reply.body);
+    }
+    let groups = api.get(&t.key, "/failures/groups").await;
+    let items = groups.expect(200).body["items"].as_array().expect("items").clone();
+    assert_eq!(items.len(), 1, "one cause, one group: {items:?}");
+    assert_eq!(items[0]["counts"], json!({"total": WRITERS, "open": WRITERS, "resolved": 0, "ignored": 0}));
+    let group = items[0]["id"].as_str().expect("id");
+    assert_eq!(listed(&api, &t.key, &format!("group_id={group}&limit=100")).await.0.len(), WRITERS);
+}
+
+/// The groups' counter items are read one query a shard while each shard holds at most
+/// as many as a list reads (else by name): what a list of groups reads stays bounded
+/// however many groups a tenant has.
+#[tokio::test]
+async fn a_run_of_counter_items_is_read_whole_only_up_to_its_bound() {
+    use shared::dynamo::{Table, n};
+    let env = api_tests::env().await;
+    let t = env.tenant().await;
+    let tenant = shared::auth::stored::owner(&t.id).expect("tenant");
+    for (shard, name, open) in [(0, "groups|fgrp_a", 2), (0, "groups|fgrp_b", 1), (5, "groups|fgrp_a", 3)] {
+        let key = shared::counters::key(&t.id, shard, name);
+        let put = env.client.put_item().table_name(env.tables.name(Table::Counters)).set_item(Some(key));
+        put.item("open", n(open)).item("last_seen", n(100 * open)).send().await.expect("put");
+    }
+    let read = |most| shared::counters::read_run(&env.client, &env.tables, &tenant, "groups", most);
+    assert_eq!(read(1).await.expect("read"), None, "shard 0 holds two: read by name instead");
+    let whole = read(2).await.expect("read").expect("within the bound");
+    assert_eq!((whole["groups|fgrp_a"].count("open"), whole["groups|fgrp_b"].count("open")), (5, 1));
+    assert_eq!(whole["groups|fgrp_a"].latest("last_seen"), Some(300), "the latest stamp of the shards");
+    assert_eq!(whole.len(), 2);
+}

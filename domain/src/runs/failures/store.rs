@@ -127,7 +127,8 @@ impl FailureStore {
 
     /// The tenant's failure groups (at most [`GROUPS_READ_MAX`]) with their counts and
     /// when each was last seen: the group items (one query) and every group's counter
-    /// item ([`counters::read_run`]: one query a shard), side by side; failures per hour
+    /// item ([`counters::read_run`]: one query a shard), side by side (a tenant with more
+    /// groups: the counter items of those read, by name, in batches); failures per hour
     /// not read ([`Self::hourly`]).
     ///
     /// # Errors
@@ -140,16 +141,28 @@ impl FailureStore {
             ("tenant_id", groups_partition(tenant.as_str())),
         );
         let items = query_window_from(query, "id", None, 0, GROUPS_READ_MAX, &[]);
-        let counted = counters::read_run(&self.client, &self.tables, tenant, counters::GROUPS_RUN);
-        let (items, counted) = tokio::try_join!(items, counted)?;
-        items
+        let run = counters::read_run(&self.client, &self.tables, tenant, counters::GROUPS_RUN, GROUPS_READ_MAX);
+        let (items, run) = tokio::try_join!(items, run)?;
+        let groups = items
             .into_iter()
-            .map(|item| {
-                let group = serde_dynamo::from_item::<_, GroupRecord>(item)?.into_group()?;
-                let summed = counted.get(&group_counter(&group.id));
-                Ok(with_counts(group, summed))
+            .map(|item| serde_dynamo::from_item::<_, GroupRecord>(item)?.into_group())
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        let counted = match run {
+            Some(counted) => counted,
+            // More groups than are read: the counter items of those read, by name.
+            None => {
+                let names: Vec<String> = groups.iter().map(|g| group_counter(&g.id)).collect();
+                let names: Vec<&str> = names.iter().map(String::as_str).collect();
+                counters::read_summed(&self.client, &self.tables, tenant, &names).await?
+            }
+        };
+        Ok(groups
+            .into_iter()
+            .map(|g| {
+                let summed = counted.get(&group_counter(&g.id));
+                with_counts(g, summed)
             })
-            .collect()
+            .collect())
     }
 
     /// The tenant's failure group `id` with its counts (its item and its counter item,
