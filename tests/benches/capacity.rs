@@ -11,7 +11,10 @@
 //! partition for heat. So an operation's ceiling for one tenant is 1,000 divided by the
 //! write units it puts on its hottest partition (a table's, or an index's, partition key
 //! value), averaged over the 40. An item's write units are 2 per KB in a transaction and
-//! 1 alone (sizes as sent: a put's whole item, an update's key and values), an index
+//! 1 alone (sizes as sent: a put's whole item, an update's key and values; DynamoDB
+//! charges an update by the larger of its item before and after, the same here, as every
+//! item a hot-path operation updates is under 1 KB: counters, allowances, the
+//! rate-limit standing), an index
 //! entry's those of the item it follows (puts only: no hot-path update writes an
 //! indexed item). Goals (issue 44): >= 1,000 starts/s and >= 5,000 checkpoints/s, no item
 //! written by more than 1/16 of the operations except per-execution ones, <= 12 write
