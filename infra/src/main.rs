@@ -165,11 +165,13 @@ enum MigrateCommand {
         tenant: Option<String>,
     },
     /// Moves the counters of earlier layouts (behind every list total and chart: one item
-    /// per tenant and counter, or every counter of a shard in one partition) into a
-    /// partition per counter item and shard. Run once right after deploying a version that
-    /// changed the layout; safe while the service runs, and again.
+    /// per tenant and counter, or every counter of a shard in one partition; usage and a
+    /// day's attempts in items of their own) into this one: a partition per counter item
+    /// and shard, usage and attempts attributes of the executions' span items. Run once
+    /// right after deploying a version that changed the layout; safe while the service
+    /// runs, and again.
     CounterShards {
-        /// Only this tenant's (default: every tenant's, one scan of the table).
+        /// Only this tenant's (default: every tenant's; one scan of the table either way).
         #[arg(long)]
         tenant: Option<String>,
     },

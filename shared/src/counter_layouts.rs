@@ -3,17 +3,32 @@
 //! which name.
 
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::types::{Delete, TransactWriteItem};
+use aws_sdk_dynamodb::types::{Delete, TransactWriteItem, Update};
 
-use crate::counters::{ATTRIBUTE_MARK, CounterChange, SHARDS, VALUE};
+use crate::counters::{ATTRIBUTE_MARK, CounterChange, SPAN_PREFIX, VALUE};
 use crate::dynamo::{Item, StoreError, Table, Tables, built, n, s};
+use crate::spans::EXECUTION_SPANS;
 
-/// A counter item of the earlier layouts under its name now, and the attribute its
-/// value moves to: `executions|status=S` and `failures|status=S` became attributes `S`
-/// of `executions` and `failures`, `executions|workflow=W|status=S` attribute `S` of
-/// `executions|workflow=W`; any other stays as it was.
+/// A counter of the earlier layouts under its name now (item, attribute):
+/// `executions|status=S` and `failures|status=S` became attributes `S` of `executions`
+/// and `failures`, `executions|workflow=W|status=S` attribute `S` of
+/// `executions|workflow=W`; the usage spans (`span|usage|h|…`, `span|usage|d|…`) became
+/// attributes of the executions' span items of the same hour or day, and a day's
+/// attempts (attribute `attempts` of `daily|{date}`) an attribute of the executions' day
+/// item; any other stays as it was.
 fn current_name(item: &str, attribute: &str) -> (String, String) {
     let same = || (item.to_owned(), attribute.to_owned());
+    if let Some(span) = item.strip_prefix(SPAN_PREFIX).and_then(|rest| rest.strip_prefix("usage|")) {
+        return (format!("{SPAN_PREFIX}{EXECUTION_SPANS}|{span}"), attribute.to_owned());
+    }
+    if let Some(day) = item.strip_prefix("daily|")
+        && attribute == crate::spans::ATTEMPTS
+        && let Ok(day) = day.parse::<chrono::NaiveDate>()
+    {
+        let now = crate::spans::attempts(day);
+        let (item, attribute) = crate::counters::item_and_attribute(&now);
+        return (item.to_owned(), attribute.to_owned());
+    }
     if attribute != VALUE {
         return same();
     }
@@ -33,82 +48,112 @@ fn current_name(item: &str, attribute: &str) -> (String, String) {
     same()
 }
 
-/// Moves counter items of the earlier layouts (`tenant_id` the bare tenant id, one item
-/// per tenant and name; or `ten_…#07`, a shard's every counter in one partition) into
-/// this one ([`partition`]), of every tenant or of `tenant` alone: each item's values are
-/// added to the same shard's item (shard 0 for a bare one) and the old item deleted, in
+/// Moves counters of the earlier layouts into this one, of every tenant or of `tenant`
+/// alone: items whose partition is of an earlier layout (`tenant_id` the bare tenant
+/// id, one item per tenant and name; or `ten_…#07`, a shard's every counter in one
+/// partition), and counters of this layout whose name changed ([`current_name`]). Each
+/// counter's value is added to the same shard's item (shard 0 for a bare one) and taken
+/// from where it was (the item deleted, or the attribute removed when others stay), in
 /// one transaction conditioned on the old item still holding what was read, so a second
-/// run, or two at once, count nothing twice. Returns how many items were moved.
+/// run, or two at once, count nothing twice. Reads the table once (a scan, filtered to
+/// the tenant with `tenant`). Returns how many items were moved from.
 ///
 /// # Errors
 /// The scans' and writes' [`StoreError`]s.
 pub async fn fold_legacy(client: &Client, tables: &Tables, tenant: Option<&str>) -> Result<u64, StoreError> {
     let table = tables.name(Table::Counters);
-    // Of one tenant: its bare partition and its 16 shards' of the second layout.
-    let partitions: Vec<Option<String>> = match tenant {
-        Some(tenant) => std::iter::once(tenant.to_owned())
-            .chain((0..SHARDS).map(|shard| format!("{tenant}#{shard:02}")))
-            .map(Some)
-            .collect(),
-        None => vec![None],
-    };
     let mut folded = 0;
-    for partition in partitions {
-        let mut start = None;
-        loop {
-            let (items, next) = crate::dynamo::page_of(client, table, partition.as_deref(), None, start).await?;
-            for item in items {
-                if fold_one(client, tables, &item).await? {
-                    folded += 1;
-                }
+    let mut start = None;
+    loop {
+        let mut scan = client.scan().table_name(table).consistent_read(true).set_exclusive_start_key(start);
+        if let Some(tenant) = tenant {
+            scan = scan
+                .filter_expression("tenant_id = :t OR begins_with(tenant_id, :own)")
+                .expression_attribute_values(":t", s(tenant))
+                .expression_attribute_values(":own", s(format!("{tenant}#")));
+        }
+        let out = scan.send().await.map_err(crate::dynamo::classify)?;
+        for item in out.items.unwrap_or_default() {
+            if fold_one(client, tables, &item).await? {
+                folded += 1;
             }
-            match next {
-                Some(key) => start = Some(key),
-                None => break,
-            }
+        }
+        match out.last_evaluated_key {
+            Some(key) if !key.is_empty() => start = Some(key),
+            _ => break,
         }
     }
     Ok(folded)
 }
 
-/// The tenant and shard a counter item of an earlier layout is moved to, from its
-/// partition key; `None` for an item of this layout.
-fn earlier_layout(partition: &str) -> Option<(&str, u8)> {
+/// The tenant and shard of a counter item, from its partition key: of an earlier layout
+/// (`ten_…`: shard 0; `ten_…#07`) or of this one (`ten_…#07#…`).
+fn home(partition: &str) -> Option<(&str, u8)> {
     match partition.split_once('#') {
         None => Some((partition, 0)),
-        Some((tenant, shard)) if shard.len() == 2 => shard.parse().ok().map(|shard| (tenant, shard)),
-        Some(_) => None,
+        Some((tenant, rest)) => {
+            let (shard, tail) = rest.split_at_checked(2)?;
+            (tail.is_empty() || tail.starts_with('#')).then_some(())?;
+            shard.parse().ok().map(|shard| (tenant, shard))
+        }
     }
 }
 
-/// Moves one item of an earlier layout into this one; `false` for an item of this
-/// layout, or one another run moved first. The old item is deleted only while it holds
-/// what was read (an instance of the earlier version may still add to it during a
-/// deploy): else it is read again and moved as it is then.
+/// Moves one item's counters that are not where this layout keeps them; `false` when
+/// all are (or another run moved them first). What moves is taken from the old item
+/// only while it holds what was read (an instance of the earlier version may still add
+/// to it during a deploy): else it is read again and moved as it is then.
 async fn fold_one(client: &Client, tables: &Tables, item: &Item) -> Result<bool, StoreError> {
     let text = |name: &str| item.get(name).and_then(|v| v.as_s().ok()).cloned();
     let (Some(partition), Some(name)) = (text("tenant_id"), text("name")) else { return Ok(false) };
-    let Some((tenant, shard)) = earlier_layout(&partition) else { return Ok(false) };
+    let Some((tenant, shard)) = home(&partition) else { return Ok(false) };
     let table = tables.name(Table::Counters);
     let mut item = item.clone();
     for _ in 0..crate::dynamo::RACE_ATTEMPTS {
         let mut change = CounterChange::default();
-        let mut delete = Delete::builder().table_name(table).key("tenant_id", s(&partition)).key("name", s(&name));
-        let mut held = vec!["attribute_exists(tenant_id)".to_owned()];
+        let (mut held, mut moved, mut stays) = (vec!["attribute_exists(tenant_id)".to_owned()], Vec::new(), false);
+        let (mut names, mut values) = (std::collections::HashMap::new(), std::collections::HashMap::new());
         for (i, (attribute, value)) in item.iter().enumerate() {
             let Ok(number) = value.as_n() else { continue };
             let delta: i64 = number.parse().map_err(|_| StoreError::Corrupt(format!("counter {name} = {number}")))?;
-            // Zero too: the item's existence says the counter was written (`exists`).
             let (now_item, now_attribute) = current_name(&name, attribute);
+            if crate::counters::partition(tenant, shard, &now_item) == partition && now_item == name {
+                stays = true;
+                continue;
+            }
+            // Zero too: the item's existence says the counter was written (`exists`).
             *change.deltas.entry(format!("{now_item}{ATTRIBUTE_MARK}{now_attribute}")).or_default() += delta;
             held.push(format!("#a{i} = :v{i}"));
-            delete = delete
-                .expression_attribute_names(format!("#a{i}"), attribute)
-                .expression_attribute_values(format!(":v{i}"), n(delta));
+            moved.push(format!("#a{i}"));
+            names.insert(format!("#a{i}"), attribute.clone());
+            values.insert(format!(":v{i}"), n(delta));
+        }
+        if moved.is_empty() {
+            return Ok(false);
         }
         let mut operations = change.transact_items_in(tables, tenant, shard)?;
-        let delete = delete.condition_expression(held.join(" AND "));
-        operations.push(TransactWriteItem::builder().delete(built(delete.build())?).build());
+        let condition = held.join(" AND ");
+        let key = |k: &str, v: &str| (k.to_owned(), s(v));
+        let key = [key("tenant_id", &partition), key("name", &name)].into_iter().collect();
+        // The old item goes with its counters; one that keeps some loses those moved.
+        operations.push(if stays {
+            let update = Update::builder()
+                .table_name(table)
+                .set_key(Some(key))
+                .update_expression(format!("REMOVE {}", moved.join(", ")))
+                .condition_expression(condition)
+                .set_expression_attribute_names(Some(names))
+                .set_expression_attribute_values(Some(values));
+            TransactWriteItem::builder().update(built(update.build())?).build()
+        } else {
+            let delete = Delete::builder()
+                .table_name(table)
+                .set_key(Some(key))
+                .condition_expression(condition)
+                .set_expression_attribute_names(Some(names))
+                .set_expression_attribute_values(Some(values));
+            TransactWriteItem::builder().delete(built(delete.build())?).build()
+        });
         match crate::dynamo::transact(client, operations).await {
             Ok(()) => return Ok(true),
             Err(StoreError::ConditionFailed { .. }) => {
@@ -130,12 +175,32 @@ mod tests {
     use crate::counters::{daily, executions_of_workflow, item_and_attribute, partition};
 
     #[test]
-    fn items_of_earlier_layouts_are_told_by_their_partition() {
+    fn a_counter_item_s_tenant_and_shard_are_told_by_its_partition_in_every_layout() {
         let tenant = "ten_0123456789abcdef0123456789abcdef";
-        assert_eq!(earlier_layout(tenant), Some((tenant, 0)));
-        assert_eq!(earlier_layout(&format!("{tenant}#11")), Some((tenant, 11)));
-        assert_eq!(earlier_layout(&partition(tenant, 11, "executions")), None);
-        assert_eq!(earlier_layout(&partition(tenant, 11, "span|executions|m|000000000001")), None);
+        assert_eq!(home(tenant), Some((tenant, 0)));
+        assert_eq!(home(&format!("{tenant}#11")), Some((tenant, 11)));
+        assert_eq!(home(&partition(tenant, 11, "executions")), Some((tenant, 11)));
+        assert_eq!(home(&partition(tenant, 3, "span|executions|m|000000000001")), Some((tenant, 3)));
+        assert_eq!(home(&format!("{tenant}#1")), None);
+        assert_eq!(home(&format!("{tenant}#ab#executions")), None);
+    }
+
+    #[test]
+    fn usage_spans_and_a_day_s_attempts_become_attributes_of_the_executions_spans() {
+        let pair = |a: &str, b: &str| (a.to_owned(), b.to_owned());
+        assert_eq!(
+            current_name("span|usage|d|000000020792", "credits"),
+            pair("span|executions|d|000000020792", "credits")
+        );
+        assert_eq!(
+            current_name("span|usage|h|000000499027", "charges"),
+            pair("span|executions|h|000000499027", "charges")
+        );
+        // 2026-12-05 is day 20,792 since the epoch.
+        let day = chrono::NaiveDate::from_ymd_opt(2026, 12, 5).expect("date");
+        assert_eq!(current_name("daily|2026-12-05", "attempts"), pair("span|executions|d|000000020792", "attempts"));
+        assert_eq!(crate::spans::attempts(day), "span|executions|d|000000020792@attempts");
+        assert_eq!(current_name("daily|2026-12-05", "failures"), pair("daily|2026-12-05", "failures"), "stays");
     }
 
     #[test]

@@ -97,9 +97,9 @@ pub fn executions_of_workflow(workflow_id: &str, status: &str) -> String {
     format!("executions|workflow={workflow_id}{ATTRIBUTE_MARK}{status}")
 }
 
-/// The counter of one day's events of a kind (`attempts`, `failures`), for rates over
-/// a window of days. One item a day holds every kind as its own attribute, so a window
-/// of 30 days is 30 small items. `day` is the UTC date.
+/// The counter of one day's events of a kind (`failures`), for rates over a window of
+/// days. One item a day holds every kind as its own attribute, so a window of 30 days is
+/// 30 small items. `day` is the UTC date.
 #[must_use]
 pub fn daily(kind: &str, day: chrono::NaiveDate) -> String {
     format!("daily|{day}{ATTRIBUTE_MARK}{kind}")

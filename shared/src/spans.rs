@@ -58,6 +58,26 @@ impl Level {
 /// The attribute counting every item of a family, whatever its status.
 pub const ALL: &str = "all";
 
+/// The family of span counters of a tenant's executions: by the UTC
+/// minute, hour and day they were made in, by status. Their hour and day items also
+/// hold, as attributes of their own, what a start writes beside its execution: credits
+/// used and charges made (the usage charts) and, in the day's item, attempts (starts and
+/// replays, for the failure rate). A start then adds to items it changes anyway, in the
+/// same update: no item of its own for each.
+pub const EXECUTION_SPANS: &str = "executions";
+
+/// Attribute of [`EXECUTION_SPANS`]' day items counting attempts (starts and replays).
+pub const ATTEMPTS: &str = "attempts";
+
+/// The counter of the attempts (starts and replays) made on `day` (UTC): an attribute of
+/// the day's [`EXECUTION_SPANS`] item.
+#[must_use]
+pub fn attempts(day: chrono::NaiveDate) -> String {
+    let midnight = day.and_hms_opt(0, 0, 0).map_or(0, |t| t.and_utc().timestamp_millis());
+    let ms = u64::try_from(midnight).unwrap_or(0);
+    names_at(&[Level::Day], EXECUTION_SPANS, ms, &[ATTEMPTS]).into_iter().next().unwrap_or_default()
+}
+
 /// The counter item of `family` for span `index` of `level`. Indexes are zero-padded so
 /// that items sort by time.
 fn item(family: &str, level: Level, index: u64) -> String {

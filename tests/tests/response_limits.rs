@@ -623,7 +623,8 @@ async fn the_largest_checkpoint_and_execution_items_fit_dynamodbs_400_kb() {
     execution.discarded =
         (0..10).map(|i| Discarded { after: i * 1_000_000_000, through: i * 1_000_000_000 + 999_999_999 }).collect();
     let mut tx = Transaction::new();
-    ExecutionStore::new(env.client, env.tables).stage_create(&mut tx, &tenant, &execution).expect("staged");
+    let usage = shared::counters::CounterChange::default();
+    ExecutionStore::new(env.client, env.tables).stage_create(&mut tx, &tenant, &execution, &usage).expect("staged");
     tx.check_limits().expect("the execution item is under 400 KB");
     println!("execution at its largest inline: {} bytes with its counters", tx.size());
 }

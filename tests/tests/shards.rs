@@ -111,6 +111,33 @@ async fn rewrite_as(env: &Env, tenant: &str, layout: Earlier) -> usize {
     earlier.len()
 }
 
+/// `cairn-admin migrate counter-shards` for tenant `t` moves the `rewritten` items of an
+/// earlier layout, after which every total reads as `before`; a second run moves none
+/// and counts nothing twice.
+async fn folds_once(env: &Env, api: &Api, (t, wf): (&api_tests::Tenant, &str), rewritten: usize, before: &Value) {
+    let folded = shared::counter_layouts::fold_legacy(&env.client, &env.tables, Some(&t.id)).await.expect("fold");
+    assert_eq!(folded, rewritten as u64);
+    assert_eq!(&totals(api, &t.key, wf).await, before, "every total as before");
+    let again = shared::counter_layouts::fold_legacy(&env.client, &env.tables, Some(&t.id)).await.expect("fold");
+    assert_eq!(again, 0, "a second run folds nothing");
+    assert_eq!(&totals(api, &t.key, wf).await, before, "and counts nothing twice");
+}
+
+/// A new tenant with a published workflow and `n` executions of it started in process.
+async fn started(n: usize) -> (Env, Api, api_tests::Tenant, String, Vec<String>) {
+    let env = api_tests::env().await;
+    let api = Api::new(Transport::in_process(&env));
+    let t = env.tenant().await;
+    let body = json!({"name": "w", "workflow_type": "custom", "status": "published"});
+    let wf = api.post(&t.key, "/workflows", &body).await.expect(201).body["id"].as_str().expect("id").to_owned();
+    let mut ids = Vec::new();
+    for _ in 0..n {
+        let started = api.post(&t.key, "/executions", &json!({"workflow_id": wf})).await;
+        ids.push(started.expect(201).body["id"].as_str().expect("id").to_owned());
+    }
+    (env, api, t, wf, ids)
+}
+
 #[tokio::test]
 async fn counters_of_the_bare_layout_are_moved_into_the_shards_once_and_count_on() {
     counters_of_an_earlier_layout_are_moved_once_and_count_on(Earlier::Bare).await;
@@ -122,16 +149,7 @@ async fn counters_of_shard_partitions_are_moved_into_their_own_once_and_count_on
 }
 
 async fn counters_of_an_earlier_layout_are_moved_once_and_count_on(layout: Earlier) {
-    let env = api_tests::env().await;
-    let api = Api::new(Transport::in_process(&env));
-    let t = env.tenant().await;
-    let body = json!({"name": "w", "workflow_type": "custom", "status": "published"});
-    let wf = api.post(&t.key, "/workflows", &body).await.expect(201).body["id"].as_str().expect("id").to_owned();
-    let mut ids = Vec::new();
-    for _ in 0..4 {
-        let started = api.post(&t.key, "/executions", &json!({"workflow_id": wf})).await;
-        ids.push(started.expect(201).body["id"].as_str().expect("id").to_owned());
-    }
+    let (env, api, t, wf, ids) = started(4).await;
     api.post(&t.key, &format!("/executions/{}/complete", ids[0]), &json!({})).await.expect(200);
     let fail = json!({"error_type": "AGENT_ERROR", "message": "m"});
     api.post(&t.key, &format!("/executions/{}/fail", ids[1]), &fail).await.expect(200);
@@ -143,12 +161,7 @@ async fn counters_of_an_earlier_layout_are_moved_once_and_count_on(layout: Earli
     let gap = totals(&api, &t.key, &wf).await;
     assert_eq!(gap["/executions"], 0, "this layout does not read the earlier items: {gap}");
 
-    let folded = shared::counter_layouts::fold_legacy(&env.client, &env.tables, Some(&t.id)).await.expect("fold");
-    assert_eq!(folded, rewritten as u64);
-    assert_eq!(totals(&api, &t.key, &wf).await, before, "every total as before");
-    let again = shared::counter_layouts::fold_legacy(&env.client, &env.tables, Some(&t.id)).await.expect("fold");
-    assert_eq!(again, 0, "a second run folds nothing");
-    assert_eq!(totals(&api, &t.key, &wf).await, before, "and counts nothing twice");
+    folds_once(&env, &api, (&t, &wf), rewritten, &before).await;
 
     // Counting goes on in any shard; running executions moved into one shard end in others.
     let path = format!("/workflows/{wf}");
@@ -161,6 +174,118 @@ async fn counters_of_an_earlier_layout_are_moved_once_and_count_on(layout: Earli
     assert_eq!(after["/executions"], 4);
     api.delete(&t.key, &path).await.expect(204);
     assert_eq!(api.get(&t.key, "/workflows").await.body["total"], 0);
+}
+
+/// Moves `tenant`'s usage counts and attempts back where the code before this layout
+/// kept them: attributes `credits` and `charges` of the executions' hour and day span
+/// items into `span|usage|h|…` and `span|usage|d|…`, and `attempts` of a day's item into
+/// `daily|{date}`, each in the same shard; returns how many items the earlier names
+/// hold.
+async fn rewrite_usage_as_before(env: &Env, tenant: &str) -> usize {
+    let table = env.tables.name(Table::Counters);
+    let (mut found, mut start) = (Vec::new(), None);
+    loop {
+        let out = env
+            .client
+            .scan()
+            .table_name(table)
+            .filter_expression("begins_with(tenant_id, :own) AND begins_with(#name, :spans)")
+            .expression_attribute_names("#name", "name")
+            .expression_attribute_values(":own", s(format!("{tenant}#")))
+            .expression_attribute_values(":spans", s("span|executions|"))
+            .consistent_read(true)
+            .set_exclusive_start_key(start)
+            .send()
+            .await
+            .expect("scan");
+        found.extend(out.items.unwrap_or_default());
+        match out.last_evaluated_key {
+            Some(key) if !key.is_empty() => start = Some(key),
+            _ => break,
+        }
+    }
+    let mut earlier = std::collections::BTreeSet::new();
+    for item in found {
+        let (partition, name) = (item["tenant_id"].as_s().expect("tenant_id"), item["name"].as_s().expect("name"));
+        let shard = &partition[tenant.len() + 1..tenant.len() + 3];
+        let (level, index) = name["span|executions|".len()..].split_once('|').expect("level");
+        let mut moved = Vec::new();
+        for attribute in ["credits", "charges", "attempts"] {
+            let Some(value) = item.get(attribute) else { continue };
+            let (old, old_attribute) = if attribute == "attempts" {
+                let ms = index.parse::<i64>().expect("day") * 86_400_000;
+                let day = chrono::DateTime::from_timestamp_millis(ms).expect("day").date_naive();
+                (format!("daily|{day}"), attribute)
+            } else {
+                (format!("span|usage|{level}|{index}"), attribute)
+            };
+            let old_partition = match old.rsplit_once('|') {
+                Some((run, _)) if old.starts_with("span|") => format!("{tenant}#{shard}#{run}"),
+                _ => format!("{tenant}#{shard}#{old}"),
+            };
+            env.client
+                .update_item()
+                .table_name(table)
+                .key("tenant_id", s(&old_partition))
+                .key("name", s(&old))
+                .update_expression("ADD #a :v")
+                .expression_attribute_names("#a", old_attribute)
+                .expression_attribute_values(":v", value.clone())
+                .send()
+                .await
+                .expect("earlier item");
+            earlier.insert((old_partition, old));
+            moved.push(attribute);
+        }
+        if moved.is_empty() {
+            continue;
+        }
+        let names: Vec<String> = moved.iter().map(|a| format!("#{a}")).collect();
+        let mut update = env
+            .client
+            .update_item()
+            .table_name(table)
+            .key("tenant_id", s(partition))
+            .key("name", s(name))
+            .update_expression(format!("REMOVE {}", names.join(", ")));
+        for attribute in moved {
+            update = update.expression_attribute_names(format!("#{attribute}"), attribute);
+        }
+        update.send().await.expect("removed");
+    }
+    earlier.len()
+}
+
+/// Usage and attempts counted as the code before kept them (items of their own beside
+/// the executions' span items, which a start wrote too) are moved into the executions'
+/// span items by `cairn-admin migrate counter-shards`, once; the usage chart, the ledger
+/// and the failure rate read the same before and after, and go on counting.
+#[tokio::test]
+async fn usage_and_attempts_of_the_earlier_names_are_moved_once_and_count_on() {
+    let (env, api, t, wf, ids) = started(3).await;
+    let fail = json!({"error_type": "AGENT_ERROR", "message": "m"});
+    api.post(&t.key, &format!("/executions/{}/fail", ids[0]), &fail).await.expect(200);
+    api.post(&t.key, &format!("/executions/{}/replay", ids[0]), &json!({})).await.expect(200);
+    api.post(&t.key, &format!("/executions/{}/fail", ids[1]), &fail).await.expect(200);
+    let before = totals(&api, &t.key, &wf).await;
+    // 2 failures of 4 attempts (3 starts and a replay), 4 charges.
+    assert_eq!(before["failure stats"]["failure_rate_last_30_days"], 0.5, "{before}");
+    let usage = |totals: &Value| totals["usage"].as_u64().expect("credits used");
+    assert!(usage(&before) > 0, "{before}");
+
+    let rewritten = rewrite_usage_as_before(&env, &t.id).await;
+    assert!(rewritten >= 3, "{rewritten} items: a day's and an hour's usage, a day's attempts");
+    let gap = totals(&api, &t.key, &wf).await;
+    assert_eq!(usage(&gap), 0, "this layout does not read the earlier items: {gap}");
+    assert_eq!(gap["failure stats"]["failure_rate_last_30_days"], 0.0, "no attempts counted: {gap}");
+
+    folds_once(&env, &api, (&t, &wf), rewritten, &before).await;
+
+    // Counting goes on where this layout keeps it: a fifth attempt, a fifth charge.
+    api.post(&t.key, "/executions", &json!({"workflow_id": wf})).await.expect(201);
+    let after = totals(&api, &t.key, &wf).await;
+    assert_eq!(after["failure stats"]["failure_rate_last_30_days"], 0.4, "{after}");
+    assert!(usage(&after) > usage(&before), "{after}");
 }
 
 /// The checkpoints table's items of `tenant`, by partition: its own, its 16 shards and

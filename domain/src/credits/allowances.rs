@@ -27,6 +27,7 @@ use std::collections::HashMap;
 use aws_sdk_dynamodb::types::{ConditionCheck, TransactWriteItem, Update};
 use chrono::{DateTime, Utc};
 use shared::TenantId;
+use shared::counters::CounterChange;
 use shared::dynamo::{Attempt, Item, Part, StoreError, Table, Transaction, built, n, retry_races, s, ungated};
 use shared::time::Clock;
 
@@ -126,8 +127,11 @@ impl Ledger {
     /// Stages a charge of `credits` (with `description`, for its usage entry) in `tx`:
     /// taken from allowance `allowance` ([`any_allowance`], [`allowance_of`]: the same
     /// for each try of one charge, so that a refill serves it), on condition that it holds them
-    /// ([`Part::Allowance`]: then [`Ledger::refill`] it and try again), and counted in
-    /// the usage charts. Nothing for a price of 0.
+    /// ([`Part::Allowance`]: then [`Ledger::refill`] it and try again). Returns the charge
+    /// and its counts for the usage charts, which the caller stages with its own counter
+    /// changes: they are attributes of the execution span items a start or replay
+    /// changes anyway ([`shared::spans::EXECUTION_SPANS`]), and DynamoDB takes one
+    /// operation per item in a transaction. Nothing for a price of 0.
     ///
     /// # Errors
     /// A [`StoreError`] if an operation cannot be built.
@@ -139,9 +143,9 @@ impl Ledger {
         credits: i64,
         description: String,
         now: DateTime<Utc>,
-    ) -> Result<Option<Charge>, StoreError> {
+    ) -> Result<(Option<Charge>, CounterChange), StoreError> {
         if credits <= 0 {
-            return Ok(None);
+            return Ok((None, CounterChange::default()));
         }
         let allowance = allowance % ALLOWANCES;
         let update = Update::builder()
@@ -154,8 +158,7 @@ impl Ledger {
             .expression_attribute_values(":one", n(1))
             .expression_attribute_values(":last", s(description));
         tx.push(Part::Allowance, TransactWriteItem::builder().update(built(update.build())?).build());
-        tx.extend(Part::Ledger, usage_counts(credits, now).transact_items(&self.tables, tenant)?);
-        Ok(Some(Charge { allowance, credits }))
+        Ok((Some(Charge { allowance, credits }), usage_counts(credits, now)))
     }
 
     /// Makes `charge`'s allowance hold its price: credits no allowance holds are handed

@@ -602,8 +602,10 @@ impl Ledger {
 }
 
 /// The family of span counters of credits used (by hour and by day): attribute
-/// [`USAGE_CREDITS`] sums the credits usage entries took, [`USAGE_CHARGES`] counts them.
-pub const USAGE_SPANS: &str = "usage";
+/// [`USAGE_CREDITS`] sums the credits charges took, [`USAGE_CHARGES`] counts them. They
+/// are attributes of the executions' span items (every charge is of a start or a
+/// replay, which changes those items in the same transaction).
+pub const USAGE_SPANS: &str = shared::spans::EXECUTION_SPANS;
 /// See [`USAGE_SPANS`].
 pub const USAGE_CREDITS: &str = "credits";
 /// See [`USAGE_SPANS`].

@@ -163,7 +163,7 @@ impl Runs {
             execution.checkpoints_apart = shared::config::spread();
             execution.spread = shared::config::spread();
             let mut tx = Transaction::new();
-            let charge = self.ledger.stage_charge(
+            let (charge, usage) = self.ledger.stage_charge(
                 &mut tx,
                 tenant,
                 allowance,
@@ -171,7 +171,7 @@ impl Runs {
                 charged(&execution, "started"),
                 now,
             )?;
-            self.executions.stage_create(&mut tx, tenant, &execution)?;
+            self.executions.stage_create(&mut tx, tenant, &execution, &usage)?;
             tx.push(Part::Workflow, self.workflows.check_active(tenant, workflow_id)?);
             let started = Event::execution(EventType::ExecutionStarted, &execution, now);
             crate::webhooks::events::stage(&mut tx, self.failures.tables(), tenant, &[started])?;
@@ -373,11 +373,13 @@ impl Runs {
                 self.replace_failure(&mut plan, tenant, &failure, &next_failure)?;
             }
         }
-        plan.counters.add(&shared::counters::daily("attempts", now.date_naive()), 1);
+        plan.counters.add(&shared::spans::attempts(now.date_naive()), 1);
         let description = charged(&plan.next, "replayed");
         let allowance = crate::credits::allowance_of(&description);
-        plan.charge =
+        let (charge, usage) =
             self.ledger.stage_charge(&mut plan.effects, tenant, allowance, self.execution_cost, description, now)?;
+        plan.counters.merge(&usage);
+        plan.charge = charge;
         Ok(plan)
     }
 

@@ -353,7 +353,8 @@ impl Execution {
 /// list, with or without a workflow filter (the status is the attribute).
 #[must_use]
 pub fn span_family(workflow: Option<&WorkflowId>) -> String {
-    workflow.map_or_else(|| "executions".to_owned(), |w| format!("executions|workflow={w}"))
+    let family = shared::spans::EXECUTION_SPANS;
+    workflow.map_or_else(|| family.to_owned(), |w| format!("{family}|workflow={w}"))
 }
 
 /// The counter behind the `total` of a list of the executions tagged `key:value`

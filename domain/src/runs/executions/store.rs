@@ -362,12 +362,20 @@ impl ExecutionStore {
         Ok(())
     }
 
-    /// Adds a new execution, its key's pointer, its counts and the day's attempt to `tx`.
-    /// The pointer is conditioned on the key being free ([`Part::Key`] fails otherwise).
+    /// Adds a new execution, its key's pointer, its counts and the day's attempt to `tx`,
+    /// with `usage` (its charge's counts, [`crate::credits::Ledger::stage_charge`]) in the
+    /// same counter items. The pointer is conditioned on the key being free ([`Part::Key`]
+    /// fails otherwise).
     ///
     /// # Errors
     /// [`StoreError`] if an operation cannot be built.
-    pub fn stage_create(&self, tx: &mut Transaction, tenant: &TenantId, e: &Execution) -> Result<(), StoreError> {
+    pub fn stage_create(
+        &self,
+        tx: &mut Transaction,
+        tenant: &TenantId,
+        e: &Execution,
+        usage: &CounterChange,
+    ) -> Result<(), StoreError> {
         let (record, blobs) = ExecutionRecord::new(tenant, e);
         tx.push(
             Part::Execution,
@@ -385,7 +393,8 @@ impl ExecutionStore {
         self.stage_blobs(tx, tenant, blobs)?;
         tags::stage_create(tx, self.table(), tenant, e, &partition(tenant, e))?;
         let mut change = CounterChange::between(&[], &e.counters());
-        change.add(&counters::daily("attempts", e.created_at.date_naive()), 1);
+        change.add(&shared::spans::attempts(e.created_at.date_naive()), 1);
+        change.merge(usage);
         tx.extend(Part::Counters, change.transact_items(&self.tables, tenant)?);
         Ok(())
     }

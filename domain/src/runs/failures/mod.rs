@@ -69,7 +69,7 @@ impl Runs {
             counter_name(Some(FailureStatus::Ignored)),
         ];
         names.extend(days.iter().map(|day| shared::counters::daily("failures", *day)));
-        names.extend(days.iter().map(|day| shared::counters::daily("attempts", *day)));
+        names.extend(days.iter().map(|day| shared::spans::attempts(*day)));
         let values = self.failures.counters(tenant, &names).await?;
         let window = days.len();
         let failures: u64 = values[4..4 + window].iter().sum();
