@@ -68,20 +68,37 @@ pub fn execution_cost_credits() -> i64 {
     })
 }
 
+/// Whether an execution started now reports `execution.started` through the executions
+/// table's stream, its new item marked so, rather than an outbox item
+/// (`STARTED_EVENTS`: `stream`, the default, or `outbox`; another value is taken as the
+/// default and logged once).
+#[must_use]
+pub fn started_on_stream() -> bool {
+    static STREAM: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *STREAM.get_or_init(|| switch("STARTED_EVENTS", "stream", "outbox"))
+}
+
 /// Whether executions started now, and their checkpoints, are spread over partitions
 /// rather than kept in the tenant's one partition (`PARTITIONS`: `spread`, the default,
 /// or `tenant`; another value is taken as the default and logged once).
 #[must_use]
 pub fn spread() -> bool {
     static SPREAD: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *SPREAD.get_or_init(|| match std::env::var("PARTITIONS").as_deref() {
-        Err(_) | Ok("spread") => true,
-        Ok("tenant") => false,
+    *SPREAD.get_or_init(|| switch("PARTITIONS", "spread", "tenant"))
+}
+
+/// Whether variable `name` is unset or `on` (`true`) rather than `off`; another value is
+/// logged and taken as `on`.
+fn switch(name: &str, on: &str, off: &str) -> bool {
+    match std::env::var(name) {
+        Err(_) => true,
+        Ok(value) if value == on => true,
+        Ok(value) if value == off => false,
         Ok(other) => {
-            tracing::error!(value = other, "PARTITIONS is neither spread nor tenant; using spread");
+            tracing::error!(value = other, "{name} is neither {on} nor {off}; using {on}");
             true
         }
-    })
+    }
 }
 
 /// The Stripe webhook signing secret (`STRIPE_WEBHOOK_SECRET`), if configured.

@@ -624,7 +624,9 @@ async fn the_largest_checkpoint_and_execution_items_fit_dynamodbs_400_kb() {
         (0..10).map(|i| Discarded { after: i * 1_000_000_000, through: i * 1_000_000_000 + 999_999_999 }).collect();
     let mut tx = Transaction::new();
     let usage = shared::counters::CounterChange::default();
-    ExecutionStore::new(env.client, env.tables).stage_create(&mut tx, &tenant, &execution, &usage).expect("staged");
+    ExecutionStore::new(env.client, env.tables)
+        .stage_create(&mut tx, &tenant, (&execution, true), &usage)
+        .expect("staged");
     tx.check_limits().expect("the execution item is under 400 KB");
     println!("execution at its largest inline: {} bytes with its counters", tx.size());
 }
@@ -641,7 +643,9 @@ fn dynamodb_json(value: &aws_sdk_dynamodb::types::AttributeValue) -> Value {
             json!({"M": m.iter().map(|(k, v)| (k.clone(), dynamodb_json(v))).collect::<serde_json::Map<_, _>>()})
         }
         A::L(l) => json!({"L": l.iter().map(dynamodb_json).collect::<Vec<_>>()}),
-        other => panic!("a checkpoint entry holds no {other:?}"),
+        // Base64 in the record: only its length matters here.
+        A::B(b) => json!({"B": "A".repeat(shared::lambda::base64_len(b.as_ref().len()))}),
+        other => panic!("a reported item holds no {other:?}"),
     }
 }
 
@@ -669,24 +673,57 @@ async fn a_full_batch_of_the_checkpoints_stream_fits_the_dispatchers_payload() {
         .item
         .expect("the by-execution entry");
     assert!(!entry.contains_key("state"), "the entry the stream reports holds no state");
-    let image: serde_json::Map<String, Value> = entry.iter().map(|(k, v)| (k.clone(), dynamodb_json(v))).collect();
-    let keys: serde_json::Map<String, Value> =
-        image.iter().filter(|(k, _)| *k == "tenant_id" || *k == "entry").map(|(k, v)| (k.clone(), v.clone())).collect();
-    let table = "t".repeat(255);
+    stream_batch_fits("checkpoints", &entry, "entry");
+}
+
+/// The same of the executions stream, whose records are new executions' items
+/// (`execution.started`): the largest item a start writes (input inline at its largest,
+/// the longest escape-heavy key, full metadata, the heaviest tags).
+#[tokio::test]
+async fn a_full_batch_of_the_executions_stream_fits_the_dispatchers_payload() {
+    let (env, t, api, wf) = running_workflow().await;
+    let (input, _) = largest_under(domain::runs::executions::store::INLINE_VALUE_MAX, 5);
+    let start = json!({"workflow_id": wf, "key": heavy(256), "metadata": heavy_metadata(), "input": input, "tags": heaviest_tags()});
+    let e = api.post(&t.key, "/executions", &start).await.expect(201).body["id"].clone();
+    let e = e.as_str().expect("id").to_owned();
+    let mut found = None;
+    for shard in 0..16 {
+        let partition = format!("{}#{shard:02}", t.id);
+        let table = env.tables.name(shared::dynamo::Table::Executions);
+        let key = [("tenant_id", partition.as_str()), ("id", e.as_str())];
+        found = found.or(shared::dynamo::get_item(&env.client, table, &key).await.expect("read"));
+    }
+    let item = found.expect("the execution's item, in a shard of its tenant's");
+    assert!(item["input"].as_m().expect("stored input").contains_key("inline"), "the input is in the item");
+    assert_eq!(item.get("started_by_stream"), Some(&aws_sdk_dynamodb::types::AttributeValue::Bool(true)));
+    stream_batch_fits("executions", &item, "id");
+}
+
+/// A whole batch of the dispatcher's mapping on `table`'s stream, each record carrying
+/// `item` (its sort key `sort_key`) as Lambda builds the record (the longest region and
+/// table name), fits Lambda's 6 MB request payload.
+fn stream_batch_fits(table: &str, item: &shared::dynamo::Item, sort_key: &str) {
+    let image: serde_json::Map<String, Value> = item.iter().map(|(k, v)| (k.clone(), dynamodb_json(v))).collect();
+    let keys: serde_json::Map<String, Value> = image
+        .iter()
+        .filter(|(k, _)| *k == "tenant_id" || *k == sort_key)
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let name = "t".repeat(255);
     let record = json!({
         "eventID": "c81e728d9d4c2f636f067f89cc14862c", "eventName": "INSERT", "eventVersion": "1.1",
         "eventSource": "aws:dynamodb", "awsRegion": "ap-southeast-2",
         "dynamodb": {"ApproximateCreationDateTime": 1_795_756_980.0, "Keys": keys, "NewImage": image,
-            "SequenceNumber": "9".repeat(40), "SizeBytes": shared::dynamo::item_size(&entry),
+            "SequenceNumber": "9".repeat(40), "SizeBytes": shared::dynamo::item_size(item),
             "StreamViewType": "NEW_IMAGE"},
-        "eventSourceARN": format!("arn:aws:dynamodb:ap-southeast-2:123456789012:table/{table}/stream/2026-11-27T05:00:00.000"),
+        "eventSourceARN": format!("arn:aws:dynamodb:ap-southeast-2:123456789012:table/{name}/stream/2026-11-27T05:00:00.000"),
     });
     let sources =
         infra::template::Template::embedded().expect("template").stream_sources("dispatcher").expect("sources");
-    let batch = sources.iter().find(|s| s.table == "checkpoints").expect("the checkpoints mapping").batch_size;
+    let batch = sources.iter().find(|s| s.table == table).expect("the mapping").batch_size;
     let payload = serde_json::to_vec(&json!({"Records": vec![record; batch]})).expect("json").len();
     println!(
-        "{batch} largest checkpoint records: {payload} bytes of Lambda request payload (limit {MAX_REQUEST_PAYLOAD})"
+        "{batch} largest {table} records: {payload} bytes of Lambda request payload (limit {MAX_REQUEST_PAYLOAD})"
     );
     assert!(payload <= MAX_REQUEST_PAYLOAD, "{payload} bytes > {MAX_REQUEST_PAYLOAD}");
 }

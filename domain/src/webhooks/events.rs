@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use shared::TenantId;
 use shared::body::WireEnum;
 use shared::dynamo::{Part, StoreError, Table, Tables, Transaction, built, n, s};
-use shared::ids::{CheckpointId, EndpointId, EventId};
+use shared::ids::{CheckpointId, EndpointId, EventId, ExecutionId};
 
 use crate::runs::checkpoints::model::Checkpoint;
 use crate::runs::executions::model::Execution;
@@ -227,17 +227,30 @@ impl Event {
             "state_size_bytes": checkpoint.state_size_bytes,
             "created_at": shared::time::format(checkpoint.created_at),
         });
-        let hex = checkpoint.id.as_str().trim_start_matches(CheckpointId::PREFIX).trim_start_matches('_');
-        let id = EventId::parse(&format!("{}_{hex}", EventId::PREFIX))
-            .unwrap_or_else(|| EventId::generate_at(checkpoint.created_at));
-        Self {
-            id,
-            ..Self::new(
-                EventType::CheckpointCreated,
-                checkpoint.created_at,
-                data,
-                Some(checkpoint.workflow_id.to_string()),
-            )
+        let event = Self::new(
+            EventType::CheckpointCreated,
+            checkpoint.created_at,
+            data,
+            Some(checkpoint.workflow_id.to_string()),
+        );
+        event.identified_as(checkpoint.id.as_str(), CheckpointId::PREFIX)
+    }
+
+    /// The `execution.started` event of `execution`, reported by the executions table's
+    /// stream from the item its start wrote. Its id is the execution's own (`exec_<hex>`
+    /// as `evt_<hex>`), so every reading of the record makes the same event.
+    #[must_use]
+    pub fn execution_started(execution: &Execution) -> Self {
+        let event = Self::execution(EventType::ExecutionStarted, execution, execution.created_at);
+        event.identified_as(execution.id.as_str(), ExecutionId::PREFIX)
+    }
+
+    /// This event with the id of the item it reports (`<prefix>_<hex>` as `evt_<hex>`).
+    fn identified_as(self, id: &str, prefix: &str) -> Self {
+        let hex = id.trim_start_matches(prefix).trim_start_matches('_');
+        match EventId::parse(&format!("{}_{hex}", EventId::PREFIX)) {
+            Some(id) => Self { id, ..self },
+            None => self,
         }
     }
 

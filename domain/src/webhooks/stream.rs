@@ -4,6 +4,8 @@
 //!
 //! - the `events` table's (the outbox): an item's events, written in the transaction
 //!   of the change they report ([`super::events::stage`]);
+//! - the `executions` table's: an execution's item, written by its start (marked so),
+//!   is its `execution.started` event, so a start writes no outbox item;
 //! - the `checkpoints` table's: a checkpoint's by-execution entry, written in the
 //!   checkpoint's own transaction, is its `checkpoint.created` event (an opt-in type, so
 //!   a checkpoint write carries no outbox item of its own and costs nothing more
@@ -46,6 +48,10 @@ pub fn reported(record: &Value) -> Result<Reported, StoreError> {
         // The tenant's shard (`ten_…#07`), or its own partition (an item from before).
         let partition = partition.split_once('#').map_or(partition, |(tenant, _)| tenant);
         return Ok(Reported::Events(tenant(partition)?, decode(encoded)?));
+    }
+    if let Some((partition, execution)) = crate::runs::executions::store::started_entry(&item)? {
+        let partition = partition.split_once('#').map_or(partition.as_str(), |(tenant, _)| tenant);
+        return Ok(Reported::Events(tenant(partition)?, vec![Event::execution_started(&execution)]));
     }
     match crate::runs::checkpoints::store::created_entry(item)? {
         Some((partition, checkpoint)) => {
@@ -142,6 +148,43 @@ mod tests {
         apart["tenant_id"] = json!({"S": format!("{tenant}#exec_{hex}")});
         let Ok(Reported::Events(owner, _)) = reported(&record(apart)) else { panic!("reported") };
         assert_eq!(owner.as_str(), tenant);
+    }
+
+    #[test]
+    fn an_execution_item_its_start_marked_reports_it_started_under_the_executions_own_id() {
+        let hex = "0190aa00bb00cc00dd00ee00ff001122";
+        let tenant = format!("ten_{hex}");
+        let item = |marked: bool| {
+            let mut item = json!({
+                "tenant_id": {"S": format!("{tenant}#02")}, "id": {"S": format!("exec_{hex}")},
+                "workflow_id": {"S": format!("wf_{hex}")}, "status": {"S": "running"},
+                "input": {"M": {"inline": {"B": "AAEC"}, "external": {"BOOL": false}}},
+                "output": {"M": {"external": {"BOOL": false}}},
+                "error_type": {"NULL": true}, "error_message": {"NULL": true}, "cancel_reason": {"NULL": true},
+                "client_key": {"S": "run-1"}, "metadata": {"M": {}}, "attempt": {"N": "1"},
+                "current_checkpoint_id": {"NULL": true}, "checkpoint_count": {"N": "0"}, "last_sequence": {"N": "0"},
+                "failure_ids": {"L": []}, "version": {"N": "1"}, "created_at": {"S": "2026-12-05T05:00:00.000Z"},
+                "updated_at": {"S": "2026-12-05T05:00:00.000Z"}, "ended_at": {"NULL": true},
+                "tenant_status": {"S": format!("{tenant}#02#running")},
+                "tenant_workflow": {"S": format!("{tenant}#02#wf_{hex}")},
+                "tenant_workflow_status": {"S": format!("{tenant}#02#wf_{hex}#running")},
+            });
+            if marked {
+                item["started_by_stream"] = json!({"BOOL": true});
+            }
+            json!({"eventName": "INSERT", "dynamodb": {"NewImage": item}})
+        };
+        let Ok(Reported::Events(owner, events)) = reported(&item(true)) else { panic!("the start reports") };
+        assert_eq!(owner.as_str(), tenant, "the tenant of the shard the item is in");
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].kind, super::super::EventType::ExecutionStarted);
+        assert_eq!(events[0].id.as_str(), format!("evt_{hex}"), "the same event however often it is read");
+        assert_eq!(events[0].data["status"], "running");
+        assert_eq!(events[0].data["key"], "run-1");
+        assert_eq!(events[0].data["created_at"], "2026-12-05T05:00:00.000Z");
+        assert_eq!(events[0].workflow_id.as_deref(), Some(format!("wf_{hex}").as_str()));
+        // An item an earlier version started: its event is in the outbox.
+        assert!(matches!(reported(&item(false)), Ok(Reported::Nothing)));
     }
 
     #[test]

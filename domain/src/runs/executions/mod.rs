@@ -171,10 +171,14 @@ impl Runs {
                 charged(&execution, "started"),
                 now,
             )?;
-            self.executions.stage_create(&mut tx, tenant, &execution, &usage)?;
+            let on_stream = shared::config::started_on_stream();
+            self.executions.stage_create(&mut tx, tenant, (&execution, on_stream), &usage)?;
             tx.push(Part::Workflow, self.workflows.check_active(tenant, workflow_id)?);
-            let started = Event::execution(EventType::ExecutionStarted, &execution, now);
-            crate::webhooks::events::stage(&mut tx, self.failures.tables(), tenant, &[started])?;
+            // Reported by the new item's stream record, or by an outbox item.
+            if !on_stream {
+                let started = Event::execution(EventType::ExecutionStarted, &execution, now);
+                crate::webhooks::events::stage(&mut tx, self.failures.tables(), tenant, &[started])?;
+            }
             before_commit(&execution);
             match tx.commit(self.client()).await {
                 Ok(()) => Ok(Attempt::Done(Started::New(execution))),

@@ -57,6 +57,24 @@ fn unpack(bytes: &[u8], what: &str) -> Result<Value, StoreError> {
     serde_json::from_slice(&json).map_err(|_| StoreError::Corrupt(format!("{what} is not JSON")))
 }
 
+/// The execution whose start wrote `item` (a new item of the executions table, as its
+/// stream record carries it), with the partition it is in, when that start reports
+/// `execution.started` through the stream (`started_by_stream`); `None` for any other
+/// item of the table. Its input is left out (the event does not carry it).
+///
+/// # Errors
+/// [`StoreError::Corrupt`] for a marked item this code cannot read.
+pub fn started_entry(item: &Item) -> Result<Option<(String, Execution)>, StoreError> {
+    if !item.get("started_by_stream").is_some_and(|v| v.as_bool().is_ok_and(|marked| *marked)) {
+        return Ok(None);
+    }
+    let mut record: ExecutionRecord = serde_dynamo::from_item(item.clone())?;
+    record.input = StoredValue::default();
+    record.output = StoredValue::default();
+    let partition = record.tenant_id.clone();
+    Ok(Some((partition, record.into_execution(&HashMap::new())?)))
+}
+
 /// Where a stored input or output is.
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct StoredValue {
@@ -134,6 +152,12 @@ struct ExecutionRecord {
     /// partition).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     checkpoints_apart: bool,
+    /// Written by the start that made the item (and no later write): its
+    /// `execution.started` event is the item's stream record ([`started_entry`]), not an
+    /// outbox item. Absent on an item an earlier version started, whose event is in the
+    /// outbox.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    started_by_stream: bool,
 }
 
 /// The attributes a list reads: every one but `input` and `output`, so list items are
@@ -214,6 +238,7 @@ impl ExecutionRecord {
             // once the execution is ABANDONED_AFTER old, however often it is written.
             purge_since: (!e.discarded.is_empty()).then(|| shared::time::format(e.created_at)),
             checkpoints_apart: e.checkpoints_apart,
+            started_by_stream: false,
         };
         (record, blobs)
     }
@@ -362,7 +387,9 @@ impl ExecutionStore {
         Ok(())
     }
 
-    /// Adds a new execution, its key's pointer, its counts and the day's attempt to `tx`,
+    /// Adds a new execution (marked when `on_stream`: its item's stream record is its
+    /// `execution.started` event, [`started_entry`]), its key's pointer, its counts and the
+    /// day's attempt to `tx`,
     /// with `usage` (its charge's counts, [`crate::credits::Ledger::stage_charge`]) in the
     /// same counter items. The pointer is conditioned on the key being free ([`Part::Key`]
     /// fails otherwise).
@@ -373,10 +400,11 @@ impl ExecutionStore {
         &self,
         tx: &mut Transaction,
         tenant: &TenantId,
-        e: &Execution,
+        (e, on_stream): (&Execution, bool),
         usage: &CounterChange,
     ) -> Result<(), StoreError> {
-        let (record, blobs) = ExecutionRecord::new(tenant, e);
+        let (mut record, blobs) = ExecutionRecord::new(tenant, e);
+        record.started_by_stream = on_stream;
         tx.push(
             Part::Execution,
             put_item(self.table(), serde_dynamo::to_item(record)?, "attribute_not_exists(id)", None)?,
