@@ -86,6 +86,12 @@ pub async fn fold_legacy(client: &Client, tables: &Tables, tenant: Option<&str>)
     Ok(folded)
 }
 
+/// Whether every counter of item `name` moved to another item by name (the usage
+/// spans), so that this version writes no counter of it.
+fn is_moved_whole(name: &str) -> bool {
+    name.strip_prefix(SPAN_PREFIX).is_some_and(|rest| rest.starts_with("usage|"))
+}
+
 /// The tenant and shard of a counter item, from its partition key: of an earlier layout
 /// (`ten_…`: shard 0; `ten_…#07`) or of this one (`ten_…#07#…`).
 fn home(partition: &str) -> Option<(&str, u8)> {
@@ -131,6 +137,11 @@ async fn fold_one(client: &Client, tables: &Tables, item: &Item) -> Result<bool,
         if moved.is_empty() {
             return Ok(false);
         }
+        // An item this version no longer writes (of an earlier layout, or one whose every
+        // counter moved by name) goes; one it still writes (a day's `failures`) only loses
+        // what moved, so that a count added to it meanwhile stays.
+        let gone = crate::counters::partition(tenant, shard, &name) != partition || is_moved_whole(&name);
+        let stays = stays || !gone;
         let mut operations = change.transact_items_in(tables, tenant, shard)?;
         let condition = held.join(" AND ");
         let key = |k: &str, v: &str| (k.to_owned(), s(v));
@@ -201,6 +212,9 @@ mod tests {
         assert_eq!(current_name("daily|2026-12-05", "attempts"), pair("span|executions|d|000000020792", "attempts"));
         assert_eq!(crate::spans::attempts(day), "span|executions|d|000000020792@attempts");
         assert_eq!(current_name("daily|2026-12-05", "failures"), pair("daily|2026-12-05", "failures"), "stays");
+        assert!(is_moved_whole("span|usage|d|000000020792"), "this version writes no usage item");
+        assert!(!is_moved_whole("daily|2026-12-05"), "a day's item still counts failures");
+        assert!(!is_moved_whole("span|executions|d|000000020792"));
     }
 
     #[test]

@@ -28,7 +28,9 @@
 //! **Wide items.** Counters read together share an item, one attribute each: the counts
 //! of executions by status are attributes of `executions` (`executions@running`), and
 //! those of a workflow's of `executions|workflow=wf_…`; failures', of `failures`; a day's
-//! attempts and failures, of `daily|2026-12-05`. A write then changes one item per
+//! failures, of `daily|2026-12-05`; a day's attempts and an hour's or day's usage, of
+//! the executions' span item of that day or hour (`crate::spans::EXECUTION_SPANS`). A
+//! write then changes one item per
 //! scope, whatever moved between statuses. DynamoDB refuses a transaction that names
 //! one item twice, so the changes of one transaction that may touch the same item go in
 //! one [`CounterChange`] (and [`zero_now`] takes every count of an item at once).

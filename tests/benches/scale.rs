@@ -104,7 +104,7 @@ async fn grow(bench: &Bench, copies: &[Copies], context: &str, from: u64, to: u6
 /// Sets the span counters of the copies (all made in millisecond 0, the time their ids
 /// carry) to `count`, as the API's writes would have: executions under their family and
 /// their workflow's, by status; failures under theirs; usage (its credits and charges)
-/// under its own.
+/// as attributes of the executions' hour and day items.
 async fn count_copies(bench: &Bench, execution: &Item, count: u64) {
     let text = |item: &Item, name: &str| item.get(name).and_then(|v| v.as_s().ok()).cloned().expect(name);
     let (status, workflow) = (text(execution, "status"), text(execution, "workflow_id"));

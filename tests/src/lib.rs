@@ -155,7 +155,8 @@ pub fn execution_partition(tenant: &str, id: &str) -> String {
 /// Moves execution `id` of `tenant` (started by this version, spread) to the layout of
 /// an earlier version: its item and its key's pointer in the tenant's own partition, its
 /// index keys without a shard, and (`apart: false`) without `checkpoints_apart`, as that
-/// version wrote them.
+/// version wrote them (and without the mark of a start reported by the stream, so that
+/// the item put again is no second report of the start).
 pub async fn to_earlier_layout(env: &Env, tenant: &str, id: &str, apart: bool) {
     use shared::dynamo::{Table, s};
     let table = env.tables.name(Table::Executions);
@@ -168,6 +169,7 @@ pub async fn to_earlier_layout(env: &Env, tenant: &str, id: &str, apart: bool) {
     if !apart {
         item.remove("checkpoints_apart");
     }
+    item.remove("started_by_stream");
     if let Some(key) = item.get("client_key") {
         let pointer = format!("key#{}#{}", item["workflow_id"].as_s().expect("text"), key.as_s().expect("text"));
         let mut moved = None;

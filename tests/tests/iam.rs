@@ -350,7 +350,9 @@ async fn the_dispatchers_policy_grants_every_call_of_a_batch_and_a_sweep() {
     let hook = json!({"url": format!("http://127.0.0.1:{port}/hook")});
     api.post(&t.key, "/webhook-endpoints", &hook).await.expect(201);
     let wf = id(api.post(&t.key, "/workflows", &json!({"name": "w", "workflow_type": "custom"})).await.expect(201));
-    api.post(&t.key, "/executions", &json!({"workflow_id": wf})).await.expect(201);
+    let e = id(api.post(&t.key, "/executions", &json!({"workflow_id": wf})).await.expect(201));
+    let fail = json!({"error_type": "AGENT_ERROR", "message": "m"});
+    api.post(&t.key, &format!("/executions/{e}/fail"), &fail).await.expect(200);
     let outbox = api_tests::outbox(&env.client, &env.tables, &t.id).await;
     let records: Vec<Value> = outbox
         .iter()
@@ -361,7 +363,7 @@ async fn the_dispatchers_policy_grants_every_call_of_a_batch_and_a_sweep() {
                    "NewImage": {"tenant_id": {"S": text("tenant_id")}, "events": {"S": text("events")}}}})
         })
         .collect();
-    assert!(records.len() >= 2, "the grant's and the start's: {}", records.len());
+    assert!(records.len() >= 2, "the grant's and the failure's: {}", records.len());
     let dispatcher = dispatcher::Dispatcher::new(env.client.clone(), env.tables.clone());
     let (answer, mut accesses) =
         Box::pin(shared::metering::recorded(dispatcher.handle(json!({"Records": records})))).await;

@@ -32,7 +32,8 @@ async fn totals(api: &Api, key: &str, wf: &str) -> Value {
     }
     let stats = api.get(key, "/executions/stats").await.expect(200).body.clone();
     found.insert("stats".into(), json!([stats["total"], stats["failures"]]));
-    found.insert("usage".into(), api.get(key, "/billing/usage").await.expect(200).body["credits"].clone());
+    let usage = api.get(key, "/billing/usage").await.expect(200).body.clone();
+    found.insert("usage".into(), json!({"credits": usage["credits"], "charges": usage["charges"]}));
     let rates = api.get(key, "/failures/stats").await.expect(200).body.clone();
     found.insert("failure stats".into(), rates);
     Value::Object(found)
@@ -176,23 +177,19 @@ async fn counters_of_an_earlier_layout_are_moved_once_and_count_on(layout: Earli
     assert_eq!(api.get(&t.key, "/workflows").await.body["total"], 0);
 }
 
-/// Moves `tenant`'s usage counts and attempts back where the code before this layout
-/// kept them: attributes `credits` and `charges` of the executions' hour and day span
-/// items into `span|usage|h|…` and `span|usage|d|…`, and `attempts` of a day's item into
-/// `daily|{date}`, each in the same shard; returns how many items the earlier names
-/// hold.
-async fn rewrite_usage_as_before(env: &Env, tenant: &str) -> usize {
-    let table = env.tables.name(Table::Counters);
+/// The counter items of `tenant` whose name starts with `prefix` (a scan, read straight
+/// from DynamoDB).
+async fn counter_items(env: &Env, tenant: &str, prefix: &str) -> Vec<Item> {
     let (mut found, mut start) = (Vec::new(), None);
     loop {
         let out = env
             .client
             .scan()
-            .table_name(table)
-            .filter_expression("begins_with(tenant_id, :own) AND begins_with(#name, :spans)")
+            .table_name(env.tables.name(Table::Counters))
+            .filter_expression("begins_with(tenant_id, :own) AND begins_with(#name, :prefix)")
             .expression_attribute_names("#name", "name")
             .expression_attribute_values(":own", s(format!("{tenant}#")))
-            .expression_attribute_values(":spans", s("span|executions|"))
+            .expression_attribute_values(":prefix", s(prefix))
             .consistent_read(true)
             .set_exclusive_start_key(start)
             .send()
@@ -204,8 +201,18 @@ async fn rewrite_usage_as_before(env: &Env, tenant: &str) -> usize {
             _ => break,
         }
     }
+    found
+}
+
+/// Moves `tenant`'s usage counts and attempts back where the code before this layout
+/// kept them: attributes `credits` and `charges` of the executions' hour and day span
+/// items into `span|usage|h|…` and `span|usage|d|…`, and `attempts` of a day's item into
+/// `daily|{date}`, each in the same shard; returns how many items the earlier names
+/// hold.
+async fn rewrite_usage_as_before(env: &Env, tenant: &str) -> usize {
+    let table = env.tables.name(Table::Counters);
     let mut earlier = std::collections::BTreeSet::new();
-    for item in found {
+    for item in counter_items(env, tenant, "span|executions|").await {
         let (partition, name) = (item["tenant_id"].as_s().expect("tenant_id"), item["name"].as_s().expect("name"));
         let shard = &partition[tenant.len() + 1..tenant.len() + 3];
         let (level, index) = name["span|executions|".len()..].split_once('|').expect("level");
@@ -270,16 +277,23 @@ async fn usage_and_attempts_of_the_earlier_names_are_moved_once_and_count_on() {
     let before = totals(&api, &t.key, &wf).await;
     // 2 failures of 4 attempts (3 starts and a replay), 4 charges.
     assert_eq!(before["failure stats"]["failure_rate_last_30_days"], 0.5, "{before}");
-    let usage = |totals: &Value| totals["usage"].as_u64().expect("credits used");
+    let usage = |totals: &Value| totals["usage"]["credits"].as_u64().expect("credits used");
     assert!(usage(&before) > 0, "{before}");
+    assert_eq!(before["usage"]["charges"], 4, "3 starts and a replay: {before}");
 
     let rewritten = rewrite_usage_as_before(&env, &t.id).await;
     assert!(rewritten >= 3, "{rewritten} items: a day's and an hour's usage, a day's attempts");
     let gap = totals(&api, &t.key, &wf).await;
     assert_eq!(usage(&gap), 0, "this layout does not read the earlier items: {gap}");
+    assert_eq!(gap["usage"]["charges"], 0, "{gap}");
     assert_eq!(gap["failure stats"]["failure_rate_last_30_days"], 0.0, "no attempts counted: {gap}");
 
     folds_once(&env, &api, (&t, &wf), rewritten, &before).await;
+    // A day's item, which this version still writes (its failures), only lost its
+    // attempts: a failure counted in it meanwhile would have stayed.
+    let days = counter_items(&env, &t.id, "daily|").await;
+    assert!(!days.is_empty(), "the days' items are kept");
+    assert!(days.iter().all(|item| !item.contains_key("attempts")), "{days:?}");
 
     // Counting goes on where this layout keeps it: a fifth attempt, a fifth charge.
     api.post(&t.key, "/executions", &json!({"workflow_id": wf})).await.expect(201);

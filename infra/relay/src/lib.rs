@@ -1,6 +1,6 @@
 //! The local stack's stand-in for Lambda's event source mappings and schedule: reads
 //! DynamoDB Local's streams that feed a function in `template.yaml` (the dispatcher's:
-//! the `events` table's and the `checkpoints` table's; the jobs function's: the `jobs`
+//! the `events`, `executions` and `checkpoints` tables'; the jobs function's: the `jobs`
 //! table's) and hands each batch to that function's own handler, in the event shape
 //! Lambda sends (`Records` with `dynamodb.NewImage` in DynamoDB's JSON) and filtered by
 //! the mapping's own patterns ([`filter`]), and runs the dispatcher's sweep of due
