@@ -399,11 +399,11 @@ mod tests {
     }
 
     #[test]
-    fn the_dispatcher_reads_the_outbox_and_the_checkpoints_streams_new_items_only() {
+    fn the_dispatcher_reads_the_outbox_executions_and_checkpoints_streams_new_items_only() {
         let template = Template::embedded().expect("valid template");
         let sources = template.stream_sources("dispatcher").expect("stream sources");
         let tables: Vec<&str> = sources.iter().map(|s| s.table.as_str()).collect();
-        assert_eq!(tables, ["events", "checkpoints"]);
+        assert_eq!(tables, ["events", "executions", "checkpoints"]);
         let specs = template.tables().expect("tables");
         for source in &sources {
             let spec = specs.iter().find(|t| t.suffix == source.table).expect("the table");
