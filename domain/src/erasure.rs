@@ -9,8 +9,8 @@
 //! hash and names its tenant in `tenant_id`. So each table is scanned (a page a step,
 //! filtered on those keys: DynamoDB charges for everything a scan reads, so a deletion
 //! costs about one read of the whole deployment's tables, not of the tenant's data alone)
-//! and each item found is deleted by its key, 25 a request; the tenant's keys and their
-//! revocation markers are deleted by their hashes. Work already under way for the tenant
+//! and each item found is deleted by its key, 25 a request; the tenant's keys and the
+//! revocation markers earlier versions wrote are deleted by their hashes. Work already under way for the tenant
 //! when its keys are revoked (a bulk job's round, a webhook delivery, an expiry) may write
 //! after the first pass: passes repeat until one finds nothing, at most [`MAX_PASSES`].
 //! The tenant's own item goes last.
@@ -431,8 +431,8 @@ impl Erasures {
                     .chain((0..REVOCATION_MARKERS).map(|m| hash(revocation_marker(&r.key_hash, m))))
             })
             .collect();
-        // Markers exist only for revoked keys (and not for some revoked before markers
-        // did): only what is there is counted.
+        // Markers exist only for keys an earlier version revoked (not all of those, and
+        // none revoked since): only what is there is counted.
         let there = shared::dynamo::batch_get_projected(&self.client, name, candidates, &["key_hash"]).await?;
         self.delete_all(name, &there).await
     }

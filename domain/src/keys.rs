@@ -14,7 +14,7 @@ use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{Put, TransactWriteItem, Update};
 use chrono::{DateTime, Utc};
 use shared::TenantId;
-use shared::auth::{ApiKeyRecord, REVOCATION_MARKERS, generate_key, hash_key, is_well_formed_key, revocation_marker};
+use shared::auth::{ApiKeyRecord, generate_key, hash_key, is_well_formed_key};
 use shared::dynamo::{
     Attempt, Part, StoreError, Table, Tables, Transaction, TransactionError, built, classify, n, retry_races, s,
 };
@@ -343,9 +343,8 @@ impl KeyStore {
     }
 
     /// Revokes the key `record` (as found), as `by` may: read again, then one transaction
-    /// of the key's revocation with its revocation markers (which a write made with the
-    /// key checks, `shared::gate`), the tenant's count of live keys and its keys epoch,
-    /// retried on a race.
+    /// of the key's revocation, the tenant's count of live keys and its keys epoch (which
+    /// every request's look reads, `shared::gate`), retried on a race.
     async fn revoke_record(
         &self,
         record: &ApiKeyRecord,
@@ -386,13 +385,6 @@ impl KeyStore {
                 .expression_attribute_values(":now", s(&revoked_at));
             let mut tx = Transaction::new();
             tx.push(Part::ApiKey, TransactWriteItem::builder().update(built(revoke.build())?).build());
-            for marker in 0..REVOCATION_MARKERS {
-                let put = Put::builder()
-                    .table_name(self.tables.name(Table::ApiKeys))
-                    .item("key_hash", s(revocation_marker(&current.key_hash, marker)))
-                    .item("revoked_at", s(&revoked_at));
-                tx.push(Part::ApiKey, TransactWriteItem::builder().put(built(put.build())?).build());
-            }
             if let Some(condition) = count {
                 let count = Update::builder()
                     .table_name(self.tables.name(Table::Tenants))

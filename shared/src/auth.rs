@@ -220,13 +220,15 @@ pub fn is_well_formed_key(key: &str) -> bool {
         .is_some_and(|body| body.len() == KEY_BODY_LEN && body.bytes().all(|b| b.is_ascii_alphanumeric()))
 }
 
-/// How many revocation markers a key has. Its revocation writes every one, in the
-/// transaction that marks the key revoked; a write made with a key known live checks one
-/// at random ([`crate::gate`]): so no item is checked by more than 1/16 of a key's writes.
+/// How many revocation markers a key revoked by an earlier version may have: that
+/// version's revocation wrote every one and its writes checked one at random. Nothing
+/// reads or writes them now ([`crate::gate`] proves a key by the keys epoch); a
+/// tenant's deletion deletes those left.
 pub const REVOCATION_MARKERS: u8 = 16;
 
 /// The key (`key_hash`) of revocation marker `marker` of the key whose hash is `hash`
-/// (in table `api-keys`, with no other attribute a key has: no index lists it).
+/// (in table `api-keys`, with no other attribute a key has: no index lists it), as an
+/// earlier version wrote it.
 #[must_use]
 pub fn revocation_marker(hash: &str, marker: u8) -> String {
     format!("{hash}#revoked#{marker:02}")

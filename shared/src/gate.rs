@@ -1,4 +1,4 @@
-//! What a request's first write must pass, checked inside the write itself so that a
+//! What a request's first write must pass, checked before the write is sent so that a
 //! warm request has nothing in front of its own DynamoDB calls ([`crate::http`]).
 //!
 //! The edge runs each authenticated request inside a [`Gate`]. Its first write
@@ -11,28 +11,27 @@
 //!   is written and the request is answered 429 (the request is counted after its
 //!   answer, [`Gate::count`]);
 //! - when the key was taken from the instance's memory rather than read for this
-//!   request (and has not expired since), carries a `ConditionCheck` that one of the
-//!   key's [`crate::auth::REVOCATION_MARKERS`], chosen at random, does not exist: a
-//!   revocation writes them all in its own transaction, so a key revoked at any moment
-//!   before the commit writes nothing and the request is answered 401, and no item is
-//!   checked by every write of a busy key. A transaction with no room for it (100
-//!   operations, or within a key's size of 4 MB) reads the key first instead.
+//!   request (and has not expired since), lets the write go as it is if the look found
+//!   the tenant's keys epoch at which this instance proved the key live (every
+//!   revocation moves the epoch), and reads the key first otherwise. The transaction
+//!   carries nothing of the key's: no item of a key is written or checked by its
+//!   writes. A key revoked once the look has read the epoch may still see the request
+//!   it was serving commit (the request was authenticated before the revocation); every
+//!   request after is refused.
 //!
-//! An effect outside DynamoDB (a Stripe call that creates something) cannot carry a
-//! condition: [`crate::dynamo::before_effect`] passes the limit and reads the key first.
-//!
-//! Once a write has committed through the gate, the request's key is proven live and
-//! later writes of the same request go as they are. Writes outside a gate (the admin
-//! command line) are not touched.
+//! An effect outside DynamoDB (a Stripe call that creates something) is made only with
+//! the key read live during the request: [`crate::dynamo::before_effect`] passes the
+//! limit and reads the key first. Writes outside a gate (the admin command line) are
+//! not touched.
 
 use std::sync::{Arc, Mutex};
 
-use aws_sdk_dynamodb::types::{ConditionCheck, TransactWriteItem};
+use aws_sdk_dynamodb::types::TransactWriteItem;
 use tokio::sync::OnceCell;
 
 use crate::TenantId;
-use crate::auth::{AuthState, REVOCATION_MARKERS};
-use crate::dynamo::{StoreError, Table, s};
+use crate::auth::AuthState;
+use crate::dynamo::{StoreError, Table};
 use crate::rate_limit::{Slot, Standing};
 
 pub use crate::dynamo::Refusal;
@@ -42,8 +41,8 @@ pub use crate::dynamo::Refusal;
 pub enum Outcome {
     /// Nothing was written through the gate.
     Open,
-    /// A write committed through the gate: the key was live and the tenant within its
-    /// limit when it did.
+    /// A write committed through the gate: the key was proven live for the request and
+    /// the tenant within its limit.
     Written,
     /// A write was refused, and nothing was written through the gate.
     Refused(Refusal),
@@ -51,8 +50,7 @@ pub enum Outcome {
 
 #[derive(Debug)]
 struct State {
-    /// Whether the key is already known live for this request (read for it, or proven
-    /// by a committed write).
+    /// Whether the key's item was read live for this request.
     key_checked: bool,
     outcome: Outcome,
     /// Whether the look at the standing was taken on: by the request's first read, to
@@ -257,40 +255,29 @@ impl Gate {
         StoreError::Refused(refusal)
     }
 
-    /// Lets a transaction of `items` through, or refuses it: waits for the look at the
-    /// rate-limit standing (see [`Gate::must_wait_for_look`]), and gives the key's
-    /// condition to add when the key is not yet proven live (reading the key now when
-    /// the transaction has no room for it, or writes the key's own item).
+    /// Lets a transaction through, or refuses it: waits for the look at the rate-limit
+    /// standing (see [`Gate::must_wait_for_look`]), and proves the key live unless it
+    /// was read for this request: by the keys epoch the look found, when it is the one
+    /// at which this instance proved the key live, else by reading the key now.
     ///
     /// # Errors
     /// [`StoreError::Refused`]; the key read's [`StoreError`].
-    pub async fn admit(&self, items: &[TransactWriteItem]) -> Result<Option<TransactWriteItem>, StoreError> {
+    pub async fn admit(&self) -> Result<(), StoreError> {
         self.within_limit().await?;
         if self.key_checked() {
-            return Ok(None);
+            return Ok(());
         }
         if self.expires_at.is_some_and(|at| chrono::Utc::now() >= at) {
             return Err(self.refuse(Refusal::KeyRevoked));
         }
-        // The markers refuse a key revoked from now on. One revoked before without them
-        // (by an earlier version) moved the keys epoch: unless the look finds the epoch
-        // at which this key was proven live, the key is read now instead.
         let proven = match self.auth.known.live_at(&self.key_hash) {
             Some(at) => self.standing().await.and_then(|standing| standing.keys_epoch) == Some(at),
             None => false,
         };
         if !proven {
             self.read_key().await?;
-            return Ok(None);
         }
-        let check = self.key_condition()?;
-        // A transaction that writes the key's own item or its markers (revoking the key
-        // it is sent with) cannot also check one: DynamoDB takes one operation per item.
-        if crate::dynamo::has_room_for(items, &check) && !items.iter().any(|item| self.is_key_item(item)) {
-            return Ok(Some(check));
-        }
-        self.read_key().await?;
-        Ok(None)
+        Ok(())
     }
 
     /// Lets an effect outside DynamoDB go ahead: within the limit, and the key read
@@ -355,46 +342,11 @@ impl Gate {
         self.auth.known.room(&self.tenant, window).is_none_or(|left| left == 0)
     }
 
-    /// Records a transaction's end: committed (the key is proven live from now on), or
-    /// cancelled because the key's condition (when it carried it) did not hold.
-    pub fn settle(&self, committed: bool, key_failed: bool) -> Option<StoreError> {
-        if key_failed {
-            return Some(self.refuse(Refusal::KeyRevoked));
-        }
+    /// Records a transaction's end: once one committed, the request has written.
+    pub fn settle(&self, committed: bool) {
         if committed && let Ok(mut state) = self.state.lock() {
-            state.key_checked = true;
             state.outcome = Outcome::Written;
         }
-        None
-    }
-
-    /// Whether `operation` is on the request's key's item or one of its revocation
-    /// markers.
-    fn is_key_item(&self, operation: &TransactWriteItem) -> bool {
-        let table = self.auth.tables.name(Table::ApiKeys);
-        let on = |name: &str, key: &crate::dynamo::Item| {
-            let hash = key.get("key_hash").and_then(|v| v.as_s().ok());
-            let rest = hash.and_then(|hash| hash.strip_prefix(self.key_hash.as_str()));
-            name == table && rest.is_some_and(|rest| rest.is_empty() || rest.starts_with("#revoked#"))
-        };
-        operation.put().is_some_and(|o| on(o.table_name(), o.item()))
-            || operation.update().is_some_and(|o| on(o.table_name(), o.key()))
-            || operation.delete().is_some_and(|o| on(o.table_name(), o.key()))
-            || operation.condition_check().is_some_and(|o| on(o.table_name(), o.key()))
-    }
-
-    /// The condition that the request's key is not revoked: one of its revocation
-    /// markers, at random, does not exist. (Its tenant and expiry never change once
-    /// issued: the edge took both from the key's item, and checks the expiry again now,
-    /// [`Gate::admit`].)
-    fn key_condition(&self) -> Result<TransactWriteItem, StoreError> {
-        let marker = getrandom::u32().map_or(0, |x| u8::try_from(x % u32::from(REVOCATION_MARKERS)).unwrap_or(0));
-        let check = ConditionCheck::builder()
-            .table_name(self.auth.tables.name(Table::ApiKeys))
-            .key("key_hash", s(crate::auth::revocation_marker(&self.key_hash, marker)))
-            .condition_expression("attribute_not_exists(key_hash)")
-            .build();
-        Ok(TransactWriteItem::builder().condition_check(crate::dynamo::built(check)?).build())
     }
 }
 
@@ -403,11 +355,16 @@ impl crate::dynamo::WriteGate for Gate {
         &'a self,
         items: &'a [TransactWriteItem],
     ) -> std::pin::Pin<Box<dyn Future<Output = Result<Vec<TransactWriteItem>, StoreError>> + Send + 'a>> {
-        Box::pin(async move { Ok(Gate::admit(self, items).await?.into_iter().collect()) })
+        let _ = items;
+        Box::pin(async move {
+            Gate::admit(self).await?;
+            Ok(Vec::new())
+        })
     }
 
-    fn settle(&self, committed: bool, failed: Option<usize>) -> Option<StoreError> {
-        Gate::settle(self, committed, failed == Some(0))
+    fn settle(&self, committed: bool, _failed: Option<usize>) -> Option<StoreError> {
+        Gate::settle(self, committed);
+        None
     }
 
     fn hold(&self) -> std::pin::Pin<Box<dyn Future<Output = Result<(), StoreError>> + Send + '_>> {
@@ -427,9 +384,9 @@ pub async fn scope<F: Future>(gate: Arc<Gate>, future: F) -> F::Output {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dynamo::{MAX_TRANSACTION_BYTES, MAX_TRANSACTION_ITEMS, Tables, fits, has_room_for, operation_size};
+    use crate::dynamo::Tables;
 
-    fn gate() -> Arc<Gate> {
+    fn gate(key_checked: bool) -> Arc<Gate> {
         let config = aws_sdk_dynamodb::Config::builder()
             .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
             .region(aws_sdk_dynamodb::config::Region::new("us-east-1"))
@@ -444,38 +401,21 @@ mod tests {
         let tenant = crate::auth::trusted::tenant(
             &crate::ids::TenantKey::parse("ten_0193a6f21c2b7d3e8f000123456789ab").expect("id"),
         );
-        Gate::new(auth, tenant, ("ab".repeat(32), None), false)
-    }
-
-    /// The key's condition is added only while the transaction stays within 100
-    /// operations and 4 MB with it: computed from its real size, not assumed.
-    #[test]
-    fn the_key_condition_is_added_only_within_the_transaction_limits() {
-        let check = gate().key_condition().expect("built");
-        // The check's key, as DynamoDB counts a condition check: `key_hash` and a marker
-        // of the key (64 hex and `#revoked#NN`).
-        let size = operation_size(&check);
-        assert_eq!(size, "key_hash".len() + 64 + "#revoked#00".len());
-        assert!(fits(MAX_TRANSACTION_ITEMS - 1, MAX_TRANSACTION_BYTES - size, size));
-        assert!(!fits(MAX_TRANSACTION_ITEMS, 0, size), "101 operations");
-        assert!(!fits(1, MAX_TRANSACTION_BYTES - size + 1, size), "over 4 MB");
-        let others = vec![check.clone(); MAX_TRANSACTION_ITEMS];
-        assert!(has_room_for(&others[1..], &check), "the 100th operation");
-        assert!(!has_room_for(&others, &check), "a 101st operation");
+        Gate::new(auth, tenant, ("ab".repeat(32), None), key_checked)
     }
 
     #[tokio::test]
-    async fn a_refusal_sticks_and_a_commit_proves_the_key() {
-        let refused = gate();
-        assert!(matches!(refused.settle(false, true), Some(StoreError::Refused(Refusal::KeyRevoked))));
+    async fn a_refusal_sticks_and_a_commit_is_a_write() {
+        let refused = gate(true);
+        let _ = refused.refuse(Refusal::KeyRevoked);
         assert_eq!(refused.outcome(), Outcome::Refused(Refusal::KeyRevoked));
-        assert!(matches!(refused.admit(&[]).await, Err(StoreError::Refused(Refusal::KeyRevoked))));
+        assert!(matches!(refused.admit().await, Err(StoreError::Refused(Refusal::KeyRevoked))));
 
-        let open = gate();
-        let on_key = open.key_condition().expect("built");
-        assert!(open.is_key_item(&on_key), "a transaction on the key's own item is told apart");
-        assert!(open.settle(true, false).is_none());
+        let open = gate(true);
+        assert_eq!(open.outcome(), Outcome::Open);
+        open.settle(false);
+        assert_eq!(open.outcome(), Outcome::Open, "a cancelled transaction wrote nothing");
+        open.settle(true);
         assert_eq!(open.outcome(), Outcome::Written);
-        assert!(open.admit(&[]).await.expect("admitted").is_none(), "proven by the commit");
     }
 }

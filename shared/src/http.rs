@@ -164,7 +164,7 @@ async fn require_api_key(State(auth): State<AuthState>, mut request: Request, ne
         async { tokio::join!(gate.standing(), verify) }
     );
     let mut response = match gate.outcome() {
-        // Committed with the key's condition holding: the write's answer stands.
+        // Committed with the key proven live for the request: the write's answer stands.
         crate::gate::Outcome::Written => response,
         crate::gate::Outcome::Refused(crate::gate::Refusal::KeyRevoked) => {
             auth.known.forget(&hash);

@@ -93,11 +93,6 @@ fn general(text: &str, tenant: &str) -> String {
     for shard in 0..shared::counters::SHARDS {
         text = text.replace(&format!("{{tenant}}#{shard:02}"), "{tenant}#{shard}");
     }
-    // A key's revocation markers (`{key hash}#revoked#NN`), one checked at random.
-    if let Some((head, _)) = text.split_once("#revoked#") {
-        let table = head.rsplit_once(' ').map_or("", |(table, _)| table);
-        text = format!("{table} {{key}}#revoked#{{shard}}");
-    }
     let mut out = String::new();
     let mut rest = text.as_str();
     while let Some(at) = rest.find(|c: char| c.is_ascii_lowercase()) {

@@ -32,6 +32,7 @@ mod write_gate;
 pub use client::{client, client_with_default_chain, config, deployed_timeouts};
 pub use error::{Refusal, StoreError, built, classify};
 pub use item::{Item, b, item_size, n, s};
+pub use marker::Marker;
 pub use query::{
     Backfilled, backfill, count, count_keeping, newest_first, newest_first_in, page_of, query_window,
     query_window_from, query_window_of, resume_after,
@@ -43,8 +44,4 @@ pub(crate) use transaction::has_room_for;
 pub use transaction::{
     MAX_ITEM_BYTES, MAX_TRANSACTION_BYTES, MAX_TRANSACTION_ITEMS, Part, Transaction, TransactionError, transact,
 };
-// The gate's tests check its room in a transaction against these.
-pub use marker::Marker;
-#[cfg(test)]
-pub(crate) use transaction::{fits, operation_size};
 pub use write_gate::{MAX_CARRYING_KEYS, Read, WriteGate, before_effect, current_gate, gated, in_bookkeeping, ungated};

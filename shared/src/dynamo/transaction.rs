@@ -292,6 +292,28 @@ mod tests {
     use super::*;
     use crate::dynamo::{b, s};
 
+    /// A gate's operation (a job's marker) is added only while the transaction stays
+    /// within 100 operations and 4 MB with it: computed from its real size, not assumed.
+    #[test]
+    fn a_gates_operation_is_added_only_within_the_transaction_limits() {
+        let check = aws_sdk_dynamodb::types::ConditionCheck::builder()
+            .table_name("t")
+            .key("key_hash", s("ab".repeat(32)))
+            .condition_expression("attribute_not_exists(key_hash)")
+            .build()
+            .expect("check");
+        let check = TransactWriteItem::builder().condition_check(check).build();
+        // As DynamoDB counts a condition check: its key.
+        let size = operation_size(&check);
+        assert_eq!(size, "key_hash".len() + 64);
+        assert!(fits(MAX_TRANSACTION_ITEMS - 1, MAX_TRANSACTION_BYTES - size, size));
+        assert!(!fits(MAX_TRANSACTION_ITEMS, 0, size), "101 operations");
+        assert!(!fits(1, MAX_TRANSACTION_BYTES - size + 1, size), "over 4 MB");
+        let others = vec![check.clone(); MAX_TRANSACTION_ITEMS];
+        assert!(has_room_for(&others[1..], &check), "the 100th operation");
+        assert!(!has_room_for(&others, &check), "a 101st operation");
+    }
+
     #[test]
     fn a_transaction_beyond_dynamodbs_limits_is_refused_before_it_is_sent() {
         let put = |bytes: usize| {
