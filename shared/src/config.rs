@@ -87,6 +87,15 @@ pub fn spread() -> bool {
     *SPREAD.get_or_init(|| switch("PARTITIONS", "spread", "tenant"))
 }
 
+/// Whether executions started now keep their checkpoint progress in a head item of
+/// their own, which a checkpoint writes alone (`EXECUTION_HEADS`: `on`, the default, or
+/// `off`; another value is taken as the default and logged once).
+#[must_use]
+pub fn execution_heads() -> bool {
+    static HEADS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *HEADS.get_or_init(|| switch("EXECUTION_HEADS", "on", "off"))
+}
+
 /// Whether variable `name` is unset or `on` (`true`) rather than `off`; another value is
 /// logged and taken as `on`.
 fn switch(name: &str, on: &str, off: &str) -> bool {

@@ -156,7 +156,8 @@ pub fn execution_partition(tenant: &str, id: &str) -> String {
 /// an earlier version: its item and its key's pointer in the tenant's own partition, its
 /// index keys without a shard, and (`apart: false`) without `checkpoints_apart`, as that
 /// version wrote them (and without the mark of a start reported by the stream, so that
-/// the item put again is no second report of the start).
+/// the item put again is no second report of the start, nor `headed`: its checkpoints
+/// put the item, as that version's did).
 pub async fn to_earlier_layout(env: &Env, tenant: &str, id: &str, apart: bool) {
     use shared::dynamo::{Table, s};
     let table = env.tables.name(Table::Executions);
@@ -170,6 +171,7 @@ pub async fn to_earlier_layout(env: &Env, tenant: &str, id: &str, apart: bool) {
         item.remove("checkpoints_apart");
     }
     item.remove("started_by_stream");
+    item.remove("headed");
     if let Some(key) = item.get("client_key") {
         let pointer = format!("key#{}#{}", item["workflow_id"].as_s().expect("text"), key.as_s().expect("text"));
         let mut moved = None;
@@ -647,15 +649,15 @@ pub fn ungranted_in<'a>(
     missing
 }
 
-/// An SDK interceptor that runs `act` before each call of `operation` (`"UpdateItem"`)
-/// is sent, and fails the call when `act` does: a test's way to delay or refuse one kind
-/// of DynamoDB call.
+/// An SDK interceptor that runs `act` with the request's body before each call of
+/// `operation` (`"UpdateItem"`) is sent, and fails the call when `act` does: a test's
+/// way to delay or refuse one kind of DynamoDB call.
 #[derive(Debug, Clone, Copy)]
 pub struct BeforeSending {
     /// The operation's name, as in the `X-Amz-Target` header after the dot.
     pub operation: &'static str,
-    /// What to do before sending it.
-    pub act: fn() -> Result<(), aws_smithy_runtime_api::box_error::BoxError>,
+    /// What to do before sending it, given its body.
+    pub act: fn(&[u8]) -> Result<(), aws_smithy_runtime_api::box_error::BoxError>,
 }
 
 impl aws_smithy_runtime_api::client::interceptors::Intercept for BeforeSending {
@@ -671,7 +673,9 @@ impl aws_smithy_runtime_api::client::interceptors::Intercept for BeforeSending {
     ) -> Result<(), aws_smithy_runtime_api::box_error::BoxError> {
         let target = context.request().headers().get("x-amz-target").unwrap_or_default();
         match target.rsplit_once('.') {
-            Some((_, operation)) if operation == self.operation => (self.act)(),
+            Some((_, operation)) if operation == self.operation => {
+                (self.act)(context.request().body().bytes().unwrap_or_default())
+            }
             _ => Ok(()),
         }
     }

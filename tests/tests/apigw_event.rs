@@ -105,7 +105,7 @@ const SERVE_FOR: &str = "CAIRN_SERVE_AS_LAMBDA";
 /// awaited before the function asks for its next event would still be unwritten then.
 const LATE_UPDATES: api_tests::BeforeSending = api_tests::BeforeSending {
     operation: "UpdateItem",
-    act: || {
+    act: |_| {
         // Blocks one of the runtime's two workers; the other goes on.
         std::thread::sleep(std::time::Duration::from_millis(300));
         Ok(())

@@ -594,3 +594,114 @@ async fn executions_are_spread_and_earlier_ones_answer_alike() {
     let left = api.get(&t.key, "/executions?page_size=100").await;
     assert_eq!((listed(&left.expect(200).body).len(), left.body["total"].clone()), (10, json!(10)));
 }
+
+/// What checkpoint request `body` wrote in table `executions`: each operation's kind and
+/// item id, in order.
+async fn checkpoint_writes(api: &Api, key: &str, body: &Value) -> (Value, Vec<(String, String)>) {
+    let (answer, calls) = shared::metering::writes_of(api.post(key, "/checkpoints", body)).await;
+    let written = calls
+        .iter()
+        .filter(|call| call.operation == "TransactWriteItems")
+        .flat_map(|call| &call.items)
+        .filter(|item| item.table.ends_with("-executions"))
+        .map(|item| {
+            let pairs = if item.kind == "Put" { &item.attributes } else { &item.key };
+            let id = pairs.iter().find(|(name, _)| name == "id").map(|(_, id)| id.clone()).unwrap_or_default();
+            (item.kind.clone(), id)
+        })
+        .collect();
+    (answer.expect(201).body.clone(), written)
+}
+
+/// What a client reads of execution `e`'s checkpoint progress, from its read by id and
+/// from every list that shows it (unfiltered, by status, by workflow, by both, by tag).
+async fn progress_everywhere(api: &Api, key: &str, (wf, e): (&str, &str), status: &str) -> Vec<Value> {
+    let mut seen = Vec::new();
+    let one = api.get(key, &format!("/executions/{e}")).await.expect(200).body.clone();
+    seen.push(json!([one["checkpoint_count"], one["current_checkpoint_id"], one["updated_at"]]));
+    for query in [
+        String::new(),
+        format!("status={status}"),
+        format!("workflow_id={wf}"),
+        format!("workflow_id={wf}&status={status}"),
+        "tag=team:heads".to_owned(),
+    ] {
+        let list = api.get(key, &format!("/executions?page_size=100&{query}")).await.expect(200).body.clone();
+        let item = list["items"].as_array().expect("items").iter().find(|item| item["id"] == e).cloned();
+        let item = item.unwrap_or_else(|| panic!("{e} listed by {query:?}"));
+        seen.push(json!([item["checkpoint_count"], item["current_checkpoint_id"], item["updated_at"]]));
+    }
+    seen
+}
+
+/// A checkpoint of an execution started now writes its head alone (`head#exec_…` in the
+/// execution's own partition: the checkpoint progress), not the execution's item, which projects into three list
+/// indexes; its first makes the head, checking the item is as read. An execution an
+/// earlier version started (no `headed`) has its item put again by every checkpoint.
+/// Both read back alike by id and in every list; a completion writes the item and the
+/// head, a checkpoint after it is refused, and a deletion leaves nothing of either.
+#[tokio::test]
+async fn a_checkpoint_writes_the_executions_head_alone_and_every_read_shows_its_progress() {
+    let env = api_tests::env().await;
+    let api = Api::new(Transport::in_process(&env));
+    let t = env.tenant().await;
+    let body = json!({"name": "heads", "workflow_type": "custom"});
+    let wf = api.post(&t.key, "/workflows", &body).await.expect(201).body["id"].as_str().expect("id").to_owned();
+    let start = json!({"workflow_id": wf, "tags": {"team": "heads"}});
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        ids.push(api.post(&t.key, "/executions", &start).await.expect(201).body["id"].as_str().expect("id").to_owned());
+    }
+    let (headed, earlier) = (ids[0].clone(), ids[1].clone());
+    let table = env.tables.name(Table::Executions);
+    let partition = api_tests::execution_partition(&t.id, &earlier);
+    let unmark = env.client.update_item().table_name(table).key("tenant_id", s(&partition)).key("id", s(&earlier));
+    unmark.update_expression("REMOVE headed").send().await.expect("as an earlier version started it");
+
+    let head = format!("head#{headed}");
+    for e in [&headed, &earlier] {
+        let mut last = Value::Null;
+        for step in 1..=3 {
+            let body = json!({"execution_id": e, "state": {"step": step}});
+            let (checkpoint, written) = checkpoint_writes(&api, &t.key, &body).await;
+            let expected: Vec<(&str, &str)> = match (e == &headed, step) {
+                (true, 1) => vec![("ConditionCheck", headed.as_str()), ("Put", head.as_str())],
+                (true, _) => vec![("Put", head.as_str())],
+                (false, _) => vec![("Put", earlier.as_str())],
+            };
+            let written: Vec<(&str, &str)> = written.iter().map(|(k, id)| (k.as_str(), id.as_str())).collect();
+            assert_eq!(written, expected, "checkpoint {step} of {e}");
+            last = checkpoint;
+        }
+        let seen = progress_everywhere(&api, &t.key, (&wf, e), "running").await;
+        let expected = json!([3, last["id"], last["created_at"]]);
+        assert!(seen.iter().all(|s| s == &expected), "{e}: {seen:?}, not {expected}");
+    }
+
+    for e in [&headed, &earlier] {
+        api.post(&t.key, &format!("/executions/{e}/complete"), &json!({})).await.expect(200);
+        let late = json!({"execution_id": e, "state": {"late": true}});
+        api.post(&t.key, "/checkpoints", &late).await.expect_problem(409, "invalid_state");
+        let seen = progress_everywhere(&api, &t.key, (&wf, e), "completed").await;
+        assert!(seen.iter().all(|s| s[0] == 3), "{e}: {seen:?}");
+    }
+    // The execution in its shard of the tenant's partitions, its head in its own.
+    let stored = |(partition, id): (String, String)| {
+        let (client, table) = (env.client.clone(), table.to_owned());
+        async move {
+            shared::dynamo::get_item(&client, &table, &[("tenant_id", &partition), ("id", &id)]).await.expect("read")
+        }
+    };
+    let (item_key, head_key) = (
+        (api_tests::execution_partition(&t.id, &headed), headed.clone()),
+        (format!("{}#{headed}", t.id), head.clone()),
+    );
+    let kept = stored(head_key.clone()).await.expect("the head, in the execution's own partition");
+    assert_eq!(kept["checkpoint_count"].as_n().map(String::as_str), Ok("3"));
+    assert!(!kept.contains_key("tenant_status"), "the head is in no list index");
+    for e in [&headed, &earlier] {
+        api.delete(&t.key, &format!("/executions/{e}")).await.expect(204);
+        api.get(&t.key, &format!("/executions/{e}")).await.expect_problem(404, "not_found");
+    }
+    assert_eq!((stored(item_key).await, stored(head_key).await), (None, None), "nothing of the execution left");
+}

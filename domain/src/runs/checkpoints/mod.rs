@@ -89,7 +89,7 @@ impl Runs {
             };
             let next = current.with_checkpoint(&checkpoint.id, checkpoint.sequence, now);
             let mut tx = Transaction::new();
-            self.executions.stage_replace(&mut tx, tenant, &current, &next, &CounterChange::default())?;
+            self.executions.stage_progress(&mut tx, tenant, &current, &next)?;
             self.checkpoints.stage_create(&mut tx, tenant, (&checkpoint, Layout::of(&current)), state)?;
             let mut writes_bytes = 0;
             if let Some((p, stored)) = pending {

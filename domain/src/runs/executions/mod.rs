@@ -162,6 +162,7 @@ impl Runs {
             execution.tags.clone_from(tags);
             execution.checkpoints_apart = shared::config::spread();
             execution.spread = shared::config::spread();
+            execution.headed = shared::config::execution_heads();
             let mut tx = Transaction::new();
             let (charge, usage) = self.ledger.stage_charge(
                 &mut tx,

@@ -121,6 +121,15 @@ pub struct Execution {
     /// started since executions are spread, unless that is switched off; false for
     /// executions from before.
     pub spread: bool,
+    /// Whether its checkpoint progress (`current_checkpoint_id`, `checkpoint_count`,
+    /// `last_sequence`, `updated_at`) is kept in a small head item of its own once it has
+    /// one, which a checkpoint writes alone rather than this item and its three list
+    /// index entries (see `store::ExecutionStore::stage_progress`): executions started
+    /// since heads, unless they are switched off.
+    pub headed: bool,
+    /// The version of its head item, once it has one (see `headed`): every write of a
+    /// headed execution writes its head too, conditioned on this.
+    pub head_version: Option<u64>,
 }
 
 /// The checkpoints with `after < sequence <= through`, discarded by a rollback.
@@ -255,6 +264,8 @@ impl Execution {
             checkpoints_expire_at: None,
             checkpoints_apart: true,
             spread: true,
+            headed: true,
+            head_version: None,
         }
     }
 

@@ -19,6 +19,19 @@
 //!
 //! Every change is a whole-item put conditioned on the version that was read; totals come
 //! from counters changed in the same transaction.
+//!
+//! **Heads.** A headed execution ([`Execution::headed`]: started since heads) keeps its
+//! checkpoint progress in a small item of its own once it has one, its *head*
+//! (`id` = `head#exec_…` in the execution's own partition `ten_…#exec_…`, none of the
+//! index attributes): a checkpoint
+//! puts the head alone ([`ExecutionStore::stage_progress`]), so it rewrites neither the
+//! execution's item nor its three list index entries, which project every attribute.
+//! Every other change puts the item and the head, each conditioned on the version read,
+//! so every change of a headed execution is ordered by its head. Its first checkpoint
+//! makes the head, with a check that the item is as read. A read takes the head's
+//! progress over the item's when the head was written beside that version of the item
+//! (`item_version`), and reads both again when the head is of a later one (a batch read
+//! is not isolated from a transaction: [`heads`]).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -41,6 +54,10 @@ use crate::blobs::BlobStore;
 use crate::runs::ListExecutions;
 use crate::runs::deletion::{DiscardedRecord, HiddenStore, purge_shard};
 use crate::runs::storage::{self, Source, merged_window, put_item, start_after, timed_total};
+
+mod heads;
+
+use self::heads::{HEAD_PREFIX, HeadRecord, head_key};
 
 /// Input or output compressed up to this size sits in the execution item.
 pub const INLINE_VALUE_MAX: usize = 96 * 1024;
@@ -158,6 +175,14 @@ struct ExecutionRecord {
     /// outbox.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     started_by_stream: bool,
+    /// Its checkpoint progress is in its head once it has one (absent: not headed).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    headed: bool,
+}
+
+/// The key of item `id` (an execution's or its head's) in `partition`.
+fn key_of(partition: String, id: String) -> Item {
+    HashMap::from([("tenant_id".to_owned(), s(partition)), ("id".to_owned(), s(id))])
 }
 
 /// The attributes a list reads: every one but `input` and `output`, so list items are
@@ -189,6 +214,9 @@ const SUMMARY_ATTRIBUTES: &[&str] = &[
     "tenant_workflow",
     "tenant_workflow_status",
     "checkpoints_apart",
+    "headed",
+    // A head's (read with its execution's summary).
+    "item_version",
 ];
 
 /// What a list by tag reads of a pointer: its position in any index, and where its
@@ -239,6 +267,7 @@ impl ExecutionRecord {
             purge_since: (!e.discarded.is_empty()).then(|| shared::time::format(e.created_at)),
             checkpoints_apart: e.checkpoints_apart,
             started_by_stream: false,
+            headed: e.headed,
         };
         (record, blobs)
     }
@@ -305,6 +334,8 @@ impl ExecutionRecord {
             checkpoints_expire_at: self.checkpoints_expire_at.as_deref().map(time).transpose()?,
             checkpoints_apart: self.checkpoints_apart,
             spread: self.tenant_id.contains('#'),
+            headed: self.headed,
+            head_version: None,
         })
     }
 }
@@ -443,6 +474,9 @@ impl ExecutionStore {
         let (record, blobs) = ExecutionRecord::new(tenant, new);
         let put = put_item(self.table(), serde_dynamo::to_item(record)?, "version = :expected", Some(old.version))?;
         tx.push(Part::Execution, put);
+        if new.headed {
+            self.stage_head(tx, tenant, (old, new), new.version)?;
+        }
         let changed: Vec<(String, Vec<u8>)> = blobs
             .into_iter()
             .filter(|(part, _)| {
@@ -461,12 +495,34 @@ impl ExecutionStore {
         Ok(())
     }
 
+    /// The executions of `items` (as read: executions, in their order, and any heads),
+    /// each with its head's progress when it has a head among them.
     async fn decode(&self, tenant: &TenantId, items: Vec<Item>) -> Result<Vec<Execution>, StoreError> {
+        let is_head =
+            |item: &Item| item.get("id").and_then(|v| v.as_s().ok()).is_some_and(|id| id.starts_with(HEAD_PREFIX));
+        let (heads, items): (Vec<Item>, Vec<Item>) = items.into_iter().partition(is_head);
+        let mut heads: HashMap<String, HeadRecord> = heads
+            .into_iter()
+            .map(|item| {
+                let head: HeadRecord = serde_dynamo::from_item(item)?;
+                Ok((head.execution().to_owned(), head))
+            })
+            .collect::<Result<_, StoreError>>()?;
         let records =
             items.into_iter().map(serde_dynamo::from_item::<_, ExecutionRecord>).collect::<Result<Vec<_>, _>>()?;
         let parts: Vec<String> = records.iter().flat_map(ExecutionRecord::external_parts).collect();
         let blobs = self.blobs.read(tenant, &parts).await?;
-        records.into_iter().map(|r| r.into_execution(&blobs)).collect()
+        records
+            .into_iter()
+            .map(|r| {
+                let head = if r.headed { heads.remove(&r.id) } else { None };
+                let mut e = r.into_execution(&blobs)?;
+                if let Some(head) = head {
+                    head.apply(&mut e)?;
+                }
+                Ok(e)
+            })
+            .collect()
     }
 
     /// The execution `id` of `tenant`, if it exists.
@@ -474,10 +530,13 @@ impl ExecutionStore {
     /// # Errors
     /// The reads' [`StoreError`]s.
     pub async fn get(&self, tenant: &TenantId, id: &ExecutionId) -> Result<Option<Execution>, StoreError> {
+        // The item and its head in one read.
         for partition in places(tenant, storage::shard_of(id.as_str())) {
-            let item = get_item(&self.client, self.table(), &[("tenant_id", &partition), ("id", id.as_str())]).await?;
-            if item.is_some() {
-                return Ok(self.decode(tenant, item.into_iter().collect()).await?.pop());
+            let keys = vec![key_of(partition.clone(), id.to_string()), head_key(&partition, id.as_str())];
+            let items = shared::dynamo::batch_get(&self.client, self.table(), keys).await?;
+            if items.iter().any(|item| item.get("id").and_then(|v| v.as_s().ok()) == Some(&id.to_string())) {
+                let items = self.untorn(items, &[]).await?;
+                return Ok(self.decode(tenant, items).await?.pop());
             }
         }
         Ok(None)
@@ -556,15 +615,18 @@ impl ExecutionStore {
     /// # Errors
     /// The reads' [`StoreError`]s.
     pub async fn summaries(&self, tenant: &TenantId, ids: &[ExecutionId]) -> Result<Vec<Execution>, StoreError> {
+        // Each in both places, with its head.
         let keys: Vec<Item> = ids
             .iter()
             .flat_map(|id| {
-                places(tenant, storage::shard_of(id.as_str())).map(|partition| {
-                    HashMap::from([("tenant_id".to_owned(), s(partition)), ("id".to_owned(), s(id.as_str()))])
-                })
+                let items = places(tenant, storage::shard_of(id.as_str()))
+                    .into_iter()
+                    .map(|partition| key_of(partition, id.to_string()));
+                items.chain([head_key(tenant.as_str(), id.as_str())])
             })
             .collect();
         let items = shared::dynamo::batch_get_projected(&self.client, self.table(), keys, SUMMARY_ATTRIBUTES).await?;
+        let items = self.untorn(items, SUMMARY_ATTRIBUTES).await?;
         self.decode(tenant, items).await
     }
 
@@ -659,7 +721,7 @@ impl ExecutionStore {
         let attributes: &[&str] = if tag_total.is_some() { POINTER_ATTRIBUTES } else { SUMMARY_ATTRIBUTES };
         let window = merged_window(sources, keys, list.skip, list.take, attributes);
         let (items, total) = tokio::try_join!(window, total)?;
-        let items = if tag_total.is_some() { self.pointed(items).await? } else { items };
+        let items = if tag_total.is_some() { self.pointed(items).await? } else { self.with_heads(items).await? };
         Ok((self.decode(tenant, items).await?, total))
     }
 
@@ -667,9 +729,10 @@ impl ExecutionStore {
     /// (one deleted since the pointer was read is left out).
     async fn pointed(&self, pointers: Vec<Item>) -> Result<Vec<Item>, StoreError> {
         let text = |item: &Item, name: &str| item.get(name).and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
+        // Each with its head.
         let keys: Vec<Item> = pointers
             .iter()
-            .map(|p| HashMap::from([("tenant_id".to_owned(), s(text(p, "home"))), ("id".to_owned(), s(text(p, "id")))]))
+            .flat_map(|p| [key_of(text(p, "home"), text(p, "id")), head_key(&text(p, "home"), &text(p, "id"))])
             .collect();
         let mut found: HashMap<String, Item> =
             shared::dynamo::batch_get_projected(&self.client, self.table(), keys, SUMMARY_ATTRIBUTES)
@@ -677,7 +740,9 @@ impl ExecutionStore {
                 .into_iter()
                 .map(|item| (text(&item, "id"), item))
                 .collect();
-        Ok(pointers.iter().filter_map(|p| found.remove(&text(p, "id"))).collect())
+        let mut items: Vec<Item> = pointers.iter().filter_map(|p| found.remove(&text(p, "id"))).collect();
+        items.extend(found.into_values().filter(|item| text(item, "id").starts_with(HEAD_PREFIX)));
+        self.untorn(items, SUMMARY_ATTRIBUTES).await
     }
 
     /// The execution of `workflow` whose key is `key`: two consistent point reads (the
@@ -779,6 +844,17 @@ impl ExecutionStore {
             .condition_expression("version = :expected")
             .expression_attribute_values(":expected", n(e.version));
         tx.push(Part::Execution, TransactWriteItem::builder().delete(built(delete.build())?).build());
+        if e.headed {
+            // Its head, as read: none must have been made since (by a first checkpoint).
+            let head = Delete::builder().table_name(table).set_key(Some(head_key(tenant.as_str(), e.id.as_str())));
+            let head = match e.head_version {
+                Some(version) => head
+                    .condition_expression("version = :expected")
+                    .expression_attribute_values(":expected", n(version)),
+                None => head.condition_expression("attribute_not_exists(id)"),
+            };
+            tx.push(Part::Execution, TransactWriteItem::builder().delete(built(head.build())?).build());
+        }
         if let Some(k) = &e.key {
             let id = key_pointer(&e.workflow_id, k);
             let pointer = Delete::builder().table_name(table).key("tenant_id", s(pointer_partition(tenant, e, &id)));
