@@ -414,6 +414,9 @@ struct Known {
     /// Tenant -> its limit a minute as its standing last told it (its plan's, or the
     /// instance's own), which says how many shards its count is spread over.
     limits: std::collections::HashMap<TenantId, u32>,
+    /// Tenant -> (window, tokens): requests of that window this instance's leases
+    /// counted and it has not served yet ([`crate::rate_limit::Leased`]).
+    tokens: std::collections::HashMap<TenantId, (i64, u32)>,
 }
 
 #[derive(Debug)]
@@ -499,6 +502,47 @@ impl KnownKeys {
             known.room.insert(tenant.clone(), (window, left));
         }
         self.note_epoch(tenant, keys_epoch);
+    }
+
+    /// Whether this instance holds a token of `tenant` for window `window`.
+    #[must_use]
+    pub fn has_token(&self, tenant: &TenantId, window: i64) -> bool {
+        self.0
+            .lock()
+            .is_ok_and(|known| known.tokens.get(tenant).is_some_and(|(seen, left)| *seen == window && *left > 0))
+    }
+
+    /// Takes one of `tenant`'s tokens for window `window`, if the instance holds one: the
+    /// request it serves was counted by an earlier count's lease.
+    #[must_use]
+    pub fn take_token(&self, tenant: &TenantId, window: i64) -> bool {
+        let Ok(mut known) = self.0.lock() else { return false };
+        match known.tokens.get_mut(tenant) {
+            Some((seen, left)) if *seen == window && *left > 0 => {
+                *left -= 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Notes `tokens` more of `tenant`'s for window `window` (a lease's, or one given
+    /// back by a request refused after all); those of an earlier window are dropped.
+    pub fn note_tokens(&self, tenant: &TenantId, window: i64, tokens: u32) {
+        if tokens == 0 {
+            return;
+        }
+        if let Ok(mut known) = self.0.lock() {
+            if known.tokens.len() >= Self::MAX {
+                known.tokens.clear();
+            }
+            let held = known.tokens.entry(tenant.clone()).or_insert((window, 0));
+            if held.0 == window {
+                held.1 = held.1.saturating_add(tokens);
+            } else if held.0 < window {
+                *held = (window, tokens);
+            }
+        }
     }
 
     /// The limit a minute `tenant`'s standing last told this instance.
@@ -616,5 +660,15 @@ mod tests {
         known.note_epoch(&tenant, Some(3));
         assert_eq!((known.epoch(&tenant), known.last_counted(&tenant)), (Some(5), Some(100)));
         assert_eq!((known.room(&tenant, 100), known.room(&tenant, 101)), (Some(0), None));
+        // Tokens are of one window: taken one at a time, given back, dropped for a later one.
+        known.note_tokens(&tenant, 100, 2);
+        assert!(known.has_token(&tenant, 100) && !known.has_token(&tenant, 101));
+        assert!(known.take_token(&tenant, 100) && known.take_token(&tenant, 100));
+        assert!(!known.take_token(&tenant, 100), "two tokens, two requests");
+        known.note_tokens(&tenant, 100, 1);
+        known.note_tokens(&tenant, 99, 5);
+        assert!(known.take_token(&tenant, 100) && !known.take_token(&tenant, 100), "an earlier window's are not kept");
+        known.note_tokens(&tenant, 101, 3);
+        assert!(!known.take_token(&tenant, 100) && known.take_token(&tenant, 101), "a new window's replace them");
     }
 }

@@ -77,6 +77,10 @@ pub struct Gate {
     /// The two shards of the tenant's standing the request looks at and is counted in
     /// the roomier of (one twice with one shard).
     slots: [Slot; 2],
+    /// The window of the instance's token the request took, if it took one: it was
+    /// counted by an earlier count's lease ([`crate::rate_limit::lease`]), so it is
+    /// within the limit and its count writes nothing.
+    token: Option<i64>,
 }
 
 impl Gate {
@@ -92,6 +96,8 @@ impl Gate {
     ) -> Arc<Self> {
         let limit = auth.known.limit(&tenant).unwrap_or(auth.rate_limit).max(auth.rate_limit);
         let slots = Slot::two_at_random(crate::rate_limit::shards_for(limit));
+        let window = chrono::Utc::now().timestamp().div_euclid(60);
+        let token = (auth.rate_limit > 0 && auth.known.take_token(&tenant, window)).then_some(window);
         Arc::new(Self {
             auth,
             tenant,
@@ -100,6 +106,7 @@ impl Gate {
             standing: OnceCell::new(),
             state: Mutex::new(State { key_checked, outcome: Outcome::Open, look_taken: false }),
             slots,
+            token,
         })
     }
 
@@ -147,14 +154,22 @@ impl Gate {
             return Err(None);
         }
         let now = chrono::Utc::now().timestamp();
-        if self.auth.known.room(&self.tenant, now.div_euclid(60)) == Some(0) {
+        if self.token.is_none() && self.auth.known.room(&self.tenant, now.div_euclid(60)) == Some(0) {
             return Err(Some(Standing::used_up(self.auth.rate_limit, now)));
         }
         Ok(now)
     }
 
-    /// What a look found, noted for the instance's next requests.
+    /// What a look found, noted for the instance's next requests. A request with a
+    /// token is within the limit whatever the shards say: it was counted already.
     fn noted(&self, looked: Result<Standing, StoreError>) -> Option<Standing> {
+        let looked = looked.map(|mut standing| {
+            if self.token.is_some() && standing.exceeded {
+                self.auth.known.note_count(&self.tenant, standing.window, 0, standing.keys_epoch);
+                standing.exceeded = false;
+            }
+            standing
+        });
         match looked {
             // A window found full stays full: the instance answers the tenant's further
             // requests in it 429 with no read.
@@ -214,32 +229,47 @@ impl Gate {
 
     /// The work that counts the request in its tenant's window, to run once it has been
     /// answered ([`crate::lambda::AfterAnswer`]): one conditional update (two side by
-    /// side at a warm instance's first count of a minute). What it finds is noted for
-    /// the instance's next requests: the room left in the window (none: they are
-    /// answered 429 without a read) and the keys epoch. `None` with no limit.
+    /// side at a warm instance's first count of a minute), which takes a lease when the
+    /// tenant's count is sharded ([`crate::rate_limit::lease`]). What it finds is noted
+    /// for the instance's next requests: the lease's tokens, the room left in the window
+    /// (none: they are answered 429 without a read) and the keys epoch. `None` with no
+    /// limit, and for a request that took a token (counted already).
     #[must_use]
     pub fn count(&self) -> Option<impl Future<Output = ()> + Send + 'static> {
-        if self.auth.rate_limit == 0 {
+        if self.auth.rate_limit == 0 || self.token.is_some() {
             return None;
         }
         let (auth, tenant) = (self.auth.clone(), self.tenant.clone());
-        // The shard and the limit (the plan's) the look found; else the first shard.
+        // The shard, the limit (the plan's) and the room the look found; else the first
+        // shard, counting the request alone.
         let looked = self.standing.get().copied().flatten();
-        let (slot, limit) = looked.map_or((self.slots[0], self.auth.rate_limit), |s| (s.slot, s.limit));
+        let (slot, limit, lease) = looked.map_or((self.slots[0], self.auth.rate_limit, 1), |s| {
+            (s.slot, s.limit, crate::rate_limit::lease(s.limit, s.slot, s.shard_left()))
+        });
         Some(async move {
             let now = chrono::Utc::now().timestamp();
             let last = auth.known.last_counted(&tenant);
-            let count = crate::rate_limit::count(&auth.client, &auth.tables, &tenant, (limit, slot), now, last);
+            let count =
+                crate::rate_limit::count_lease(&auth.client, &auth.tables, &tenant, (limit, slot, lease), now, last);
             match tokio::time::timeout(COUNT_BUDGET, count).await {
-                Ok(Ok(standing)) => {
+                Ok(Ok(crate::rate_limit::Leased { standing, tokens })) => {
                     let left = if standing.exceeded { 0 } else { standing.remaining };
                     auth.known.note_count(&tenant, standing.window, left, standing.keys_epoch);
                     auth.known.note_limit(&tenant, standing.limit);
+                    auth.known.note_tokens(&tenant, standing.window, tokens);
                 }
                 Ok(Err(error)) => crate::metering::uncounted(&error.to_string()),
                 Err(_) => crate::metering::uncounted("not counted within its budget"),
             }
         })
+    }
+
+    /// Gives the request's token back to the instance (the request was refused, and a
+    /// refused request is not counted).
+    pub fn give_back(&self) {
+        if let Some(window) = self.token {
+            self.auth.known.note_tokens(&self.tenant, window, 1);
+        }
     }
 
     /// Where the request's writes stand.
@@ -332,7 +362,7 @@ impl Gate {
     /// overshoots its limit by at most one write per instance that had not yet learnt
     /// the window was used up.)
     fn must_wait_for_look(&self) -> bool {
-        if self.auth.rate_limit == 0 {
+        if self.auth.rate_limit == 0 || self.token.is_some() {
             return false;
         }
         if self.standing.initialized() {

@@ -198,6 +198,9 @@ async fn require_api_key(State(auth): State<AuthState>, mut request: Request, ne
     }
     // Served (not refused with 401 or 429): counted once the answer is out.
     let refused = matches!(response.status(), http::StatusCode::UNAUTHORIZED | http::StatusCode::TOO_MANY_REQUESTS);
+    if refused {
+        gate.give_back();
+    }
     if let Some(count) = gate.count().filter(|_| !refused) {
         let request_id = crate::request_id::current();
         response.extensions_mut().insert(crate::lambda::AfterAnswer::new(crate::request_id::scope(request_id, count)));
@@ -215,7 +218,11 @@ fn refusal(auth: &AuthState, grant: &crate::auth::Grant, request: &Request) -> O
         return Some(ApiError::InsufficientScope(needed.to_string()).into_response());
     }
     let now = chrono::Utc::now().timestamp();
-    if auth.rate_limit == 0 || auth.known.room(&grant.tenant, now.div_euclid(60)) != Some(0) {
+    let window = now.div_euclid(60);
+    if auth.rate_limit == 0
+        || auth.known.room(&grant.tenant, window) != Some(0)
+        || auth.known.has_token(&grant.tenant, window)
+    {
         return None;
     }
     let standing = crate::rate_limit::Standing::used_up(auth.rate_limit, now);

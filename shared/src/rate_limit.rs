@@ -35,6 +35,16 @@
 //! on shard 0 alone, which every look reads too (three items in one BatchGetItem); with
 //! a limit of [`PER_SHARD`] or less there is one shard, counted exactly as before.
 //!
+//! **Leases.** With shards, a count takes a *lease* for its instance ([`lease`]): it adds
+//! a few requests at once (at most 1/[`LEASE_PARTS`] of the shard's share, and fewer as
+//! the shard fills), one for the request just answered and the rest *tokens* the
+//! instance spends on the tenant's next requests of the window with no count at all
+//! ([`Leased::tokens`], [`crate::auth::KnownKeys::take_token`]). A tenant at 60,000 a
+//! minute writes its standing once every 58 requests of an instance, not on each. Tokens
+//! are requests counted before they are served: a window ends with at most a lease's
+//! worth unspent per instance, so a tenant may be refused that much short of its limit
+//! (never past it by them). A limit with one shard counts each request, exactly.
+//!
 //! Items of the earlier model (one per tenant and minute, `window` = the minute) are no
 //! longer written; their `expires_at` lets DynamoDB's TTL remove them.
 
@@ -67,6 +77,25 @@ pub const SHARDS: u8 = 16;
 #[must_use]
 pub fn shards_for(limit: u32) -> u8 {
     u8::try_from(limit.div_ceil(PER_SHARD).clamp(1, u32::from(SHARDS))).unwrap_or(SHARDS)
+}
+
+/// A lease is at most this part of a shard's share of the limit.
+pub const LEASE_PARTS: u32 = 64;
+
+/// A lease shrinks as its shard fills: at most this part of what the shard has left.
+pub const LEASE_OF_LEFT: u32 = 16;
+
+/// The requests a count in `slot` takes at once at `limit` a minute, when its shard has
+/// `left` requests left in the window (the look's, [`Standing::shard_left`]): 1 with one
+/// shard; else 1/[`LEASE_PARTS`] of the shard's share, and no more than
+/// 1/[`LEASE_OF_LEFT`] of what is left, so that the unspent tokens a window ends with
+/// stay small beside the limit; at least 1.
+#[must_use]
+pub fn lease(limit: u32, slot: Slot, left: u32) -> u32 {
+    if slot.shards <= 1 {
+        return 1;
+    }
+    (slot.quota(limit) / LEASE_PARTS).min(left / LEASE_OF_LEFT).max(1)
 }
 
 /// Where a request is counted: shard `shard` of the `shards` the tenant's count is
@@ -154,6 +183,13 @@ impl Standing {
             keys_epoch: Some(keys_epoch),
             slot,
         }
+    }
+
+    /// What the shard the request is counted in has left once it is (the tenant's
+    /// `remaining` is this times the shards).
+    #[must_use]
+    pub fn shard_left(&self) -> u32 {
+        self.remaining / u32::from(self.slot.shards.max(1))
     }
 
     /// Adds the `X-RateLimit-*` headers.
@@ -344,13 +380,51 @@ pub async fn count(
     now: i64,
     last_counted: Option<i64>,
 ) -> Result<Standing, StoreError> {
+    let leased = count_lease(client, tables, tenant, (limit, slot, 1), now, last_counted).await?;
+    Ok(leased.standing)
+}
+
+/// What a count with a lease found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Leased {
+    /// The standing once counted.
+    pub standing: Standing,
+    /// The requests of the lease left for the instance's next requests in
+    /// `standing.window`: counted within the shard's share, not yet served.
+    pub tokens: u32,
+}
+
+/// The tokens a lease of `lease` requests leaves its instance when it brought its shard's
+/// count to `requests` against the shard's `quota`: the lease's requests after the one
+/// just answered, those within the share.
+#[must_use]
+pub fn tokens_of(lease: u32, requests: u64, quota: u32) -> u32 {
+    let first = requests.saturating_sub(u64::from(lease)) + 1;
+    let last = requests.min(u64::from(quota));
+    u32::try_from(last.saturating_sub(first)).unwrap_or(0)
+}
+
+/// [`count`], adding `lease` requests at once ([`lease`]): the one answered and tokens for
+/// the instance's next ones ([`Leased::tokens`]).
+///
+/// # Errors
+/// As [`count`].
+pub async fn count_lease(
+    client: &Client,
+    tables: &Tables,
+    tenant: &TenantId,
+    (limit, slot, lease): (u32, Slot, u32),
+    now: i64,
+    last_counted: Option<i64>,
+) -> Result<Leased, StoreError> {
+    let lease = lease.max(1);
     let mut window = now.div_euclid(60);
     let mut next = match last_counted {
         Some(last) if last < window => Next::Both,
         _ => Next::Add,
     };
     let token = uuid::Uuid::now_v7().to_string();
-    let update = |window, step| update(client, tables, (tenant, slot.shard), window, step, &token);
+    let update = |window, step| update(client, tables, (tenant, slot.shard), (window, lease), step, &token);
     for _ in 0..4 {
         let counted = match next {
             Next::Add => update(window, Step::Add).await?,
@@ -365,14 +439,15 @@ pub async fn count(
         };
         match counted {
             Counted::In(item) => {
-                let used = number::<u64>(&item, "requests").unwrap_or(1);
+                let used = number::<u64>(&item, "requests").unwrap_or(u64::from(lease));
                 let epoch = number(&item, "keys_epoch").unwrap_or(0);
-                let mut standing = Standing::with(limit_of(&item, limit), slot, window, now, used, epoch);
+                let limit = limit_of(&item, limit);
+                let mut standing = Standing::with(limit, slot, window, now, used, epoch);
                 // Only shard 0 holds the keys epoch.
                 if slot.shard != 0 {
                     standing.keys_epoch = None;
                 }
-                return Ok(standing);
+                return Ok(Leased { standing, tokens: tokens_of(lease, used, slot.quota(limit)) });
             }
             // Stored: this window or a later one (a clock ahead of ours) counts this request.
             Counted::Elsewhere(Some(stored)) if stored >= window => (window, next) = (stored, Next::Add),
@@ -406,22 +481,23 @@ enum Step {
     Start,
 }
 
-/// One conditional update of the tenant's standing item for `window`.
+/// One conditional update of the tenant's standing item for `window`, counting `lease`
+/// requests.
 async fn update(
     client: &Client,
     tables: &Tables,
     (tenant, shard): (&TenantId, u8),
-    window: i64,
+    (window, lease): (i64, u32),
     step: Step,
     token: &str,
 ) -> Result<Counted, StoreError> {
     let (update, condition) = match step {
         Step::Add => (
-            "ADD requests :one",
+            "ADD requests :lease",
             "counted_window = :window AND (attribute_not_exists(started_by) OR started_by <> :token)",
         ),
         Step::Start => (
-            "SET counted_window = :window, requests = :one, started_by = :token",
+            "SET counted_window = :window, requests = :lease, started_by = :token",
             "attribute_not_exists(counted_window) OR counted_window < :window",
         ),
     };
@@ -431,7 +507,7 @@ async fn update(
         .set_key(Some(standing_key(tenant, shard)))
         .update_expression(update)
         .condition_expression(condition)
-        .expression_attribute_values(":one", n(1))
+        .expression_attribute_values(":lease", n(lease))
         .expression_attribute_values(":window", n(window))
         .expression_attribute_values(":token", s(token))
         .return_values(ReturnValue::AllNew)
@@ -511,6 +587,38 @@ mod tests {
         assert_eq!((look(Some(minute), 5).remaining, look(Some(minute), 5).exceeded), (0, true), "one too many");
         let ahead = look(Some(minute + 1), 3);
         assert_eq!((ahead.window, ahead.remaining, ahead.reset), (minute + 1, 1, 60), "a clock ahead's window");
+    }
+
+    /// A lease is one request with one shard; with shards, 1/64 of a shard's share while
+    /// it has room, shrinking to one as it fills; its tokens are its requests after the
+    /// one answered, within the share.
+    #[test]
+    fn leases_shrink_as_the_shard_fills_and_tokens_stay_within_the_share() {
+        assert_eq!(lease(1_200, Slot::FIRST, 1_000), 1, "one shard: each request counted");
+        let enterprise = Slot { shard: 3, shards: shards_for(60_000) };
+        assert_eq!(enterprise.quota(60_000), 3_750);
+        assert_eq!(lease(60_000, enterprise, 3_749), 58, "3,750 / 64");
+        assert_eq!(lease(60_000, enterprise, 320), 20, "a sixteenth of what is left");
+        assert_eq!((lease(60_000, enterprise, 15), lease(60_000, enterprise, 0)), (1, 1));
+        assert_eq!(lease(1_000_000, Slot { shard: 0, shards: 16 }, 62_499), 976);
+        assert_eq!(tokens_of(1, 7, 100), 0, "a lease of one is the request alone");
+        assert_eq!(tokens_of(58, 58, 3_750), 57, "the first lease of a window");
+        assert_eq!(tokens_of(58, 3_760, 3_750), 47, "past the share: only what is within it");
+        assert_eq!(tokens_of(58, 3_900, 3_750), 0, "all of it past the share");
+        // A window filled by one instance's leases: every counted request is served (none
+        // left unspent past the share), in a few dozen writes instead of 3,750.
+        let quota = 3_750;
+        let (mut requests, mut served, mut writes) = (0_u64, 0_u64, 0);
+        while requests < u64::from(quota) {
+            let left = u32::try_from(u64::from(quota) - requests - 1).unwrap_or(0);
+            let size = lease(60_000, enterprise, left);
+            requests += u64::from(size);
+            served += 1 + u64::from(tokens_of(size, requests, quota));
+            writes += 1;
+            assert_eq!(served, requests.min(u64::from(quota)), "every counted request within the share is served");
+        }
+        assert_eq!((served, requests), (u64::from(quota), u64::from(quota)));
+        assert_eq!(writes, 137, "writes for 3,750 requests (docs/rate-limits.md)");
     }
 
     /// A limit is spread over shards of at most `PER_SHARD` a minute, whose shares add up
