@@ -17,6 +17,7 @@ both_paths!(
     a_rollback_larger_than_one_transaction_discards_everything_later,
     concurrent_writes_get_distinct_dense_sequence_numbers,
     rollback_while_checkpoints_are_written_leaves_a_consistent_execution,
+    a_rollback_of_a_fully_tagged_execution_fits_its_transaction,
 );
 
 async fn running_execution(api: &Api, key: &str) -> String {
@@ -289,6 +290,50 @@ async fn a_rollback_larger_than_one_transaction_discards_everything_later(api: A
     next.expect(200);
     let after = write(&api, &t.key, &e, json!({"again": true})).await;
     assert_eq!(after.expect(201).body["sequence"], 62, "sequence numbers are never reused");
+}
+
+/// A rollback's deletions share its transaction with its status change, which for an
+/// execution with 16 tags is 16 tag pointers, its counters, its item and head, its
+/// event and its idempotency record: 20 keyed checkpoints above the target (4
+/// operations each to delete: 80) and that change would be more than DynamoDB's 100
+/// operations, so the rollback deletes them after its decision instead, and the client
+/// sees the same answer.
+async fn a_rollback_of_a_fully_tagged_execution_fits_its_transaction(api: Api, env: Env) {
+    let t = env.tenant().await;
+    let wf = api.post(&t.key, "/workflows", &json!({"name": "wf", "workflow_type": "custom"})).await;
+    let wf = wf.expect(201).body["id"].as_str().expect("id").to_owned();
+    let tags: Map<String, Value> =
+        (0..shared::tags::TAGS_MAX).map(|i| (format!("t{i}"), json!(format!("v{i}")))).collect();
+    let e = api.post(&t.key, "/executions", &json!({"workflow_id": wf, "tags": tags})).await;
+    let e = e.expect(201).body["id"].as_str().expect("id").to_owned();
+    let first = write(&api, &t.key, &e, json!({"step": 0})).await.expect(201).body.clone();
+    for step in 1..=20 {
+        let body = json!({"execution_id": e, "state": {"step": step}, "key": format!("step-{step}")});
+        api.post(&t.key, "/checkpoints", &body).await.expect(201);
+    }
+    let path = format!("/executions/{e}/rollback");
+    let rolled = api.request(http::Method::POST, &path).key(&t.key).header("idempotency-key", "roll-1");
+    let rolled = rolled.json(&json!({"checkpoint_id": first["id"]})).send().await;
+    rolled.expect(200);
+    assert_eq!(
+        (rolled.body["discarded_checkpoints"].clone(), rolled.body["checkpoint_count"].clone()),
+        (json!(20), json!(1))
+    );
+    let listed = api.get(&t.key, &format!("/checkpoints?execution_id={e}&limit=100")).await;
+    assert_eq!(listed.expect(200).body["total"], 1);
+    let paused = api.get(&t.key, "/executions?status=paused&tag=t15:v15").await;
+    assert_eq!(paused.expect(200).body["total"], 1, "its tag pointers moved with its status");
+    let stored = env
+        .client
+        .query()
+        .table_name(env.tables.name(Table::Checkpoints))
+        .key_condition_expression("tenant_id = :p")
+        .expression_attribute_values(":p", AttributeValue::S(format!("{}#{e}", t.id)))
+        .consistent_read(true)
+        .send()
+        .await
+        .expect("query");
+    assert_eq!(stored.count(), 1, "the discarded checkpoints were deleted, the target kept");
 }
 
 /// A rollback beyond one transaction commits its decision (a hidden range) and deletes

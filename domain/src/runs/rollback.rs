@@ -15,6 +15,7 @@
 //! was read, without DynamoDB; `Runs::transition` carries the plan out.
 
 use shared::TenantId;
+use shared::dynamo::MAX_TRANSACTION_ITEMS;
 
 use super::Runs;
 use super::checkpoints::model::{LAST_SEQUENCE, ListWindow, StoredCheckpoint};
@@ -22,8 +23,20 @@ use super::deletion::PURGE_CHECKPOINTS;
 use super::executions::model::{Discarded, Execution};
 use crate::Error;
 
-/// Operations one transaction may hold besides a rollback's deletions.
+/// The most deletions a rollback makes in its own transaction (and a purge's batch).
 pub(crate) const ROLLBACK_BATCH: usize = 80;
+
+/// Operations a rollback's transaction holds besides its execution's change and its
+/// deletions: its event, the idempotency record a request with a key adds, and the
+/// tenant's hidden item (counted even when the change already writes it).
+const ROLLBACK_OWN: usize = 3;
+
+/// The deletions a rollback may make in its own transaction when its execution's change
+/// (item, head, tag pointers, counters) is `change` operations: what DynamoDB's
+/// [`MAX_TRANSACTION_ITEMS`] leave, and at most [`ROLLBACK_BATCH`].
+pub(crate) fn rollback_budget(change: usize) -> usize {
+    MAX_TRANSACTION_ITEMS.saturating_sub(change + ROLLBACK_OWN).min(ROLLBACK_BATCH)
+}
 
 /// What a rollback found above its target, lowest first.
 #[derive(Debug, Clone)]
@@ -66,7 +79,7 @@ pub(crate) struct RollbackPlan {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Disposal {
     /// Deleted in the rollback's own transaction: all were read, and their deletions fit
-    /// in [`ROLLBACK_BATCH`] operations.
+    /// in what the transaction has left ([`rollback_budget`]).
     InTransaction,
     /// Hidden by `range`, recorded in the rollback's transaction, and deleted after it:
     /// those read by the request, which then drops the range when they were `all`; the
@@ -80,8 +93,8 @@ pub(crate) enum Disposal {
 }
 
 /// Plans rolling `current` back to its checkpoint with sequence `target`, given what is
-/// `above` it.
-pub(crate) fn plan_rollback(current: &Execution, target: u64, above: &Above) -> RollbackPlan {
+/// `above` it, deleting in its own transaction at most `budget` operations.
+pub(crate) fn plan_rollback(current: &Execution, target: u64, above: &Above, budget: usize) -> RollbackPlan {
     let (read, visible, all) = match above {
         Above::All(read) => {
             let visible = read.iter().filter(|c| !current.is_discarded(c.checkpoint.sequence)).count() as u64;
@@ -91,7 +104,7 @@ pub(crate) fn plan_rollback(current: &Execution, target: u64, above: &Above) -> 
     };
     let mut ranges: Vec<Discarded> = current.discarded.iter().copied().filter(|r| r.through <= target).collect();
     let size: usize = read.iter().map(StoredCheckpoint::deletion_size).sum();
-    let disposal = if all && size <= ROLLBACK_BATCH {
+    let disposal = if all && size <= budget {
         Disposal::InTransaction
     } else {
         let range = Discarded { after: target, through: current.last_sequence };
@@ -168,7 +181,7 @@ mod tests {
     fn a_small_rollback_deletes_in_its_own_transaction() {
         let e = execution(10, Vec::new());
         let above = Above::All((4..=10).map(|s| stored(&e, s, 0)).collect());
-        let plan = plan_rollback(&e, 3, &above);
+        let plan = plan_rollback(&e, 3, &above, ROLLBACK_BATCH);
         assert_eq!(
             plan,
             RollbackPlan { discarded: 7, checkpoint_count: 3, ranges: Vec::new(), disposal: Disposal::InTransaction }
@@ -181,20 +194,35 @@ mod tests {
         // transaction.
         let e = execution(19, Vec::new());
         let above = Above::All((4..=19).map(|s| stored(&e, s, 1)).collect());
-        assert_eq!(plan_rollback(&e, 3, &above).disposal, Disposal::InTransaction);
+        assert_eq!(plan_rollback(&e, 3, &above, ROLLBACK_BATCH).disposal, Disposal::InTransaction);
         let e = execution(30, Vec::new());
         let above = Above::All((4..=30).map(|s| stored(&e, s, 1)).collect());
-        let plan = plan_rollback(&e, 3, &above);
+        let plan = plan_rollback(&e, 3, &above, ROLLBACK_BATCH);
         let range = Discarded { after: 3, through: 30 };
         assert_eq!(plan.disposal, Disposal::Hidden { range, all: true });
         assert_eq!((plan.discarded, plan.checkpoint_count, plan.ranges), (27, 3, vec![range]));
+    }
+
+    /// A change that needs more of the transaction leaves less to the deletions: 16
+    /// checkpoints of 5 operations fit beside a small change, not beside a fully tagged
+    /// execution's (16 tag pointers and its counters, item and head: 24 operations).
+    #[test]
+    fn the_deletions_fit_beside_the_change_or_go_after_it() {
+        assert_eq!((rollback_budget(4), rollback_budget(24), rollback_budget(120)), (80, 73, 0));
+        let e = execution(19, Vec::new());
+        let above = Above::All((4..=19).map(|s| stored(&e, s, 1)).collect());
+        assert_eq!(plan_rollback(&e, 3, &above, rollback_budget(4)).disposal, Disposal::InTransaction);
+        let range = Discarded { after: 3, through: 19 };
+        let tagged = plan_rollback(&e, 3, &above, rollback_budget(24));
+        assert_eq!(tagged.disposal, Disposal::Hidden { range, all: true });
+        assert_eq!((tagged.discarded, tagged.checkpoint_count), (16, 3), "the client sees the same rollback");
     }
 
     #[test]
     fn more_than_one_request_reads_is_counted_and_left_partly_to_the_janitor() {
         let e = execution(1000, Vec::new());
         let read = (2..2 + PURGE_CHECKPOINTS as u64).map(|s| stored(&e, s, 0)).collect();
-        let plan = plan_rollback(&e, 1, &Above::Partly { read, visible: 999 });
+        let plan = plan_rollback(&e, 1, &Above::Partly { read, visible: 999 }, ROLLBACK_BATCH);
         let range = Discarded { after: 1, through: 1000 };
         assert_eq!(plan.disposal, Disposal::Hidden { range, all: false });
         assert_eq!((plan.discarded, plan.checkpoint_count, plan.ranges), (999, 1, vec![range]));
@@ -208,7 +236,7 @@ mod tests {
         assert_eq!(e.checkpoint_count, 7);
         // Read above 5: 6..=12, of which 8 and 9 an earlier rollback hid.
         let above = Above::All((6..=12).map(|s| stored(&e, s, 0)).collect());
-        let plan = plan_rollback(&e, 5, &above);
+        let plan = plan_rollback(&e, 5, &above, ROLLBACK_BATCH);
         assert_eq!(
             plan,
             RollbackPlan { discarded: 5, checkpoint_count: 2, ranges: vec![below], disposal: Disposal::InTransaction }

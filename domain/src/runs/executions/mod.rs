@@ -21,7 +21,7 @@ use shared::series::Window;
 use self::model::{Action, Discarded, Execution, ExecutionStatus, span_family};
 use super::checkpoints::model::StoredCheckpoint;
 use super::failures::model::{CommandStatus, Failure, SPAN_FAMILY as FAILURE_SPANS};
-use super::rollback::{Disposal, plan_rollback};
+use super::rollback::{Disposal, plan_rollback, rollback_budget};
 use super::{BeforeCommit, Change, Changed, ListExecutions, NewExecution, ReplayFrom, Runs, Started};
 use crate::Error;
 use crate::credits::Charge;
@@ -407,7 +407,10 @@ impl Runs {
         let mut plan = Plan::new(current, &Action::Rollback { to: to.clone() }, now)?;
         let after = target.checkpoint.sequence;
         let above = self.above(tenant, current, after).await?;
-        let rollback = plan_rollback(current, after, &above);
+        // What the deletions may take of the transaction: what the status change leaves.
+        let mut change = Transaction::new();
+        self.executions.stage_replace(&mut change, tenant, current, &plan.next, &CounterChange::default())?;
+        let rollback = plan_rollback(current, after, &above, rollback_budget(change.len()));
         plan.next.checkpoint_count = rollback.checkpoint_count;
         plan.next.discarded = rollback.ranges;
         let read = above.into_read();
