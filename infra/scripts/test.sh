@@ -36,6 +36,9 @@ log "the Python client: ruff, mypy --strict, unit tests"
   # The MCP server's Python tests (tests/mcp), by the client's rules too.
   "$LOCAL/client-venv/bin/ruff" check --config pyproject.toml ../../tests/mcp
   "$LOCAL/client-venv/bin/ruff" format --config pyproject.toml --check ../../tests/mcp
+  # The browser tests (tests/browser), by the client's rules too.
+  "$LOCAL/client-venv/bin/ruff" check --config pyproject.toml ../../tests/browser
+  "$LOCAL/client-venv/bin/ruff" format --config pyproject.toml --check ../../tests/browser
   "$LOCAL/client-venv/bin/mypy"
   "$LOCAL/client-venv/bin/pytest" -q -m "not live" -p no:cacheprovider
 )

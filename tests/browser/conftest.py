@@ -26,7 +26,7 @@ import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,7 +63,9 @@ def _unavailable(reason: str) -> None:
 def _env(name: str) -> str:
     value = os.environ.get(name, "").strip()
     if not value:
-        _unavailable(f"{name} is not set: the browser test needs the running stack (see tests/browser/conftest.py)")
+        _unavailable(
+            f"{name} is not set: the browser test needs the running stack (see tests/browser/conftest.py)"
+        )
     return value
 
 
@@ -91,7 +93,9 @@ def admin() -> Callable[..., str]:
             [*command, *args], capture_output=True, text=True, timeout=300, check=False, cwd=REPO
         )
         if done.returncode != 0:
-            raise AssertionError(f"cairn-admin {' '.join(args)} exited {done.returncode}: {done.stderr.strip()}")
+            raise AssertionError(
+                f"cairn-admin {' '.join(args)} exited {done.returncode}: {done.stderr.strip()}"
+            )
         lines = [line.strip() for line in done.stdout.splitlines() if line.strip()]
         assert lines, f"cairn-admin {' '.join(args)} printed nothing"
         return lines[-1]
@@ -129,7 +133,10 @@ class Api:
         # sent again, at most twice. Every POST carries an Idempotency-Key, so a POST sent
         # again runs at most once.
         if method == "POST":
-            kwargs["headers"] = {"Idempotency-Key": f"browser-test-{uuid.uuid4()}", **kwargs.get("headers", {})}
+            kwargs["headers"] = {
+                "Idempotency-Key": f"browser-test-{uuid.uuid4()}",
+                **kwargs.get("headers", {}),
+            }
         response = None
         for attempt in range(3):
             response = self.client.request(method, path, **kwargs)
@@ -139,7 +146,9 @@ class Api:
                 continue
             break
         assert response is not None
-        assert response.status_code in expect, f"{method} {path}: {response.status_code} {response.text[:800]}"
+        assert response.status_code in expect, (
+            f"{method} {path}: {response.status_code} {response.text[:800]}"
+        )
         return response.json() if response.content else None
 
     def status_with_key(self, key: str, path: str = "/billing/balance") -> int:
@@ -206,7 +215,11 @@ def seeded(api: Api) -> Seeded:
         cp = api.call(
             "POST",
             "/checkpoints",
-            json={"execution_id": paused["id"], "name": cp_name, "state": {"step": step, "notes": [f"{cp_name} done"]}},
+            json={
+                "execution_id": paused["id"],
+                "name": cp_name,
+                "state": {"step": step, "notes": [f"{cp_name} done"]},
+            },
             expect=(201,),
         )
         checkpoints.append(cp["id"])
@@ -215,7 +228,11 @@ def seeded(api: Api) -> Seeded:
     failed = api.call(
         "POST",
         "/executions",
-        json={"workflow_id": wf["id"], "input": {"ticket": 4712}, "tags": {"team": "search", "model": "offline"}},
+        json={
+            "workflow_id": wf["id"],
+            "input": {"ticket": 4712},
+            "tags": {"team": "search", "model": "offline"},
+        },
         expect=(201,),
     )
     api.call(
@@ -233,7 +250,9 @@ def seeded(api: Api) -> Seeded:
 
     def executions_listed() -> bool:
         def listed(**params: str) -> set[str]:
-            return {e["id"] for e in api.call("GET", "/executions", params={"page_size": 100, **params})["items"]}
+            return {
+                e["id"] for e in api.call("GET", "/executions", params={"page_size": 100, **params})["items"]
+            }
 
         return (
             {paused["id"], failed["id"]} <= listed()
@@ -304,7 +323,8 @@ class Console:
 CSP_RECORDER = """
 window.__cspViolations = [];
 document.addEventListener('securitypolicyviolation', (e) => {
-  window.__cspViolations.push(`${e.violatedDirective} blocked ${e.blockedURI || 'inline'} (${e.sourceFile}:${e.lineNumber})`);
+  const where = `${e.sourceFile}:${e.lineNumber}`;
+  window.__cspViolations.push(`${e.violatedDirective} blocked ${e.blockedURI || 'inline'} (${where})`);
 });
 """
 
@@ -319,12 +339,11 @@ def _new_page(browser: Browser, console: Console, dashboard_url: str, *, retry_l
     """A page in a context of its own, its console recorded in ``console``."""
     context = browser.new_context(viewport=DESKTOP, device_scale_factor=1, locale="en-US", timezone_id="UTC")
     origin = httpx.URL(dashboard_url)
-    try:
+    # Without the permission, the Copy button falls back to selecting the text.
+    with suppress(Error):
         context.grant_permissions(
             ["clipboard-read", "clipboard-write"], origin=f"{origin.scheme}://{origin.netloc.decode()}"
         )
-    except Error:
-        pass  # the Copy button falls back to selecting the text
     context.add_init_script(CSP_RECORDER)
     context.set_default_timeout(20_000)
     if retry_lost:
@@ -411,7 +430,9 @@ def screenshot(screenshot_dir: Path) -> Callable[[Page, str], Path]:
 
 def tid(page: Page | Locator, testid: str, **data: object) -> Locator:
     """The element(s) with data-testid=testid and data-<name>=value for each keyword."""
-    selector = f'[data-testid="{testid}"]' + "".join(f'[data-{k.replace("_", "-")}="{v}"]' for k, v in data.items())
+    selector = f'[data-testid="{testid}"]' + "".join(
+        f'[data-{k.replace("_", "-")}="{v}"]' for k, v in data.items()
+    )
     return page.locator(selector)
 
 

@@ -38,7 +38,7 @@ from conftest import (
     sign_in,
     tid,
 )
-from playwright.sync_api import Locator, Page, Response, expect
+from playwright.sync_api import Page, Response, expect
 
 pytestmark = pytest.mark.browser
 
@@ -49,7 +49,8 @@ def test_signin_page_loads_clean(
     page: Page, dashboard_url: str, console: Console, screenshot: Callable[[Page, str], Path]
 ) -> None:
     response = page.goto(dashboard_url)
-    assert response is not None and response.ok, response
+    assert response is not None
+    assert response.ok, response
     csp = response.headers.get("content-security-policy", "")
     for directive in ("default-src 'none'", "script-src 'self'", "style-src 'self'", "connect-src 'self'"):
         assert directive in csp, f"index.html is served without {directive!r}: {csp!r}"
@@ -60,7 +61,9 @@ def test_signin_page_loads_clean(
                 break
             answer = page.request.get(urljoin(dashboard_url, f"/dashboard/{asset}"))
         assert answer.status == 200, f"{asset}: {answer.status}"
-        assert kind in answer.headers.get("content-type", ""), f"{asset}: {answer.headers.get('content-type')}"
+        assert kind in answer.headers.get("content-type", ""), (
+            f"{asset}: {answer.headers.get('content-type')}"
+        )
 
     expect(page).to_have_url(re.compile(r"#/signin$"))
     expect(tid(page, "signin-key")).to_be_visible()
@@ -149,11 +152,14 @@ def test_the_address_with_a_slash_opens_the_dashboard(
     """/dashboard/ (typed or linked with the slash) is redirected to /dashboard, its #route kept."""
     with_slash = dashboard_url.split("#", 1)[0].rstrip("/") + "/"
     response = page.goto(with_slash + "#/keys")
-    assert response is not None and response.ok, response
+    assert response is not None
+    assert response.ok, response
     first = response.request.redirected_from
-    assert first is not None and first.url.split("#", 1)[0] == with_slash, "the page was not redirected"
+    assert first is not None, "the page was not redirected"
+    assert first.url.split("#", 1)[0] == with_slash, "the page was not redirected"
     redirect = first.response()
-    assert redirect is not None and redirect.status == 308, redirect
+    assert redirect is not None
+    assert redirect.status == 308, redirect
 
     # Signed out: sign-in first, then the page asked for (#/keys, which the redirect kept).
     expect(page).to_have_url(re.compile(r"/dashboard#/signin$"))
@@ -250,7 +256,7 @@ def test_dashboard_walkthrough(
     expect(tid(page, "confirm-cancel")).to_be_focused()
     # the dialog says what the replay runs again: the step recorded after the first
     expect(tid(page, "replay-preview")).to_have_text(
-        "Runs again 1 recorded checkpoint: steps draft-reply ×1; tool calls none recorded."
+        "Runs again 1 recorded checkpoint: steps draft-reply \u00d71; tool calls none recorded."
     )
     screenshot(page, "replay-preview")
     page.keyboard.press("Escape")
@@ -505,12 +511,8 @@ class Receiver:
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
-                receiver.received.append(
-                    self.rfile.read(int(self.headers.get("content-length", "0")))
-                )
-                self.send_response(
-                    receiver.statuses.pop(0) if receiver.statuses else 204
-                )
+                receiver.received.append(self.rfile.read(int(self.headers.get("content-length", "0"))))
+                self.send_response(receiver.statuses.pop(0) if receiver.statuses else 204)
                 self.send_header("content-length", "0")
                 self.end_headers()
 
@@ -535,9 +537,7 @@ def test_the_webhooks_page_shows_a_secret_once_and_each_deliverys_attempts(
         tid(page, "nav-webhooks").click()
         expect(page).to_have_url(re.compile(r"#/webhooks$"))
         tid(page, "webhook-create-url").fill(receiver.url)
-        page.locator(
-            '[data-testid="webhook-create-type"][value="failure.ignored"]'
-        ).check()
+        page.locator('[data-testid="webhook-create-type"][value="failure.ignored"]').check()
         tid(page, "webhook-create-submit").click()
         secret = tid(page, "webhook-secret")
         expect(secret).to_be_visible()
@@ -558,10 +558,7 @@ def test_the_webhooks_page_shows_a_secret_once_and_each_deliverys_attempts(
         expect(page).to_have_url(re.compile(rf"#/webhooks/{endpoint_id}$"))
         delivery = tid(page, "delivery-row").first
         for _ in range(60):
-            if (
-                delivery.count()
-                and tid(delivery, "delivery-attempts").inner_text().strip() == "2"
-            ):
+            if delivery.count() and tid(delivery, "delivery-attempts").inner_text().strip() == "2":
                 break
             page.wait_for_timeout(250)
             tid(page, "deliveries-refresh").click()
