@@ -504,25 +504,37 @@ impl KnownKeys {
         self.note_epoch(tenant, keys_epoch);
     }
 
-    /// Whether this instance holds a token of `tenant` for window `window`.
+    /// Whether this instance holds a token of `tenant` for window `window`, or for a later
+    /// one (a window a clock ahead of this instance's started, which its count joined).
     #[must_use]
     pub fn has_token(&self, tenant: &TenantId, window: i64) -> bool {
         self.0
             .lock()
-            .is_ok_and(|known| known.tokens.get(tenant).is_some_and(|(seen, left)| *seen == window && *left > 0))
+            .is_ok_and(|known| known.tokens.get(tenant).is_some_and(|(seen, left)| *seen >= window && *left > 0))
     }
 
-    /// Takes one of `tenant`'s tokens for window `window`, if the instance holds one: the
-    /// request it serves was counted by an earlier count's lease.
+    /// Takes one of `tenant`'s tokens for window `window` (or a later one), if the
+    /// instance holds one: the request it serves was counted by an earlier count's lease.
+    /// The window of the token, or `None`.
     #[must_use]
-    pub fn take_token(&self, tenant: &TenantId, window: i64) -> bool {
-        let Ok(mut known) = self.0.lock() else { return false };
+    pub fn take_token(&self, tenant: &TenantId, window: i64) -> Option<i64> {
+        let mut known = self.0.lock().ok()?;
         match known.tokens.get_mut(tenant) {
-            Some((seen, left)) if *seen == window && *left > 0 => {
+            Some((seen, left)) if *seen >= window && *left > 0 => {
                 *left -= 1;
-                true
+                Some(*seen)
             }
-            _ => false,
+            _ => None,
+        }
+    }
+
+    /// Drops `tenant`'s tokens of windows before `window` (one that a clock ahead of this
+    /// instance's already ended).
+    pub fn drop_tokens_before(&self, tenant: &TenantId, window: i64) {
+        if let Ok(mut known) = self.0.lock()
+            && known.tokens.get(tenant).is_some_and(|(seen, _)| *seen < window)
+        {
+            known.tokens.remove(tenant);
         }
     }
 
@@ -663,12 +675,18 @@ mod tests {
         // Tokens are of one window: taken one at a time, given back, dropped for a later one.
         known.note_tokens(&tenant, 100, 2);
         assert!(known.has_token(&tenant, 100) && !known.has_token(&tenant, 101));
-        assert!(known.take_token(&tenant, 100) && known.take_token(&tenant, 100));
-        assert!(!known.take_token(&tenant, 100), "two tokens, two requests");
+        assert!(known.has_token(&tenant, 99), "a window a clock ahead started, joined by the count");
+        assert_eq!((known.take_token(&tenant, 100), known.take_token(&tenant, 99)), (Some(100), Some(100)));
+        assert_eq!(known.take_token(&tenant, 100), None, "two tokens, two requests");
         known.note_tokens(&tenant, 100, 1);
         known.note_tokens(&tenant, 99, 5);
-        assert!(known.take_token(&tenant, 100) && !known.take_token(&tenant, 100), "an earlier window's are not kept");
+        assert_eq!(known.take_token(&tenant, 100), Some(100));
+        assert_eq!(known.take_token(&tenant, 100), None, "an earlier window's are not kept");
         known.note_tokens(&tenant, 101, 3);
-        assert!(!known.take_token(&tenant, 100) && known.take_token(&tenant, 101), "a new window's replace them");
+        assert_eq!(known.take_token(&tenant, 100), Some(101), "a new window's replace them");
+        known.drop_tokens_before(&tenant, 101);
+        assert!(known.has_token(&tenant, 101), "of that window: kept");
+        known.drop_tokens_before(&tenant, 102);
+        assert!(!known.has_token(&tenant, 101), "of an ended window: dropped");
     }
 }

@@ -56,6 +56,10 @@ struct State {
     /// Whether the look at the standing was taken on: by the request's first read, to
     /// carry it ([`Gate::carry`]), or by the edge, to read it alone.
     look_taken: bool,
+    /// The window of the instance's token the request took, if it took one: it was
+    /// counted by an earlier count's lease ([`crate::rate_limit::lease`]), so it is
+    /// within the limit and its count writes nothing.
+    token: Option<i64>,
 }
 
 /// The longest a count after the answer may take (it may make up to four updates, each
@@ -77,10 +81,6 @@ pub struct Gate {
     /// The two shards of the tenant's standing the request looks at and is counted in
     /// the roomier of (one twice with one shard).
     slots: [Slot; 2],
-    /// The window of the instance's token the request took, if it took one: it was
-    /// counted by an earlier count's lease ([`crate::rate_limit::lease`]), so it is
-    /// within the limit and its count writes nothing.
-    token: Option<i64>,
 }
 
 impl Gate {
@@ -97,16 +97,15 @@ impl Gate {
         let limit = auth.known.limit(&tenant).unwrap_or(auth.rate_limit).max(auth.rate_limit);
         let slots = Slot::two_at_random(crate::rate_limit::shards_for(limit));
         let window = chrono::Utc::now().timestamp().div_euclid(60);
-        let token = (auth.rate_limit > 0 && auth.known.take_token(&tenant, window)).then_some(window);
+        let token = if auth.rate_limit > 0 { auth.known.take_token(&tenant, window) } else { None };
         Arc::new(Self {
             auth,
             tenant,
             key_hash,
             expires_at,
             standing: OnceCell::new(),
-            state: Mutex::new(State { key_checked, outcome: Outcome::Open, look_taken: false }),
+            state: Mutex::new(State { key_checked, outcome: Outcome::Open, look_taken: false, token }),
             slots,
-            token,
         })
     }
 
@@ -126,6 +125,12 @@ impl Gate {
     pub async fn standing(&self) -> Option<Standing> {
         self.take_look();
         *self.standing.get_or_init(|| self.look_alone()).await
+    }
+
+    /// The window of the token the request took, if it took one (and the look did not
+    /// find it of an ended window).
+    fn token(&self) -> Option<i64> {
+        self.state.lock().ok().and_then(|state| state.token)
     }
 
     /// Takes the look on; `false` when it was already taken.
@@ -154,7 +159,7 @@ impl Gate {
             return Err(None);
         }
         let now = chrono::Utc::now().timestamp();
-        if self.token.is_none() && self.auth.known.room(&self.tenant, now.div_euclid(60)) == Some(0) {
+        if self.token().is_none() && self.auth.known.room(&self.tenant, now.div_euclid(60)) == Some(0) {
             return Err(Some(Standing::used_up(self.auth.rate_limit, now)));
         }
         Ok(now)
@@ -164,9 +169,21 @@ impl Gate {
     /// token is within the limit whatever the shards say: it was counted already.
     fn noted(&self, looked: Result<Standing, StoreError>) -> Option<Standing> {
         let looked = looked.map(|mut standing| {
-            if self.token.is_some() && standing.exceeded {
-                self.auth.known.note_count(&self.tenant, standing.window, 0, standing.keys_epoch);
-                standing.exceeded = false;
+            match self.token() {
+                // A clock ahead of this instance's started a later window, which the
+                // token's does not count in: the request is counted after all, and the
+                // instance's tokens of the ended window go.
+                Some(window) if standing.window > window => {
+                    if let Ok(mut state) = self.state.lock() {
+                        state.token = None;
+                    }
+                    self.auth.known.drop_tokens_before(&self.tenant, standing.window);
+                }
+                Some(_) if standing.exceeded => {
+                    self.auth.known.note_count(&self.tenant, standing.window, 0, standing.keys_epoch);
+                    standing.exceeded = false;
+                }
+                _ => {}
             }
             standing
         });
@@ -236,7 +253,7 @@ impl Gate {
     /// limit, and for a request that took a token (counted already).
     #[must_use]
     pub fn count(&self) -> Option<impl Future<Output = ()> + Send + 'static> {
-        if self.auth.rate_limit == 0 || self.token.is_some() {
+        if self.auth.rate_limit == 0 || self.token().is_some() {
             return None;
         }
         let (auth, tenant) = (self.auth.clone(), self.tenant.clone());
@@ -267,7 +284,7 @@ impl Gate {
     /// Gives the request's token back to the instance (the request was refused, and a
     /// refused request is not counted).
     pub fn give_back(&self) {
-        if let Some(window) = self.token {
+        if let Some(window) = self.token() {
             self.auth.known.note_tokens(&self.tenant, window, 1);
         }
     }
@@ -362,7 +379,7 @@ impl Gate {
     /// overshoots its limit by at most one write per instance that had not yet learnt
     /// the window was used up.)
     fn must_wait_for_look(&self) -> bool {
-        if self.auth.rate_limit == 0 || self.token.is_some() {
+        if self.auth.rate_limit == 0 || self.token().is_some() {
             return false;
         }
         if self.standing.initialized() {

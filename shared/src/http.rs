@@ -168,12 +168,14 @@ async fn require_api_key(State(auth): State<AuthState>, mut request: Request, ne
         crate::gate::Outcome::Written => response,
         crate::gate::Outcome::Refused(crate::gate::Refusal::KeyRevoked) => {
             auth.known.forget(&hash);
+            gate.give_back();
             return ApiError::Unauthorized.into_response();
         }
         // A refused key is told so before a used-up limit.
         crate::gate::Outcome::Refused(crate::gate::Refusal::RateLimited { retry_after }) => match verified {
             Err(error) => {
                 auth.known.forget(&hash);
+                gate.give_back();
                 return error.into_response();
             }
             Ok(()) => ApiError::RateLimited { retry_after }.into_response(),
@@ -184,6 +186,7 @@ async fn require_api_key(State(auth): State<AuthState>, mut request: Request, ne
             match (verified, standing) {
                 (Err(error), _) => {
                     auth.known.forget(&hash);
+                    gate.give_back();
                     return error.into_response();
                 }
                 (Ok(()), Some(standing)) if standing.exceeded => {
@@ -196,7 +199,8 @@ async fn require_api_key(State(auth): State<AuthState>, mut request: Request, ne
     if let Some(standing) = standing {
         standing.write_headers(response.headers_mut());
     }
-    // Served (not refused with 401 or 429): counted once the answer is out.
+    // Served (not refused with 401 or 429): counted once the answer is out. A refused
+    // request (here or above, where the key is refused) gives its token back.
     let refused = matches!(response.status(), http::StatusCode::UNAUTHORIZED | http::StatusCode::TOO_MANY_REQUESTS);
     if refused {
         gate.give_back();

@@ -87,12 +87,14 @@ pub const LEASE_OF_LEFT: u32 = 16;
 
 /// The requests a count in `slot` takes at once at `limit` a minute, when its shard has
 /// `left` requests left in the window (the look's, [`Standing::shard_left`]): 1 with one
-/// shard; else 1/[`LEASE_PARTS`] of the shard's share, and no more than
-/// 1/[`LEASE_OF_LEFT`] of what is left, so that the unspent tokens a window ends with
-/// stay small beside the limit; at least 1.
+/// shard, or in a slot of another limit's shards; else 1/[`LEASE_PARTS`] of the shard's
+/// share, and no more than 1/[`LEASE_OF_LEFT`] of what is left, so that the unspent
+/// tokens a window ends with stay small beside the limit; at least 1.
 #[must_use]
 pub fn lease(limit: u32, slot: Slot, left: u32) -> u32 {
-    if slot.shards <= 1 {
+    // One shard, or a slot chosen at another limit (an instance that had not yet seen the
+    // tenant's new plan): its share is not the one every other instance counts against.
+    if slot.shards <= 1 || slot.shards != shards_for(limit) {
         return 1;
     }
     (slot.quota(limit) / LEASE_PARTS).min(left / LEASE_OF_LEFT).max(1)
@@ -601,6 +603,8 @@ mod tests {
         assert_eq!(lease(60_000, enterprise, 320), 20, "a sixteenth of what is left");
         assert_eq!((lease(60_000, enterprise, 15), lease(60_000, enterprise, 0)), (1, 1));
         assert_eq!(lease(1_000_000, Slot { shard: 0, shards: 16 }, 62_499), 976);
+        let stale = Slot { shard: 1, shards: shards_for(12_000) };
+        assert_eq!(lease(60_000, stale, 14_000), 1, "a slot of the plan before: no lease against its share");
         assert_eq!(tokens_of(1, 7, 100), 0, "a lease of one is the request alone");
         assert_eq!(tokens_of(58, 58, 3_750), 57, "the first lease of a window");
         assert_eq!(tokens_of(58, 3_760, 3_750), 47, "past the share: only what is within it");

@@ -192,6 +192,47 @@ async fn a_large_limit_is_counted_in_leases_one_write_for_many_requests() {
     assert!((2..=3).contains(&shards), "shard 0, and one or two shards for the leases: {shards}");
 }
 
+/// Tokens are of one minute: when an instance's look finds the next minute started by a
+/// clock ahead of its own, the request it took a token for is counted after all (in that
+/// minute, with a lease of it), and the tokens of the ended minute go.
+#[tokio::test]
+async fn tokens_of_a_minute_a_clock_ahead_ended_are_dropped_and_the_request_counted() {
+    let env = api_tests::env().await;
+    let app = api(Router::new().route("/api/v1/ping", get(|| async { "pong" })), limited(&env, 3));
+    let t = env.tenant().await;
+    let tenant = shared::auth::trusted::tenant(&shared::ids::TenantKey::parse(&t.id).expect("tenant id"));
+    plan(&env, &t.id, 60_000).await;
+    api_tests::one_rate_limit_window().await;
+    let window = chrono::Utc::now().timestamp().div_euclid(60);
+    for _ in 0..2 {
+        assert_eq!(call(&app, Some(&t.key)).await.status(), 200, "the first, then the one that takes a lease");
+    }
+    // Another instance, its clock a minute ahead, starts the next minute in every shard.
+    for shard in 0..shared::rate_limit::SHARDS {
+        let update = env
+            .client
+            .update_item()
+            .table_name(env.tables.name(shared::dynamo::Table::RateLimits))
+            .set_key(Some(shared::rate_limit::standing_key(&tenant, shard)))
+            .update_expression("SET counted_window = :w, requests = :r")
+            .expression_attribute_values(":w", aws_sdk_dynamodb::types::AttributeValue::N((window + 1).to_string()))
+            .expression_attribute_values(":r", aws_sdk_dynamodb::types::AttributeValue::N("1".into()));
+        update.send().await.expect("the next minute");
+    }
+    let rate_limits = env.tables.name(shared::dynamo::Table::RateLimits);
+    let counts = |accesses: &[shared::metering::Access]| {
+        accesses.iter().filter(|a| a.table == rate_limits && a.action == "dynamodb:UpdateItem").count()
+    };
+    let (response, accesses) = shared::metering::recorded(call(&app, Some(&t.key))).await;
+    assert_eq!(response.status(), 200);
+    assert!(counts(&accesses) > 0, "counted in the next minute: {accesses:?}");
+    let (response, accesses) = shared::metering::recorded(call(&app, Some(&t.key))).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(counts(&accesses), 0, "served from the next minute's lease: {accesses:?}");
+    let (counted, _) = counted_in(&env, &tenant, window + 1).await;
+    assert!(counted > 16, "a lease in the next minute: {counted}");
+}
+
 /// Leases let a tenant neither past its limit nor short of it while its instances go on
 /// serving it: a tenant on 7,500 a minute (two shards of 3,750) whose shards are 200
 /// short of full is served by three instances in turn, each until it is refused; the
