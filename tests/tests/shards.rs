@@ -634,12 +634,38 @@ async fn progress_everywhere(api: &Api, key: &str, (wf, e): (&str, &str), status
     seen
 }
 
+/// The outbox items that report execution `id`'s start.
+async fn outbox_starts(env: &Env, id: &str) -> usize {
+    let mut found = 0;
+    let mut next = None;
+    loop {
+        let page = env
+            .client
+            .scan()
+            .table_name(env.tables.name(Table::Events))
+            .filter_expression("contains(events, :started) AND contains(events, :id)")
+            .expression_attribute_values(":started", AttributeValue::S("\"execution.started\"".into()))
+            .expression_attribute_values(":id", AttributeValue::S(format!("\"{id}\"")))
+            .set_exclusive_start_key(next)
+            .send()
+            .await
+            .expect("scan");
+        found += page.items().len();
+        next = page.last_evaluated_key;
+        if next.is_none() {
+            return found;
+        }
+    }
+}
+
 /// A checkpoint of an execution started now writes its head alone (`head#exec_…` in the
-/// execution's own partition: the checkpoint progress), not the execution's item, which projects into three list
-/// indexes; its first makes the head, checking the item is as read. An execution an
-/// earlier version started (no `headed`) has its item put again by every checkpoint.
-/// Both read back alike by id and in every list; a completion writes the item and the
-/// head, a checkpoint after it is refused, and a deletion leaves nothing of either.
+/// execution's own partition: the checkpoint progress), not the execution's item, which
+/// projects into three list indexes; its first makes the head, checking the item is as
+/// read. An execution started with the settings of a rollback (`EXECUTION_HEADS=off`,
+/// `STARTED_EVENTS=outbox`: no `headed`, no stream mark, its start in the outbox, as
+/// an earlier version started it) has its item put again by every checkpoint. Both read
+/// back alike by id and in every list; a completion writes the item and the head, a
+/// checkpoint after it is refused, and a deletion leaves nothing of either.
 #[tokio::test]
 async fn a_checkpoint_writes_the_executions_head_alone_and_every_read_shows_its_progress() {
     let env = api_tests::env().await;
@@ -648,15 +674,36 @@ async fn a_checkpoint_writes_the_executions_head_alone_and_every_read_shows_its_
     let body = json!({"name": "heads", "workflow_type": "custom"});
     let wf = api.post(&t.key, "/workflows", &body).await.expect(201).body["id"].as_str().expect("id").to_owned();
     let start = json!({"workflow_id": wf, "tags": {"team": "heads"}});
-    let mut ids = Vec::new();
-    for _ in 0..2 {
-        ids.push(api.post(&t.key, "/executions", &start).await.expect(201).body["id"].as_str().expect("id").to_owned());
-    }
-    let (headed, earlier) = (ids[0].clone(), ids[1].clone());
+    let headed = api.post(&t.key, "/executions", &start).await.expect(201).body["id"].as_str().expect("id").to_owned();
+    // Started with the settings an operator turns back before rolling the code back
+    // (EXECUTION_HEADS=off, STARTED_EVENTS=outbox): as the earlier version started it.
+    let tenant = shared::auth::trusted::tenant(&shared::ids::TenantKey::parse(&t.id).expect("tenant id"));
+    let settings = domain::runs::StartSettings { heads: false, started_on_stream: false };
+    let runs = domain::runs::Runs::new(env.client.clone(), env.tables.clone(), 1).with_settings(settings);
+    let new = domain::runs::NewExecution {
+        workflow_id: shared::ids::WorkflowId::parse(&wf).expect("workflow id"),
+        key: None,
+        input: None,
+        metadata: BTreeMap::new(),
+        tags: BTreeMap::from([("team".to_owned(), "heads".to_owned())]),
+    };
+    let earlier = match runs.start(&tenant, &new, &shared::time::SystemClock, &|_| {}).await.expect("started") {
+        domain::runs::Started::New(e) => e.id.to_string(),
+        other => panic!("{other:?}"),
+    };
     let table = env.tables.name(Table::Executions);
-    let partition = api_tests::execution_partition(&t.id, &earlier);
-    let unmark = env.client.update_item().table_name(table).key("tenant_id", s(&partition)).key("id", s(&earlier));
-    unmark.update_expression("REMOVE headed").send().await.expect("as an earlier version started it");
+    let marks = |id: String| {
+        let (client, partition) = (env.client.clone(), api_tests::execution_partition(&t.id, &id));
+        async move {
+            let key = [("tenant_id", partition.as_str()), ("id", id.as_str())];
+            let item = shared::dynamo::get_item(&client, table, &key).await.expect("read").expect("item");
+            (item.contains_key("headed"), item.contains_key("started_by_stream"))
+        }
+    };
+    assert_eq!(marks(headed.clone()).await, (true, true), "headed, reported by the stream");
+    assert_eq!(marks(earlier.clone()).await, (false, false), "neither");
+    assert_eq!(outbox_starts(&env, &headed).await, 0);
+    assert_eq!(outbox_starts(&env, &earlier).await, 1, "its execution.started is in the outbox");
 
     let head = format!("head#{headed}");
     for e in [&headed, &earlier] {

@@ -83,6 +83,28 @@ pub struct Runs {
     retention: RetentionStore,
     /// Exports and their parts.
     exports: self::export::store::ExportStore,
+    /// How executions started now are stored and reported.
+    settings: StartSettings,
+}
+
+/// How executions started now are stored and reported: the deploy's settings
+/// ([`shared::config`]), which an operator turns back before rolling the code back
+/// (docs/operations.md, upgrading).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StartSettings {
+    /// Whether they keep their checkpoint progress in a head item (`EXECUTION_HEADS`).
+    pub heads: bool,
+    /// Whether their `execution.started` is read from the executions table's stream
+    /// rather than written to the outbox (`STARTED_EVENTS`).
+    pub started_on_stream: bool,
+}
+
+impl StartSettings {
+    /// The deploy's, from the environment.
+    #[must_use]
+    pub fn from_config() -> Self {
+        Self { heads: shared::config::execution_heads(), started_on_stream: shared::config::started_on_stream() }
+    }
 }
 
 impl Runs {
@@ -100,7 +122,15 @@ impl Runs {
             exports: self::export::store::ExportStore::new(client.clone(), tables.clone()),
             ledger: Ledger::new(client, tables),
             execution_cost,
+            settings: StartSettings::from_config(),
         }
+    }
+
+    /// These runs, starting executions with `settings` rather than the deploy's.
+    #[must_use]
+    pub fn with_settings(mut self, settings: StartSettings) -> Self {
+        self.settings = settings;
+        self
     }
 
     /// The tenant's retention settings and plan.

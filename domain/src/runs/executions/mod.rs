@@ -162,7 +162,7 @@ impl Runs {
             execution.tags.clone_from(tags);
             execution.checkpoints_apart = shared::config::spread();
             execution.spread = shared::config::spread();
-            execution.headed = shared::config::execution_heads();
+            execution.headed = self.settings.heads;
             let mut tx = Transaction::new();
             let (charge, usage) = self.ledger.stage_charge(
                 &mut tx,
@@ -172,7 +172,7 @@ impl Runs {
                 charged(&execution, "started"),
                 now,
             )?;
-            let on_stream = shared::config::started_on_stream();
+            let on_stream = self.settings.started_on_stream;
             self.executions.stage_create(&mut tx, tenant, (&execution, on_stream), &usage)?;
             tx.push(Part::Workflow, self.workflows.check_active(tenant, workflow_id)?);
             // Reported by the new item's stream record, or by an outbox item.
