@@ -157,6 +157,30 @@ async fn counted_in(env: &Env, tenant: &shared::TenantId, window: i64) -> (i64, 
     (counted, shards)
 }
 
+/// A new tenant on a plan of `per_minute` requests a minute, its tenant id, and the
+/// minute its test counts in ([`api_tests::one_rate_limit_window`]).
+async fn planned(env: &Env, per_minute: u32) -> (api_tests::Tenant, shared::TenantId, i64) {
+    let t = env.tenant().await;
+    let tenant = shared::auth::trusted::tenant(&shared::ids::TenantKey::parse(&t.id).expect("tenant id"));
+    plan(env, &t.id, per_minute).await;
+    api_tests::one_rate_limit_window().await;
+    (t, tenant, chrono::Utc::now().timestamp().div_euclid(60))
+}
+
+/// Sets shard `shard` of `tenant`'s standing to `requests` counted in `window`, as other
+/// instances' counts would.
+async fn set_standing(env: &Env, tenant: &shared::TenantId, shard: u8, (window, requests): (i64, u32)) {
+    let update = env
+        .client
+        .update_item()
+        .table_name(env.tables.name(shared::dynamo::Table::RateLimits))
+        .set_key(Some(shared::rate_limit::standing_key(tenant, shard)))
+        .update_expression("SET counted_window = :w, requests = :r")
+        .expression_attribute_values(":w", aws_sdk_dynamodb::types::AttributeValue::N(window.to_string()))
+        .expression_attribute_values(":r", aws_sdk_dynamodb::types::AttributeValue::N(requests.to_string()));
+    update.send().await.expect("the standing");
+}
+
 /// A plan's limit above 3,750 a minute is counted in shards and in leases: a tenant on
 /// 60,000 (set on its standing as its subscription does) served by two instances, 40
 /// requests each. An instance's first request is counted alone (its look tells it the
@@ -168,11 +192,7 @@ async fn a_large_limit_is_counted_in_leases_one_write_for_many_requests() {
     let env = api_tests::env().await;
     let instance = || api(Router::new().route("/api/v1/ping", get(|| async { "pong" })), limited(&env, 3));
     let (a, b) = (instance(), instance());
-    let t = env.tenant().await;
-    let tenant = shared::auth::trusted::tenant(&shared::ids::TenantKey::parse(&t.id).expect("tenant id"));
-    plan(&env, &t.id, 60_000).await;
-    api_tests::one_rate_limit_window().await;
-    let window = chrono::Utc::now().timestamp().div_euclid(60);
+    let (t, tenant, window) = planned(&env, 60_000).await;
     let rate_limits = env.tables.name(shared::dynamo::Table::RateLimits);
     for app in [&a, &b] {
         for request in 0..40 {
@@ -199,25 +219,13 @@ async fn a_large_limit_is_counted_in_leases_one_write_for_many_requests() {
 async fn tokens_of_a_minute_a_clock_ahead_ended_are_dropped_and_the_request_counted() {
     let env = api_tests::env().await;
     let app = api(Router::new().route("/api/v1/ping", get(|| async { "pong" })), limited(&env, 3));
-    let t = env.tenant().await;
-    let tenant = shared::auth::trusted::tenant(&shared::ids::TenantKey::parse(&t.id).expect("tenant id"));
-    plan(&env, &t.id, 60_000).await;
-    api_tests::one_rate_limit_window().await;
-    let window = chrono::Utc::now().timestamp().div_euclid(60);
+    let (t, tenant, window) = planned(&env, 60_000).await;
     for _ in 0..2 {
         assert_eq!(call(&app, Some(&t.key)).await.status(), 200, "the first, then the one that takes a lease");
     }
     // Another instance, its clock a minute ahead, starts the next minute in every shard.
     for shard in 0..shared::rate_limit::SHARDS {
-        let update = env
-            .client
-            .update_item()
-            .table_name(env.tables.name(shared::dynamo::Table::RateLimits))
-            .set_key(Some(shared::rate_limit::standing_key(&tenant, shard)))
-            .update_expression("SET counted_window = :w, requests = :r")
-            .expression_attribute_values(":w", aws_sdk_dynamodb::types::AttributeValue::N((window + 1).to_string()))
-            .expression_attribute_values(":r", aws_sdk_dynamodb::types::AttributeValue::N("1".into()));
-        update.send().await.expect("the next minute");
+        set_standing(&env, &tenant, shard, (window + 1, 1)).await;
     }
     let rate_limits = env.tables.name(shared::dynamo::Table::RateLimits);
     let counts = |accesses: &[shared::metering::Access]| {
@@ -244,21 +252,9 @@ async fn leases_refuse_a_tenant_exactly_at_its_limit() {
     let env = api_tests::env().await;
     let instance = || api(Router::new().route("/api/v1/ping", get(|| async { "pong" })), limited(&env, 3));
     let apps = [instance(), instance(), instance()];
-    let t = env.tenant().await;
-    let tenant = shared::auth::trusted::tenant(&shared::ids::TenantKey::parse(&t.id).expect("tenant id"));
-    plan(&env, &t.id, 7_500).await;
-    api_tests::one_rate_limit_window().await;
-    let window = chrono::Utc::now().timestamp().div_euclid(60);
+    let (t, tenant, window) = planned(&env, 7_500).await;
     for shard in 0..2 {
-        let update = env
-            .client
-            .update_item()
-            .table_name(env.tables.name(shared::dynamo::Table::RateLimits))
-            .set_key(Some(shared::rate_limit::standing_key(&tenant, shard)))
-            .update_expression("SET counted_window = :w, requests = :r")
-            .expression_attribute_values(":w", aws_sdk_dynamodb::types::AttributeValue::N(window.to_string()))
-            .expression_attribute_values(":r", aws_sdk_dynamodb::types::AttributeValue::N("3550".into()));
-        update.send().await.expect("filled");
+        set_standing(&env, &tenant, shard, (window, 3_550)).await;
     }
     let (mut served, mut refused) = (0, [false; 3]);
     while refused.contains(&false) {
