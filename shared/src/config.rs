@@ -96,6 +96,15 @@ pub fn execution_heads() -> bool {
     *HEADS.get_or_init(|| switch("EXECUTION_HEADS", "on", "off"))
 }
 
+/// Whether executions started now keep each checkpoint in one entry in a partition of
+/// their own, found by the checkpoint's id, rather than in two (`CHECKPOINT_ENTRIES`:
+/// `one`, the default, or `two`; another value is taken as the default and logged once).
+#[must_use]
+pub fn one_checkpoint_entry() -> bool {
+    static ONE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ONE.get_or_init(|| switch("CHECKPOINT_ENTRIES", "one", "two"))
+}
+
 /// Whether variable `name` is unset or `on` (`true`) rather than `off`; another value is
 /// logged and taken as `on`.
 fn switch(name: &str, on: &str, off: &str) -> bool {

@@ -167,6 +167,51 @@ id_type!(
     "wd"
 );
 
+/// Hex digits of an execution's id that name the partition of its checkpoints kept
+/// with their execution (`ten_…#c<these>`): its last 40 random bits.
+const MARK_HEX: usize = 10;
+
+/// The largest sequence a checkpoint id can carry (34 bits; sequences end at
+/// 9,999,999,999).
+const MAX_MARKED_SEQUENCE: u64 = (1 << 34) - 1;
+
+impl ExecutionId {
+    /// The last 40 random bits of this id, in hex: what the ids of its checkpoints kept
+    /// with it carry ([`CheckpointId::in_execution`]).
+    #[must_use]
+    pub fn mark(&self) -> &str {
+        &self.0[self.0.len() - MARK_HEX..]
+    }
+}
+
+impl CheckpointId {
+    /// The id of checkpoint `sequence` of execution `execution`, created at `at`: a
+    /// UUIDv7 (time-ordered like any id) whose 74 random bits are the sequence (34) and
+    /// the execution's [`ExecutionId::mark`] (40), so that the id alone names where the
+    /// checkpoint is kept ([`Self::place`]). Unique while an execution does not reuse a
+    /// sequence within one millisecond.
+    #[must_use]
+    pub fn in_execution(execution: &ExecutionId, sequence: u64, at: DateTime<Utc>) -> Self {
+        let sequence = sequence.min(MAX_MARKED_SEQUENCE);
+        let ms = millis(at).min((1 << 48) - 1);
+        let high = (sequence >> 22) & 0xfff;
+        let variant = 0x8 | ((sequence >> 20) & 0x3);
+        let low = sequence & 0xf_ffff;
+        Self(format!("cp_{ms:012x}7{high:03x}{variant:x}{low:05x}{}", execution.mark()))
+    }
+
+    /// The execution mark and sequence this id carries, if it was made by
+    /// [`Self::in_execution`]; for any other id, the bits in their places (which name a
+    /// place where no checkpoint is).
+    #[must_use]
+    pub fn place(&self) -> (&str, u64) {
+        let hex = &self.0[self.0.len() - HEX_LEN..];
+        let number = |range: std::ops::Range<usize>| u64::from_str_radix(&hex[range], 16).unwrap_or(0);
+        let sequence = (number(13..16) << 22) | ((number(16..17) & 0x3) << 20) | number(17..22);
+        (&hex[HEX_LEN - MARK_HEX..], sequence)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -194,6 +239,27 @@ mod tests {
             "after the year 10889"
         );
         assert_eq!(created_between("exec", None, DateTime::from_timestamp_millis(MAX_ID_MS * 2)), Some(open));
+    }
+
+    #[test]
+    fn a_checkpoint_id_in_an_execution_names_its_execution_and_sequence_and_is_a_uuid_v7() {
+        let execution = ExecutionId::generate();
+        let at = crate::time::parse("2026-12-06T04:00:00.123Z").expect("valid");
+        for sequence in [1, 2, 42, (1 << 20) - 1, 1 << 20, (1 << 22) + 5, 9_999_999_999] {
+            let id = CheckpointId::in_execution(&execution, sequence, at);
+            assert_eq!(CheckpointId::parse(id.as_str()), Some(id.clone()), "{id}");
+            assert_eq!(id.place(), (execution.mark(), sequence), "{id}");
+            let uuid = uuid::Uuid::parse_str(&id.as_str()[3..]).expect("a UUID");
+            assert_eq!(uuid.get_version_num(), 7, "{id}");
+            assert_eq!(uuid.get_variant(), uuid::Variant::RFC4122, "{id}");
+            let hex = format!("{:012x}", at.timestamp_millis());
+            assert!(id.as_str().starts_with(&format!("cp_{hex}")), "time first: {id}");
+            assert!(id.as_str().ends_with(execution.mark()), "{id}");
+        }
+        let later = CheckpointId::in_execution(&execution, 1, at + chrono::Duration::milliseconds(1));
+        assert!(later > CheckpointId::in_execution(&execution, 9_999_999_999, at), "ids sort by time");
+        assert_eq!(execution.mark().len(), 10);
+        assert_ne!(CheckpointId::in_execution(&ExecutionId::generate(), 1, at).place().0, execution.mark());
     }
 
     #[test]

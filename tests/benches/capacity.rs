@@ -158,9 +158,13 @@ fn summarize(ops: &[Op], schemas: &Schemas, prefix: &str, tenant: &str) -> Summa
         }
         let mut grouped: BTreeMap<String, f64> = BTreeMap::new();
         for (partition, cost) in touched {
-            // An execution's own partition (`{tenant}#exec_…`) is one of as many as there
-            // are executions: kept apart, not summed with the others'.
-            let label = if partition.contains("#exec_") { partition } else { general(&partition, tenant) };
+            // An execution's own partition (`{tenant}#exec_…`, and of its checkpoints
+            // `{tenant}#c` and its id's last 10 hex digits) is one of as many as there are
+            // executions: kept apart, not summed with the others'.
+            let checkpoints_of_one =
+                partition.split_once('#').is_some_and(|(_, own)| own.len() == 11 && own.starts_with('c'));
+            let own = partition.contains("#exec_") || checkpoints_of_one;
+            let label = if own { partition } else { general(&partition, tenant) };
             *grouped.entry(label).or_default() += cost;
         }
         for (partition, cost) in grouped {

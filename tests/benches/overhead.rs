@@ -253,8 +253,8 @@ struct WriteTemplates {
     tenant: String,
     key_hash: String,
     execution: shared::dynamo::Item,
-    by_id: shared::dynamo::Item,
-    by_execution: shared::dynamo::Item,
+    /// The checkpoint's one entry (kept with its execution).
+    entry: shared::dynamo::Item,
     idempotency: shared::dynamo::Item,
 }
 
@@ -269,9 +269,9 @@ impl WriteTemplates {
     ) -> Self {
         let headers = [("idempotency-key", "bench-template")];
         let made = call_with(checkpoints, key, (Method::POST, "/api/v1/checkpoints"), Some(body), &headers).await;
-        let (id, sequence) = (made["id"].as_str().expect("id"), made["sequence"].as_u64().expect("sequence"));
+        let id = made["id"].as_str().expect("id");
         let execution_id = made["execution_id"].as_str().expect("execution id");
-        let by_execution = format!("{execution_id}#{sequence:010}");
+        let (partition, entry) = api_tests::checkpoint_entry(tenant, id);
         let read = |table: Table, partition: String, name: &'static str, value: String| async move {
             get_item(client, tables.name(table), &[("tenant_id", partition.as_str()), (name, value.as_str())])
                 .await
@@ -302,14 +302,7 @@ impl WriteTemplates {
             tenant: tenant.to_owned(),
             key_hash: shared::auth::hash_key(key),
             execution,
-            by_id: read(Table::Checkpoints, api_tests::checkpoint_partition(tenant, id), "entry", id.to_owned()).await,
-            by_execution: read(
-                Table::Checkpoints,
-                api_tests::run_partition(tenant, execution_id),
-                "entry",
-                by_execution,
-            )
-            .await,
+            entry: read(Table::Checkpoints, partition, "entry", entry).await,
             idempotency: keys.items().first().cloned().expect("the handler's idempotency record"),
         }
     }
@@ -354,8 +347,7 @@ impl WriteTemplates {
             .expect("check");
         let mut operations = vec![
             TransactWriteItem::builder().put(replace.build().expect("put")).build(),
-            copy(Table::Checkpoints, &self.by_id, "entry", format!("cp_raw{i:026}")),
-            copy(Table::Checkpoints, &self.by_execution, "entry", format!("exec_raw_bench#{i:010}")),
+            copy(Table::Checkpoints, &self.entry, "entry", format!("{i:010}#cp_raw{i:026}")),
             TransactWriteItem::builder().condition_check(key_live).build(),
         ];
         if with_key {

@@ -170,6 +170,7 @@ pub async fn to_earlier_layout(env: &Env, tenant: &str, id: &str, apart: bool) {
     if !apart {
         item.remove("checkpoints_apart");
     }
+    item.remove("checkpoints_joined");
     item.remove("started_by_stream");
     item.remove("headed");
     if let Some(key) = item.get("client_key") {
@@ -198,6 +199,21 @@ async fn take_item(env: &Env, partition: &str, id: &str) -> Option<shared::dynam
 /// pointers (an execution that keeps its checkpoints apart).
 pub fn run_partition(tenant: &str, execution: &str) -> String {
     format!("{tenant}#{execution}")
+}
+
+/// The partition of the checkpoints and key pointers of execution `execution`, which
+/// keeps each checkpoint in one entry (every execution started now): the tenant's, `#c`,
+/// and the last 10 hex digits of the execution's id.
+pub fn joined_partition(tenant: &str, execution: &str) -> String {
+    format!("{tenant}#c{}", &execution[execution.len() - 10..])
+}
+
+/// The key (`tenant_id`, `entry`) of checkpoint `id`'s one entry (of an execution
+/// started now), which its id names: its execution's partition, its sequence and id.
+pub fn checkpoint_entry(tenant: &str, id: &str) -> (String, String) {
+    let parsed = shared::ids::CheckpointId::parse(id).expect("a checkpoint id");
+    let (mark, sequence) = parsed.place();
+    (format!("{tenant}#c{mark}"), format!("{sequence:010}#{id}"))
 }
 
 /// `tenant`'s outbox items (table `events`), oldest first: from its 16 shards, and its own

@@ -523,10 +523,11 @@ async fn a_deleted_execution_leaves_no_item_behind() {
     api.post(&t.key, &format!("/checkpoints/{c1}/writes"), &w).await.expect(200);
     // The tenant's items in `table`, but for its item that hides the checkpoints of
     // executions being deleted, which must hide nothing (its keys alone).
-    // Its partition, its shards (checkpoints, counters) and the execution's own.
+    // Its partition, its shards (checkpoints, counters) and the execution's own (of its
+    // head, and of its checkpoints).
     let partitions: Vec<String> = std::iter::once(t.id.clone())
         .chain((0..16).map(|shard| format!("{}#{shard:02}", t.id)))
-        .chain(std::iter::once(api_tests::run_partition(&t.id, &e)))
+        .chain([api_tests::run_partition(&t.id, &e), api_tests::joined_partition(&t.id, &e)])
         .collect();
     let items = |table: shared::dynamo::Table| {
         let (client, name, partitions) = (env.client.clone(), env.tables.name(table).to_owned(), partitions.clone());
@@ -579,8 +580,8 @@ async fn a_large_execution_is_deleted_over_several_requests() {
     // stored and gone for clients.
     let oldest = &ids[0];
     let table = env.tables.name(shared::dynamo::Table::Checkpoints);
-    let partition = api_tests::checkpoint_partition(&t.id, oldest);
-    let key = [("tenant_id", partition.as_str()), ("entry", oldest.as_str())];
+    let (partition, entry) = api_tests::checkpoint_entry(&t.id, oldest);
+    let key = [("tenant_id", partition.as_str()), ("entry", entry.as_str())];
     assert!(shared::dynamo::get_item(&env.client, table, &key).await.expect("read").is_some(), "not purged yet");
     for path in ["", "?include_state=true", "/writes"] {
         api.get(&t.key, &format!("/checkpoints/{oldest}{path}")).await.expect_problem(404, "not_found");
@@ -629,8 +630,8 @@ async fn the_janitor_finishes_what_deletions_and_rollbacks_left() {
     let stored = || async {
         let mut found = Vec::new();
         for (tenant, checkpoint) in left {
-            let partition = api_tests::checkpoint_partition(tenant, checkpoint);
-            let key = [("tenant_id", partition.as_str()), ("entry", checkpoint.as_str())];
+            let (partition, entry) = api_tests::checkpoint_entry(tenant, checkpoint);
+            let key = [("tenant_id", partition.as_str()), ("entry", entry.as_str())];
             found.push(get_item(&env.client, env.tables.name(Table::Checkpoints), &key).await.expect("read").is_some());
         }
         found
@@ -645,8 +646,8 @@ async fn the_janitor_finishes_what_deletions_and_rollbacks_left() {
     assert_eq!(hidden().await, (true, true));
     let hidden_one = &of_rolled[PURGE_CHECKPOINTS + 5];
     api.get(&t.key, &format!("/checkpoints/{hidden_one}")).await.expect_problem(404, "not_found");
-    let above_partition = api_tests::checkpoint_partition(&t.id, &of_rolled[1]);
-    let just_above = [("tenant_id", above_partition.as_str()), ("entry", of_rolled[1].as_str())];
+    let (above_partition, above) = api_tests::checkpoint_entry(&t.id, &of_rolled[1]);
+    let just_above = [("tenant_id", above_partition.as_str()), ("entry", above.as_str())];
     let gone = get_item(&env.client, env.tables.name(Table::Checkpoints), &just_above).await.expect("read");
     assert!(gone.is_none(), "the rollback deleted the checkpoints just above its target first");
     assert_eq!(api.get(&t.key, &format!("/checkpoints?execution_id={rolled}")).await.body["total"], 1);

@@ -602,11 +602,14 @@ async fn the_largest_checkpoint_and_execution_items_fit_dynamodbs_400_kb() {
     };
     let mut tx = Transaction::new();
     CheckpointStore::new(env.client.clone(), env.tables.clone())
-        // Kept apart: the longer partition keys.
-        .stage_create(&mut tx, &tenant, (&checkpoint, domain::runs::checkpoints::store::Layout::Apart), &packed)
+        // Kept with its execution: the longest keys.
+        .stage_create(&mut tx, &tenant, (&checkpoint, domain::runs::checkpoints::store::Layout::Joined), &packed)
         .expect("staged");
     tx.check_limits().expect("every item under 400 KB");
-    println!("checkpoint with the largest inline state: {} bytes in 2 items (limit {MAX_ITEM_BYTES} each)", tx.size());
+    println!(
+        "checkpoint with the largest inline state: {} bytes in its entry and key pointers (limit {MAX_ITEM_BYTES} each)",
+        tx.size()
+    );
 
     // An execution with inline input and output at their largest, the longest error
     // message and cancellation reason, full metadata, a failure id per attempt, and
@@ -650,29 +653,34 @@ fn dynamodb_json(value: &aws_sdk_dynamodb::types::AttributeValue) -> Value {
 }
 
 /// The dispatcher's mapping on the checkpoints stream hands over its template's
-/// `BatchSize` records at once: with the largest by-execution entry valid data makes
-/// (the longest escape-heavy name and key, full metadata), in the record Lambda builds
+/// `BatchSize` records at once: with the largest entry valid data makes (a checkpoint
+/// kept with its execution is one entry, its state with it: the largest inline state,
+/// the longest escape-heavy name and key, full metadata), in the record Lambda builds
 /// around it (the longest region and table name), a whole batch fits Lambda's 6 MB.
 #[tokio::test]
 async fn a_full_batch_of_the_checkpoints_stream_fits_the_dispatchers_payload() {
+    use domain::runs::checkpoints::model::INLINE_STATE_MAX;
     let (env, t, api, wf) = running_workflow().await;
     let e = api.post(&t.key, "/executions", &json!({"workflow_id": wf})).await.expect(201).body["id"].clone();
     let e = e.as_str().expect("id").to_owned();
+    let (state, _) = largest_under(INLINE_STATE_MAX, 4);
     let body = json!({"execution_id": e, "name": heavy(200), "key": heavy(256), "metadata": heavy_metadata(),
-        "state": {"s": "\"".repeat(1000)}});
-    api.post(&t.key, "/checkpoints", &body).await.expect(201);
+        "state": state});
+    let cp = api.post(&t.key, "/checkpoints", &body).await.expect(201).body["id"].clone();
+    let (partition, entry) = api_tests::checkpoint_entry(&t.id, cp.as_str().expect("id"));
     let entry = env
         .client
         .get_item()
         .table_name(env.tables.name(shared::dynamo::Table::Checkpoints))
-        .key("tenant_id", aws_sdk_dynamodb::types::AttributeValue::S(api_tests::run_partition(&t.id, &e)))
-        .key("entry", aws_sdk_dynamodb::types::AttributeValue::S(format!("{e}#0000000001")))
+        .key("tenant_id", aws_sdk_dynamodb::types::AttributeValue::S(partition))
+        .key("entry", aws_sdk_dynamodb::types::AttributeValue::S(entry))
         .send()
         .await
         .expect("read")
         .item
-        .expect("the by-execution entry");
-    assert!(!entry.contains_key("state"), "the entry the stream reports holds no state");
+        .expect("the checkpoint's one entry");
+    let inline = entry.get("state").and_then(|s| s.as_b().ok()).map_or(0, |b| b.as_ref().len());
+    assert!(inline > INLINE_STATE_MAX - 1024, "the entry holds the state, at the largest inline: {inline}");
     stream_batch_fits("checkpoints", &entry, "entry");
 }
 

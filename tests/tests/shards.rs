@@ -303,11 +303,11 @@ async fn usage_and_attempts_of_the_earlier_names_are_moved_once_and_count_on() {
 }
 
 /// The checkpoints table's items of `tenant`, by partition: its own, its 16 shards and
-/// execution `e`'s (read straight from DynamoDB).
+/// execution `e`'s two (read straight from DynamoDB).
 async fn checkpoint_items(env: &Env, tenant: &str, e: &str) -> BTreeMap<String, Vec<String>> {
     let partitions = std::iter::once(tenant.to_owned())
         .chain((0..16).map(|shard| format!("{tenant}#{shard:02}")))
-        .chain(std::iter::once(api_tests::run_partition(tenant, e)));
+        .chain([api_tests::run_partition(tenant, e), api_tests::joined_partition(tenant, e)]);
     let mut found = BTreeMap::new();
     for partition in partitions {
         let out = env
@@ -361,13 +361,16 @@ async fn use_checkpoints(api: &Api, key: &str, wf: &str, e: &str) -> (String, St
     (first, second)
 }
 
-/// Executions started now keep their checkpoints apart from the tenant's partition (the
-/// by-execution entries and key pointers in the execution's own, each checkpoint's entry,
-/// workflow pointer and writes in the tenant's shard of its id); an execution of the
-/// earlier layout (its item in the tenant's partition without `checkpoints_apart`, as the
-/// earlier version wrote it) keeps every item in the tenant's partition, checkpoints
-/// written now included. Both answer every read and write alike, and their rollback and
-/// deletion leave nothing.
+/// Executions started now keep each checkpoint in one entry (its state with it) in a
+/// partition of the execution's (`ten_…#c` and its id's last 10 hex digits), keyed by
+/// its sequence and id, which names both, beside its key pointers; its workflow pointer
+/// and writes in the tenant's shard of its id. An execution of the earlier layout that
+/// kept checkpoints apart (without `checkpoints_joined`, as that version wrote it) keeps
+/// two entries: by execution with the key pointers in the execution's own partition, by
+/// id with the workflow pointer and writes in the tenant's shard; one of the layout
+/// before (without `checkpoints_apart` either) keeps every item in the tenant's
+/// partition, checkpoints written now included. All three answer every read and write
+/// alike, and their rollback and deletion leave nothing.
 #[tokio::test]
 async fn checkpoints_are_kept_apart_and_an_earlier_executions_stay_where_they_were() {
     let env = api_tests::env().await;
@@ -379,11 +382,58 @@ async fn checkpoints_are_kept_apart_and_an_earlier_executions_stay_where_they_we
         let started = api.post(&t.key, "/executions", &json!({"workflow_id": wf})).await;
         started.expect(201).body["id"].as_str().expect("id").to_owned()
     };
-    let (apart, earlier) = (start().await, start().await);
+    let (joined, apart, earlier) = (start().await, start().await, start().await);
+    api_tests::to_earlier_layout(&env, &t.id, &apart, true).await;
     api_tests::to_earlier_layout(&env, &t.id, &earlier, false).await;
 
+    let (j1, j2) = use_checkpoints(&api, &t.key, &wf, &joined).await;
+    for (c, sequence) in [(&j1, 1), (&j2, 2)] {
+        assert!(c.ends_with(&joined[joined.len() - 10..]), "{c} names its execution's partition");
+        assert_eq!(api_tests::checkpoint_entry(&t.id, c).1, format!("{sequence:010}#{c}"), "and its sequence");
+    }
+    let mut expected = BTreeMap::from([(
+        api_tests::joined_partition(&t.id, &joined),
+        vec![
+            format!("0000000001#{j1}"),
+            format!("0000000002#{j2}"),
+            format!("{joined}#key#{joined}-k1"),
+            format!("{joined}#key#{joined}-k2"),
+        ],
+    )]);
+    let shard = api_tests::checkpoint_partition(&t.id, &j1);
+    assert_eq!(shard, api_tests::checkpoint_partition(&t.id, &joined), "the execution's shard");
+    let pointer = |c: &str, k: &str| format!("{wf}#ckey#{}:{joined}-{k}#{c}", joined.len() + 3);
+    let mut pointers = vec![pointer(&j1, "k1"), pointer(&j2, "k2"), format!("{j2}#writes")];
+    pointers.sort();
+    expected.insert(shard, pointers);
+    assert_eq!(checkpoint_items(&env, &t.id, &joined).await, expected, "one entry each, by the id");
+    // Another execution of the tenant may share the mark (40 bits): its entries in the
+    // partition are not this one's. Here a copy of the first, another execution's third.
+    let (partition, entry) = api_tests::checkpoint_entry(&t.id, &j1);
+    let table = env.tables.name(Table::Checkpoints);
+    let key = [("tenant_id", partition.as_str()), ("entry", entry.as_str())];
+    let mut foreign = shared::dynamo::get_item(&env.client, table, &key).await.expect("read").expect("the entry");
+    let other = format!("exec_{}", "0".repeat(22)) + &joined[joined.len() - 10..];
+    let foreign_entry = format!("0000000003#cp_{}", "1".repeat(32));
+    for (name, value) in [("execution_id", &other), ("entry", &foreign_entry), ("sequence", &"3".to_owned())] {
+        foreign.insert(name.to_owned(), if name == "sequence" { shared::dynamo::n(3) } else { s(value) });
+    }
+    env.client.put_item().table_name(table).set_item(Some(foreign)).send().await.expect("put");
+    for path in [format!("?execution_id={joined}"), format!("?execution_id={joined}&order=desc&limit=1")] {
+        let listed = api.get(&t.key, &format!("/checkpoints{path}")).await;
+        assert_eq!(listed.expect(200).body["total"], 2, "{path}");
+        assert_ne!(listed.body["items"][0]["sequence"], 3, "{path}");
+    }
+    let delete = env.client.delete_item().table_name(table).key("tenant_id", s(&partition));
+    delete.key("entry", s(&foreign_entry)).send().await.expect("delete");
+
     let (a1, a2) = use_checkpoints(&api, &t.key, &wf, &apart).await;
-    let stored = checkpoint_items(&env, &t.id, &apart).await;
+    // Of the tenant's shards, what is the execution's (the first one's are there too).
+    let mut stored = checkpoint_items(&env, &t.id, &apart).await;
+    for entries in stored.values_mut() {
+        entries.retain(|entry| [&a1, &a2, &apart].iter().any(|id| entry.contains(id.as_str())));
+    }
+    stored.retain(|_, entries| !entries.is_empty());
     let run = api_tests::run_partition(&t.id, &apart);
     let mut expected = BTreeMap::from([(
         run.clone(),
@@ -423,19 +473,19 @@ async fn checkpoints_are_kept_apart_and_an_earlier_executions_stay_where_they_we
         assert!(stored[&t.id].contains(&entry), "{entry} in {stored:?}");
     }
 
-    // A rollback deletes what it discards, and a deletion the rest, in either layout.
-    for (e, first) in [(&apart, &a1), (&earlier, &e1)] {
+    // A rollback deletes what it discards, and a deletion the rest, in every layout.
+    for (e, first) in [(&joined, &j1), (&apart, &a1), (&earlier, &e1)] {
         let back = api.post(&t.key, &format!("/executions/{e}/rollback"), &json!({"checkpoint_id": first})).await;
         assert_eq!(back.expect(200).body["discarded_checkpoints"], 1);
         assert_eq!(api.get(&t.key, &format!("/checkpoints?execution_id={e}")).await.expect(200).body["total"], 1);
     }
-    for gone in [&a2, &e2] {
+    for gone in [&j2, &a2, &e2] {
         api.get(&t.key, &format!("/checkpoints/{gone}")).await.expect_problem(404, "not_found");
     }
-    for e in [&apart, &earlier] {
+    for e in [&joined, &apart, &earlier] {
         api.delete(&t.key, &format!("/executions/{e}")).await.expect(204);
     }
-    for e in [&apart, &earlier] {
+    for e in [&joined, &apart, &earlier] {
         assert_eq!(checkpoint_items(&env, &t.id, e).await, BTreeMap::new(), "nothing of {e} left");
     }
 }
@@ -678,7 +728,7 @@ async fn a_checkpoint_writes_the_executions_head_alone_and_every_read_shows_its_
     // Started with the settings an operator turns back before rolling the code back
     // (EXECUTION_HEADS=off, STARTED_EVENTS=outbox): as the earlier version started it.
     let tenant = shared::auth::trusted::tenant(&shared::ids::TenantKey::parse(&t.id).expect("tenant id"));
-    let settings = domain::runs::StartSettings { heads: false, started_on_stream: false };
+    let settings = domain::runs::StartSettings { heads: false, started_on_stream: false, one_checkpoint_entry: false };
     let runs = domain::runs::Runs::new(env.client.clone(), env.tables.clone(), 1).with_settings(settings);
     let new = domain::runs::NewExecution {
         workflow_id: shared::ids::WorkflowId::parse(&wf).expect("workflow id"),

@@ -97,13 +97,20 @@ pub struct StartSettings {
     /// Whether their `execution.started` is read from the executions table's stream
     /// rather than written to the outbox (`STARTED_EVENTS`).
     pub started_on_stream: bool,
+    /// Whether each of their checkpoints is one entry, found by its id
+    /// (`CHECKPOINT_ENTRIES`).
+    pub one_checkpoint_entry: bool,
 }
 
 impl StartSettings {
     /// The deploy's, from the environment.
     #[must_use]
     pub fn from_config() -> Self {
-        Self { heads: shared::config::execution_heads(), started_on_stream: shared::config::started_on_stream() }
+        Self {
+            heads: shared::config::execution_heads(),
+            started_on_stream: shared::config::started_on_stream(),
+            one_checkpoint_entry: shared::config::one_checkpoint_entry(),
+        }
     }
 }
 

@@ -149,9 +149,11 @@ mod tests {
     use crate::runs::checkpoints::model::Checkpoint;
     use crate::runs::checkpoints::store::Layout;
 
-    /// An execution with checkpoints 1..=`last`, those in `discarded` ranges hidden.
+    /// An execution with checkpoints 1..=`last`, those in `discarded` ranges hidden, each
+    /// in two entries (as before checkpoints were joined).
     fn execution(last: u64, discarded: Vec<Discarded>) -> Execution {
         let mut e = Execution::start(WorkflowId::generate(), None, None, BTreeMap::new(), Utc::now());
+        e.checkpoints_joined = false;
         let hidden: u64 = discarded.iter().map(|r| r.through - r.after).sum();
         e.last_sequence = last;
         e.checkpoint_count = last - hidden;
@@ -216,6 +218,11 @@ mod tests {
         let tagged = plan_rollback(&e, 3, &above, rollback_budget(24));
         assert_eq!(tagged.disposal, Disposal::Hidden { range, all: true });
         assert_eq!((tagged.discarded, tagged.checkpoint_count), (16, 3), "the client sees the same rollback");
+        // Kept with their execution, each is one entry less: 16 of 4 operations fit.
+        let mut joined = e;
+        joined.checkpoints_joined = true;
+        let above = Above::All((4..=19).map(|s| stored(&joined, s, 1)).collect());
+        assert_eq!(plan_rollback(&joined, 3, &above, rollback_budget(24)).disposal, Disposal::InTransaction);
     }
 
     #[test]

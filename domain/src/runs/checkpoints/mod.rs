@@ -74,11 +74,21 @@ impl Runs {
                     shared::body::WireEnum::wire(current.status)
                 )));
             }
+            let (layout, sequence) = (Layout::of(&current), current.last_sequence + 1);
+            let id = if layout == Layout::Joined {
+                // Its id names where it is kept; a millisecond after the execution's last
+                // change at least, so that a sequence a rollback freed is not given again
+                // with an id a discarded checkpoint had.
+                let at = now.max(current.updated_at + chrono::Duration::milliseconds(1));
+                CheckpointId::in_execution(&current.id, sequence, at)
+            } else {
+                new.id.clone()
+            };
             let checkpoint = Checkpoint {
-                id: new.id.clone(),
+                id,
                 execution_id: current.id.clone(),
                 workflow_id: current.workflow_id.clone(),
-                sequence: current.last_sequence + 1,
+                sequence,
                 name: new.name.clone(),
                 key: new.key.clone(),
                 parent_checkpoint_id: current.current_checkpoint_id.clone(),
@@ -90,7 +100,7 @@ impl Runs {
             let next = current.with_checkpoint(&checkpoint.id, checkpoint.sequence, now);
             let mut tx = Transaction::new();
             self.executions.stage_progress(&mut tx, tenant, &current, &next)?;
-            self.checkpoints.stage_create(&mut tx, tenant, (&checkpoint, Layout::of(&current)), state)?;
+            self.checkpoints.stage_create(&mut tx, tenant, (&checkpoint, layout), state)?;
             let mut writes_bytes = 0;
             if let Some((p, stored)) = pending {
                 let id = &stored.checkpoint.id;
@@ -344,9 +354,10 @@ impl Runs {
     async fn visible_checkpoint(&self, tenant: &TenantId, id: &CheckpointId) -> Result<Entry, Error> {
         let not_found = || Error::not_found("checkpoint", id.as_str());
         let hidden_key = self.hidden.hidden_key(tenant);
-        // Where checkpoints are apart first, then (a checkpoint from before) the tenant's.
+        // Where its id names first, then where checkpoints are apart, then (a checkpoint
+        // from before) the tenant's.
         let mut read = None;
-        for layout in [Layout::Apart, Layout::Tenant] {
+        for layout in Layout::ALL {
             let entry_key = self.checkpoints.entry_key(tenant, id, layout);
             let found = retry_races(|| async {
                 let keys = vec![entry_key.clone(), hidden_key.clone()];

@@ -102,7 +102,9 @@ impl StoredCheckpoint {
     /// writes document and its parts).
     #[must_use]
     pub fn deletion_size(&self) -> usize {
-        2 + 2 * usize::from(self.checkpoint.key.is_some())
+        let entries = if self.layout == super::store::Layout::Joined { 1 } else { 2 };
+        entries
+            + 2 * usize::from(self.checkpoint.key.is_some())
             + self.state_parts as usize
             + self.writes_parts.map_or(0, |parts| 1 + parts as usize)
     }

@@ -1,26 +1,29 @@
 //! Checkpoints in DynamoDB, shared by the checkpoints function (which writes and reads
 //! them) and the executions function (replay and rollback).
 //!
-//! Table `checkpoints` (`tenant_id`, `entry`) holds every checkpoint twice, both written
-//! in one transaction and never changed afterwards:
-//! - the *by-id* entry (`entry` = `cp_…`) with the state inline when it is small;
-//! - the *by-execution* entry (`entry` = `exec_…#0000000042`) without state, so that
-//!   listing an execution's checkpoints in sequence order is one consistent query that
-//!   reads no state.
+//! Table `checkpoints` (`tenant_id`, `entry`). Where a checkpoint is ([`Layout`], as its
+//! execution says):
+//! - **Joined**, every execution started since (unless `CHECKPOINT_ENTRIES=two`): one
+//!   entry a checkpoint, with its state inline when small, in a partition of the
+//!   execution's (`ten_…#c` and the execution's [`ExecutionId::mark`]), keyed
+//!   `0000000042#cp_…`. The checkpoint's id carries the mark and the sequence
+//!   ([`CheckpointId::in_execution`]), so a read by id finds the entry with no other, and
+//!   listing an execution's checkpoints in sequence order is one consistent query of its
+//!   partition (the state left out; filtered on the execution, as another of the tenant's
+//!   may share the mark). A write puts one entry and the execution's head: 4 write units.
+//! - **Apart**, executions started before that: two entries, both never changed: the
+//!   *by-id* entry (`entry` = `cp_…`, with the state) in one of the tenant's [`SHARDS`]
+//!   partitions (`ten_…#07`, by the id's last digit), and the *by-execution* entry
+//!   (`exec_…#0000000042`, no state) in the execution's own (`ten_…#exec_…`).
+//! - **Tenant**, executions from before that (or started with `PARTITIONS=tenant`): the
+//!   same two entries, both in the tenant's partition (`ten_…`).
 //!
 //! Beside them, a keyed checkpoint's two pointers, from its key within the execution
-//! (`exec_…#key#…`, unique) and within the workflow (`wf_…#ckey#…#cp_…`, one per
-//! checkpoint, found with one query per partition), and its writes document
-//! ([`super::writes`]).
-//!
-//! Where they are ([`Layout`]): an execution's by-execution entries and key pointers in a
-//! partition of its own (`tenant_id` = `ten_…#exec_…`), and a checkpoint's by-id entry,
-//! workflow pointer and writes document in one of the tenant's [`SHARDS`] partitions
-//! (`ten_…#07`, by the checkpoint id's last digit), so that no partition takes a share
-//! of a busy tenant's checkpoints. Executions started before this layout (and while it
-//! is switched off, `PARTITIONS=tenant`) keep every item in the tenant's
-//! partition (`ten_…`), as they always had; the execution says which
-//! (`Execution::checkpoints_apart`), and a read by id looks in both places.
+//! (`exec_…#key#…`, unique, where its execution's entries are) and within the workflow
+//! (`wf_…#ckey#…#cp_…`, one per checkpoint, found with one query per partition), and its
+//! writes document ([`super::writes`]), both where the by-id entry is (a joined
+//! checkpoint's: the tenant's shard of its id). A read by id looks where the id names,
+//! then apart, then in the tenant's partition.
 //!
 //! A state is compressed; when it is still larger than [`super::model::INLINE_STATE_MAX`]
 //! it is split into parts of [`super::model::PART_SIZE`] in table `blobs` (`cp_…#0000`, …) written in the same
@@ -34,7 +37,7 @@ use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem};
 use serde::{Deserialize, Serialize};
 use shared::TenantId;
 use shared::dynamo::{
-    Item, Part, StoreError, Table, Tables, Transaction, built, classify, get_item, n, query_window, s,
+    Item, Part, StoreError, Table, Tables, Transaction, built, classify, get_item, n, query_window, query_window_of, s,
 };
 use shared::ids::{CheckpointId, ExecutionId, WorkflowId};
 
@@ -112,6 +115,18 @@ fn by_execution_entry(execution: &ExecutionId, sequence: u64) -> String {
     format!("{execution}#{sequence:010}")
 }
 
+/// The entry of a checkpoint kept with its execution ([`Layout::Joined`]): its sequence,
+/// then its id (two executions of a tenant may share a mark, never a checkpoint id).
+fn joined_entry(sequence: u64, id: &CheckpointId) -> String {
+    format!("{sequence:010}#{id}")
+}
+
+/// The partition of the checkpoints kept with an execution whose mark is `mark`
+/// ([`ExecutionId::mark`]).
+fn joined_partition(tenant: &str, mark: &str) -> String {
+    format!("{tenant}#c{mark}")
+}
+
 /// How many partitions a tenant's by-id entries, workflow pointers and writes documents
 /// are spread over (of executions whose checkpoints are apart).
 pub const SHARDS: u8 = crate::runs::storage::SHARDS;
@@ -124,13 +139,23 @@ pub enum Layout {
     Tenant,
     /// The execution's items in its partition, each checkpoint's in one of [`SHARDS`].
     Apart,
+    /// Each checkpoint one entry (its state with it) in its execution's partition
+    /// (`ten_…#c…`, by the execution's mark), keyed by its sequence and id, which names
+    /// that partition and sequence ([`CheckpointId::in_execution`]): a read by id finds
+    /// it with no other entry. Key pointers beside it; a workflow pointer and writes
+    /// document as [`Self::Apart`] keeps them.
+    Joined,
 }
 
 impl Layout {
     /// Where the checkpoints of `execution` are.
     #[must_use]
     pub fn of(execution: &Execution) -> Self {
-        if execution.checkpoints_apart { Self::Apart } else { Self::Tenant }
+        match (execution.checkpoints_joined, execution.checkpoints_apart) {
+            (true, _) => Self::Joined,
+            (false, true) => Self::Apart,
+            (false, false) => Self::Tenant,
+        }
     }
 
     /// The partition of `execution`'s by-execution entries and key pointers.
@@ -138,16 +163,42 @@ impl Layout {
         match self {
             Self::Tenant => tenant.as_str().to_owned(),
             Self::Apart => format!("{}#{execution}", tenant.as_str()),
+            Self::Joined => joined_partition(tenant.as_str(), execution.mark()),
         }
     }
 
-    /// The partition of checkpoint `id`'s by-id entry, workflow pointer and writes.
+    /// The partition of checkpoint `id`'s workflow pointer and writes, and of its by-id
+    /// entry unless [`Self::Joined`].
     pub(super) fn checkpoint_partition(self, tenant: &TenantId, id: &CheckpointId) -> String {
         match self {
             Self::Tenant => tenant.as_str().to_owned(),
-            Self::Apart => shard_partition(tenant, shard_of(id.as_str())),
+            Self::Apart | Self::Joined => shard_partition(tenant, shard_of(id.as_str())),
         }
     }
+
+    /// The key (partition, entry) of checkpoint `id`'s entry that holds it.
+    pub(super) fn entry_of(self, tenant: &TenantId, id: &CheckpointId) -> (String, String) {
+        match self {
+            Self::Joined => {
+                let (mark, sequence) = id.place();
+                (joined_partition(tenant.as_str(), mark), joined_entry(sequence, id))
+            }
+            Self::Tenant | Self::Apart => (self.checkpoint_partition(tenant, id), id.to_string()),
+        }
+    }
+
+    /// The entries of `execution`'s checkpoints with a sequence from `from` through
+    /// `through`, as a key range of its partition.
+    fn sequence_range(self, execution: &ExecutionId, from: u64, through: u64) -> (String, String) {
+        match self {
+            Self::Joined => (format!("{from:010}#"), format!("{through:010}#~")),
+            Self::Tenant | Self::Apart => (by_execution_entry(execution, from), by_execution_entry(execution, through)),
+        }
+    }
+
+    /// Every layout, where a read that knows only a checkpoint's or execution's id looks
+    /// (the latest first).
+    pub const ALL: [Self; 3] = [Self::Joined, Self::Apart, Self::Tenant];
 }
 
 /// The tenant of a partition key of this table (`ten_…`, `ten_…#07`, `ten_…#exec_…`).
@@ -163,15 +214,21 @@ fn tenant_of(partition: &str) -> &str {
 /// [`StoreError::Corrupt`] for an item with a by-execution entry's key that is not one.
 pub fn created_entry(item: Item) -> Result<Option<(String, Checkpoint)>, StoreError> {
     let Some(entry) = item.get("entry").and_then(|e| e.as_s().ok()) else { return Ok(None) };
-    let is_by_execution = entry.split_once('#').is_some_and(|(execution, sequence)| {
-        ExecutionId::parse(execution).is_some() && sequence.len() == 10 && sequence.bytes().all(|b| b.is_ascii_digit())
+    let digits = |sequence: &str| sequence.len() == 10 && sequence.bytes().all(|b| b.is_ascii_digit());
+    let (is_by_execution, is_joined) = entry.split_once('#').map_or((false, false), |(first, second)| {
+        (ExecutionId::parse(first).is_some() && digits(second), digits(first) && CheckpointId::parse(second).is_some())
     });
-    if !is_by_execution {
+    if !is_by_execution && !is_joined {
         return Ok(None);
     }
     let record: CheckpointRecord = serde_dynamo::from_item(item)?;
     let checkpoint = record.checkpoint()?;
-    if record.entry != by_execution_entry(&checkpoint.execution_id, checkpoint.sequence) {
+    let expected = if is_joined {
+        joined_entry(checkpoint.sequence, &checkpoint.id)
+    } else {
+        by_execution_entry(&checkpoint.execution_id, checkpoint.sequence)
+    };
+    if record.entry != expected {
         return Err(StoreError::Corrupt(format!("checkpoint {}: entry {}", record.id, record.entry)));
     }
     Ok(Some((tenant_of(&record.tenant_id).to_owned(), checkpoint)))
@@ -237,9 +294,13 @@ impl CheckpointRecord {
         }
     }
 
-    /// Where the checkpoint's items are: apart when this entry is.
+    /// Where the checkpoint's items are: as this entry is.
     fn layout(&self) -> Layout {
-        if self.tenant_id.contains('#') { Layout::Apart } else { Layout::Tenant }
+        match self.tenant_id.split_once('#') {
+            None => Layout::Tenant,
+            Some((_, rest)) if rest.starts_with('c') => Layout::Joined,
+            Some(_) => Layout::Apart,
+        }
     }
 
     fn stored(&self) -> Result<StoredCheckpoint, StoreError> {
@@ -271,6 +332,36 @@ impl CheckpointRecord {
             created_at: shared::time::parse(&self.created_at).map_err(|_| corrupt("created_at"))?,
         })
     }
+}
+
+/// What a list reads of an entry: all but the state, which a joined entry holds.
+const LISTED: [&str; 14] = [
+    "tenant_id",
+    "entry",
+    "id",
+    "execution_id",
+    "workflow_id",
+    "sequence",
+    "name",
+    "client_key",
+    "parent_checkpoint_id",
+    "attempt",
+    "metadata",
+    "state_size_bytes",
+    "created_at",
+    "state_parts",
+];
+
+/// `query`, returning each entry without its state.
+fn without_state(
+    query: aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder,
+) -> aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder {
+    let names: Vec<String> = (0..LISTED.len()).map(|i| format!("#l{i}")).collect();
+    LISTED
+        .iter()
+        .zip(&names)
+        .fold(query, |q, (attribute, name)| q.expression_attribute_names(name, *attribute))
+        .projection_expression(names.join(", "))
 }
 
 /// Checkpoints of every tenant; each call is scoped to the tenant it is given.
@@ -315,11 +406,18 @@ impl CheckpointStore {
         let inline = parts.is_empty().then(|| state.compressed().to_vec());
         let (own, run) =
             (layout.checkpoint_partition(tenant, &c.id), layout.execution_partition(tenant, &c.execution_id));
-        let by_id = CheckpointRecord::new(own.clone(), c.id.to_string(), c, parts.len(), inline);
-        let by_execution =
-            CheckpointRecord::new(run.clone(), by_execution_entry(&c.execution_id, c.sequence), c, parts.len(), None);
-        tx.push(Part::Checkpoint, self.put(by_id)?);
-        tx.push(Part::Checkpoint, self.put(by_execution)?);
+        if layout == Layout::Joined {
+            let entry = joined_entry(c.sequence, &c.id);
+            tx.push(Part::Checkpoint, self.put(CheckpointRecord::new(run.clone(), entry, c, parts.len(), inline))?);
+        } else {
+            let by_id = CheckpointRecord::new(own.clone(), c.id.to_string(), c, parts.len(), inline);
+            let by_execution = by_execution_entry(&c.execution_id, c.sequence);
+            tx.push(Part::Checkpoint, self.put(by_id)?);
+            tx.push(
+                Part::Checkpoint,
+                self.put(CheckpointRecord::new(run.clone(), by_execution, c, parts.len(), None))?,
+            );
+        }
         if let Some(key) = &c.key {
             let pointer =
                 KeyRecord { tenant_id: run, entry: key_entry(&c.execution_id, key), checkpoint_id: c.id.to_string() };
@@ -355,7 +453,11 @@ impl CheckpointStore {
         let c = &stored.checkpoint;
         let own = stored.layout.checkpoint_partition(tenant, &c.id);
         let run = stored.layout.execution_partition(tenant, &c.execution_id);
-        let mut entries = vec![(&own, c.id.to_string()), (&run, by_execution_entry(&c.execution_id, c.sequence))];
+        let mut entries = if stored.layout == Layout::Joined {
+            vec![(&run, joined_entry(c.sequence, &c.id))]
+        } else {
+            vec![(&own, c.id.to_string()), (&run, by_execution_entry(&c.execution_id, c.sequence))]
+        };
         if let Some(key) = c.key.as_deref() {
             entries.push((&run, key_entry(&c.execution_id, key)));
             entries.push((&own, workflow_key_entry(&c.workflow_id, key, &c.id)));
@@ -377,12 +479,13 @@ impl CheckpointStore {
         Ok(())
     }
 
-    /// Checkpoint `id`'s by-id entry: where it is apart, else in the tenant's partition
-    /// (one consistent read, two for a checkpoint from before and for none).
+    /// Checkpoint `id`'s entry that holds it: where its id names, else where it is
+    /// apart, else in the tenant's partition (one consistent read, up to three for a
+    /// checkpoint from before and for none).
     async fn get_record(&self, tenant: &TenantId, id: &CheckpointId) -> Result<Option<CheckpointRecord>, StoreError> {
-        for layout in [Layout::Apart, Layout::Tenant] {
-            let partition = layout.checkpoint_partition(tenant, id);
-            let key = [("tenant_id", partition.as_str()), ("entry", id.as_str())];
+        for layout in Layout::ALL {
+            let (partition, entry) = layout.entry_of(tenant, id);
+            let key = [("tenant_id", partition.as_str()), ("entry", entry.as_str())];
             if let Some(item) = get_item(&self.client, self.table(), &key).await? {
                 return Ok(Some(serde_dynamo::from_item(item)?));
             }
@@ -394,10 +497,9 @@ impl CheckpointStore {
     /// beside another item.
     #[must_use]
     pub fn entry_key(&self, tenant: &TenantId, id: &CheckpointId, layout: Layout) -> (&str, Item) {
-        let key = std::collections::HashMap::from([
-            ("tenant_id".to_owned(), s(layout.checkpoint_partition(tenant, id))),
-            ("entry".to_owned(), s(id.as_str())),
-        ]);
+        let (partition, entry) = layout.entry_of(tenant, id);
+        let key =
+            std::collections::HashMap::from([("tenant_id".to_owned(), s(partition)), ("entry".to_owned(), s(entry))]);
         (self.table(), key)
     }
 
@@ -515,39 +617,50 @@ impl CheckpointStore {
         Ok(state)
     }
 
+    /// The query of `execution`'s checkpoints from `from_sequence` through
+    /// `through_sequence` where `layout` keeps them, with the filter conditions it needs
+    /// (of a joined partition, the execution's own entries: another execution of the
+    /// tenant may share its mark), to be joined with any other and set as its filter.
     fn execution_range(
         &self,
-        partition: &str,
+        (tenant, layout): (&TenantId, Layout),
         execution: &ExecutionId,
         from_sequence: u64,
         through_sequence: u64,
-    ) -> aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder {
-        self.client
+    ) -> (aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder, Vec<String>) {
+        let (lo, hi) = layout.sequence_range(execution, from_sequence, through_sequence);
+        let query = self
+            .client
             .query()
             .table_name(self.table())
             .key_condition_expression("tenant_id = :t AND entry BETWEEN :lo AND :hi")
-            .expression_attribute_values(":t", s(partition))
-            .expression_attribute_values(":lo", s(by_execution_entry(execution, from_sequence)))
-            .expression_attribute_values(":hi", s(by_execution_entry(execution, through_sequence)))
-            .consistent_read(true)
+            .expression_attribute_values(":t", s(layout.execution_partition(tenant, execution)))
+            .expression_attribute_values(":lo", s(lo))
+            .expression_attribute_values(":hi", s(hi))
+            .consistent_read(true);
+        if layout == Layout::Joined {
+            (query.expression_attribute_values(":run", s(execution.as_str())), vec!["execution_id = :run".to_owned()])
+        } else {
+            (query, Vec::new())
+        }
     }
 
     /// The query behind a list: the window's range, in its order, without what `hidden`
     /// covers and with its metadata filter.
     fn window_query(
         &self,
-        partition: &str,
+        tenant: &TenantId,
         execution: &Execution,
         window: &ListWindow,
     ) -> aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder {
         let hidden = &execution.discarded;
         let (from, through) = (window.from_sequence.max(1), window.through_sequence.min(LAST_SEQUENCE));
-        let mut range =
-            self.execution_range(partition, &execution.id, from, through).scan_index_forward(!window.descending);
+        let (range, mut conditions) =
+            self.execution_range((tenant, Layout::of(execution)), &execution.id, from, through);
+        let mut range = range.scan_index_forward(!window.descending);
         // Checkpoints a rollback discarded but has not deleted yet are left out (the skip
         // and take of the window count only what is shown).
-        let mut conditions: Vec<String> =
-            (0..hidden.len()).map(|i| format!("NOT (#seq BETWEEN :after{i} AND :through{i})")).collect();
+        conditions.extend((0..hidden.len()).map(|i| format!("NOT (#seq BETWEEN :after{i} AND :through{i})")));
         if !hidden.is_empty() {
             range = range.expression_attribute_names("#seq", "sequence");
         }
@@ -585,9 +698,9 @@ impl CheckpointStore {
             return Ok(Page::default());
         }
         let partition = Layout::of(execution).execution_partition(tenant, &execution.id);
-        let query = self.window_query(&partition, execution, window);
+        let query = self.window_query(tenant, execution, window);
         if window.metadata.is_empty() {
-            let items = query_window(query, "entry", skip, take).await?;
+            let items = query_window_of(query, "entry", skip, take, &LISTED).await?;
             let items = items
                 .into_iter()
                 .map(|item| serde_dynamo::from_item::<_, CheckpointRecord>(item)?.checkpoint())
@@ -596,6 +709,7 @@ impl CheckpointStore {
         }
         // A metadata filter is evaluated by DynamoDB on what the key range reads: the
         // request examines at most MAX_EXAMINED checkpoints and says where it stopped.
+        let query = without_state(query);
         let (mut skip, mut examined, mut start) = (skip, 0_usize, None);
         let mut items = Vec::new();
         loop {
@@ -649,8 +763,7 @@ impl CheckpointStore {
         if window.is_empty() {
             return Ok(0);
         }
-        let partition = Layout::of(execution).execution_partition(tenant, &execution.id);
-        shared::dynamo::count(self.window_query(&partition, execution, window), cap).await
+        shared::dynamo::count(self.window_query(tenant, execution, window), cap).await
     }
 
     /// Checkpoints of the execution with a sequence above `sequence`, highest first, at
@@ -682,11 +795,10 @@ impl CheckpointStore {
         limit: usize,
         lowest_first: bool,
     ) -> Result<Vec<StoredCheckpoint>, StoreError> {
-        let queries = [Layout::Apart, Layout::Tenant].map(|layout| {
-            let partition = layout.execution_partition(tenant, execution);
-            let query = self
-                .execution_range(&partition, execution, range.after + 1, range.through)
-                .scan_index_forward(lowest_first);
+        let queries = Layout::ALL.map(|layout| {
+            let (query, conditions) = self.execution_range((tenant, layout), execution, range.after + 1, range.through);
+            let query = query.scan_index_forward(lowest_first);
+            let query = if conditions.is_empty() { query } else { query.filter_expression(conditions.join(" AND ")) };
             query_window(query, "entry", 0, limit)
         });
         let mut stored = futures_util::future::try_join_all(queries)
@@ -706,6 +818,8 @@ impl CheckpointStore {
 
 #[cfg(test)]
 mod tests {
+    use chrono::Utc;
+
     use super::*;
 
     #[test]
@@ -713,6 +827,50 @@ mod tests {
         let e = ExecutionId::generate();
         assert!(by_execution_entry(&e, 9) < by_execution_entry(&e, 10));
         assert!(by_execution_entry(&e, 10) < by_execution_entry(&e, 9_999_999_999));
+    }
+
+    /// A checkpoint kept with its execution is where its id alone says: the execution's
+    /// partition and the entry its write puts, in sequence order there (before the key
+    /// pointers beside it); the stream reports it as created, and no by-id entry of the
+    /// other layouts.
+    #[test]
+    fn a_joined_entry_is_found_by_the_id_alone_and_reported_as_created() {
+        let tenant = "ten_0193a6f21c2b7d3e8f000123456789ab";
+        let execution = ExecutionId::generate();
+        let sequences = [1, 2, 10, 1 << 21, 9_999_999_999];
+        let ids = sequences.map(|n| CheckpointId::in_execution(&execution, n, Utc::now()));
+        for (id, sequence) in ids.iter().zip(sequences) {
+            // What a read by id derives (`Layout::entry_of`) is where the write put it.
+            let (mark, carried) = id.place();
+            assert_eq!(joined_partition(tenant, mark), joined_partition(tenant, execution.mark()));
+            assert_eq!(joined_entry(carried, id), joined_entry(sequence, id));
+            let entry = joined_entry(sequence, id);
+            let (lo, hi) = Layout::Joined.sequence_range(&execution, sequence, sequence);
+            assert!(lo < entry && entry < hi, "{entry} in its sequence's range");
+            assert!(entry < key_entry(&execution, "k"), "entries sort before key pointers");
+        }
+        assert!(joined_entry(1, &ids[0]) < joined_entry(10, &ids[2]));
+        let c = Checkpoint {
+            id: ids[1].clone(),
+            execution_id: execution.clone(),
+            workflow_id: WorkflowId::generate(),
+            sequence: 2,
+            name: None,
+            key: None,
+            parent_checkpoint_id: None,
+            attempt: 1,
+            metadata: BTreeMap::new(),
+            state_size_bytes: 2,
+            created_at: Utc::now(),
+        };
+        let (partition, entry) = (joined_partition(tenant, execution.mark()), joined_entry(2, &c.id));
+        let record = CheckpointRecord::new(partition, entry, &c, 0, Some(b"{}".to_vec()));
+        assert_eq!(record.layout(), Layout::Joined);
+        let item: Item = serde_dynamo::to_item(&record).expect("item");
+        let (owner, created) = created_entry(item).expect("readable").expect("a creation");
+        assert_eq!((owner.as_str(), created.id), (tenant, c.id.clone()));
+        let by_id = CheckpointRecord::new(tenant.to_owned(), c.id.to_string(), &c, 0, None);
+        assert!(created_entry(serde_dynamo::to_item(&by_id).expect("item")).expect("readable").is_none());
     }
 
     /// DynamoDB's largest sort key.

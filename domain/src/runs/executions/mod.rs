@@ -161,6 +161,7 @@ impl Runs {
                 Execution::start(workflow_id.clone(), key.map(str::to_owned), input.clone(), metadata.clone(), now);
             execution.tags.clone_from(tags);
             execution.checkpoints_apart = shared::config::spread();
+            execution.checkpoints_joined = shared::config::spread() && self.settings.one_checkpoint_entry;
             execution.spread = shared::config::spread();
             execution.headed = self.settings.heads;
             let mut tx = Transaction::new();

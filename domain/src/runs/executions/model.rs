@@ -116,6 +116,11 @@ pub struct Execution {
     /// `checkpoints::store::Layout`): every execution started since that layout, unless
     /// it is switched off; false for executions from before.
     pub checkpoints_apart: bool,
+    /// Whether each of its checkpoints is one entry in a partition of its own, found by
+    /// the checkpoint's id, which names it (`checkpoints::store::Layout::Joined`): every
+    /// execution started since, unless it is switched off; false for executions from
+    /// before.
+    pub checkpoints_joined: bool,
     /// Whether it is kept in one of the tenant's shards of table `executions` (by its
     /// id's last digit) rather than in the tenant's one partition: every execution
     /// started since executions are spread, unless that is switched off; false for
@@ -263,6 +268,7 @@ impl Execution {
             expires_at: None,
             checkpoints_expire_at: None,
             checkpoints_apart: true,
+            checkpoints_joined: true,
             spread: true,
             headed: true,
             head_version: None,

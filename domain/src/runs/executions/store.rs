@@ -169,6 +169,10 @@ struct ExecutionRecord {
     /// partition).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     checkpoints_apart: bool,
+    /// Each of its checkpoints is one entry in a partition of its own, found by the
+    /// checkpoint's id (absent: two entries, as `checkpoints_apart` says where).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    checkpoints_joined: bool,
     /// Written by the start that made the item (and no later write): its
     /// `execution.started` event is the item's stream record ([`started_entry`]), not an
     /// outbox item. Absent on an item an earlier version started, whose event is in the
@@ -214,6 +218,7 @@ const SUMMARY_ATTRIBUTES: &[&str] = &[
     "tenant_workflow",
     "tenant_workflow_status",
     "checkpoints_apart",
+    "checkpoints_joined",
     "headed",
     // A head's (read with its execution's summary).
     "item_version",
@@ -266,6 +271,7 @@ impl ExecutionRecord {
             // once the execution is ABANDONED_AFTER old, however often it is written.
             purge_since: (!e.discarded.is_empty()).then(|| shared::time::format(e.created_at)),
             checkpoints_apart: e.checkpoints_apart,
+            checkpoints_joined: e.checkpoints_joined,
             started_by_stream: false,
             headed: e.headed,
         };
@@ -333,6 +339,7 @@ impl ExecutionRecord {
             expires_at: self.expires_at.as_deref().map(time).transpose()?,
             checkpoints_expire_at: self.checkpoints_expire_at.as_deref().map(time).transpose()?,
             checkpoints_apart: self.checkpoints_apart,
+            checkpoints_joined: self.checkpoints_joined,
             spread: self.tenant_id.contains('#'),
             headed: self.headed,
             head_version: None,
