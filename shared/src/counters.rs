@@ -44,7 +44,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::types::{ConditionCheck, TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, TransactWriteItem, Update};
 
 use crate::TenantId;
 use crate::dynamo::{Item, StoreError, Table, Tables, built, n, s};
@@ -96,7 +96,14 @@ pub fn any_shard() -> u8 {
 /// workflow while it has running or paused executions.
 #[must_use]
 pub fn executions_of_workflow(workflow_id: &str, status: &str) -> String {
-    format!("executions|workflow={workflow_id}{ATTRIBUTE_MARK}{status}")
+    format!("{}{ATTRIBUTE_MARK}{status}", executions_of_workflow_item(workflow_id))
+}
+
+/// The counter item of a workflow's executions (its statuses' counts as attributes), which
+/// a start adds to and which is [`CLOSED`] while the workflow is archived or deleted.
+#[must_use]
+pub fn executions_of_workflow_item(workflow_id: &str) -> String {
+    format!("executions|workflow={workflow_id}")
 }
 
 /// The counter of one day's events of a kind (`failures`), for rates over a window of
@@ -126,7 +133,14 @@ type Attributes<'a> = Vec<(&'a str, i64)>;
 pub struct CounterChange {
     pub(crate) deltas: BTreeMap<String, i64>,
     stamps: BTreeMap<String, i64>,
+    /// Items whose update holds only while they are not closed ([`Self::unless_closed`]).
+    open_only: std::collections::BTreeSet<String>,
 }
+
+/// The attribute of a counter item that closes it to writes made
+/// [`CounterChange::unless_closed`] (`true`; a workflow's executions counter item, in every
+/// shard, while the workflow is archived or deleted: [`closing`]).
+pub const CLOSED: &str = "closed";
 
 impl CounterChange {
     /// The change from an item counted under `before` to one counted under `after`
@@ -168,6 +182,15 @@ impl CounterChange {
         for (name, millis) in &other.stamps {
             self.stamp(name, *millis);
         }
+        self.open_only.extend(other.open_only.iter().cloned());
+    }
+
+    /// Makes the update of counter item `item` (which this change writes) hold only while
+    /// the item is not [`CLOSED`]: the transaction fails on it otherwise. A start of an
+    /// execution so checks that its workflow was not archived or deleted since it was
+    /// read, on the workflow's counter item it adds to anyway (one shard of 16, at random).
+    pub fn unless_closed(&mut self, item: &str) {
+        self.open_only.insert(item.to_owned());
     }
 
     /// Whether nothing changes.
@@ -221,6 +244,11 @@ impl CounterChange {
                     if !parts.is_empty() {
                         clauses.push(format!("{kind} {}", parts.join(", ")));
                     }
+                }
+                if self.open_only.contains(item) {
+                    update = update
+                        .condition_expression("attribute_not_exists(#closed)")
+                        .expression_attribute_names("#closed", CLOSED);
                 }
                 let update =
                     update.update_expression(clauses.join(" ")).build().map_err(|e| StoreError::Other(Box::new(e)))?;
@@ -287,6 +315,65 @@ pub async fn zero_now(
         }
     }
     Ok(Some(checks))
+}
+
+/// The operations that close (`closed`: set [`CLOSED`]) or open again counter item `item`
+/// of `tenant` in every shard, to join a transaction: `checks` ([`zero_now`]'s, of this
+/// item or not) become the updates' conditions where they name the same shard (DynamoDB
+/// refuses a transaction that names an item twice); the others are returned as they are.
+///
+/// # Errors
+/// [`StoreError::Other`] if an update cannot be built (a bug).
+pub fn closing(
+    tables: &Tables,
+    tenant: &TenantId,
+    item: &str,
+    closed: bool,
+    checks: Vec<TransactWriteItem>,
+) -> Result<Vec<TransactWriteItem>, StoreError> {
+    let mut kept = Vec::new();
+    let mut conditions: HashMap<String, ConditionCheck> = HashMap::new();
+    for operation in checks {
+        match operation.condition_check() {
+            Some(check) if check.key().get("name").and_then(|v| v.as_s().ok()).map(String::as_str) == Some(item) => {
+                let partition = check.key().get("tenant_id").and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
+                conditions.insert(partition, check.clone());
+            }
+            _ => kept.push(operation),
+        }
+    }
+    for shard in 0..SHARDS {
+        let key = key(tenant.as_str(), shard, item);
+        let partition = key.get("tenant_id").and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
+        let mut update = Update::builder().table_name(tables.name(Table::Counters)).set_key(Some(key));
+        update = if closed {
+            update
+                .update_expression("SET #closed = :closed")
+                .expression_attribute_values(":closed", AttributeValue::Bool(true))
+        } else {
+            update.update_expression("REMOVE #closed")
+        };
+        update = update.expression_attribute_names("#closed", CLOSED);
+        if let Some(check) = conditions.remove(&partition) {
+            update = update.condition_expression(check.condition_expression()).set_expression_attribute_values(match (
+                closed,
+                check.expression_attribute_values(),
+            ) {
+                (true, Some(values)) => {
+                    let mut values = values.clone();
+                    values.insert(":closed".to_owned(), AttributeValue::Bool(true));
+                    Some(values)
+                }
+                (true, None) => Some(HashMap::from([(":closed".to_owned(), AttributeValue::Bool(true))])),
+                (false, values) => values.cloned(),
+            });
+            for (name, attribute) in check.expression_attribute_names().into_iter().flatten() {
+                update = update.expression_attribute_names(name, attribute);
+            }
+        }
+        kept.push(TransactWriteItem::builder().update(built(update.build())?).build());
+    }
+    Ok(kept)
 }
 
 /// Every shard of the counter items `items` of `tenant`, by (shard, item): batch reads of
@@ -487,6 +574,69 @@ mod tests {
         let expected: BTreeMap<String, i64> =
             [("wf|status=draft".to_owned(), -1), ("wf|status=published".to_owned(), 1)].into_iter().collect();
         assert_eq!(change.deltas, expected);
+    }
+
+    /// A guarded item's update (the guard carried through a merge) holds only while the
+    /// item is not closed; the other items' updates are unconditional.
+    #[test]
+    fn an_update_unless_closed_is_conditioned_on_its_item_alone() {
+        let item = executions_of_workflow_item("wf_1");
+        let mut usage = CounterChange::default();
+        usage.unless_closed(&item);
+        let mut change =
+            CounterChange::between(&[], &names(&["executions@all", &executions_of_workflow("wf_1", "all")]));
+        change.merge(&usage);
+        let items = change.transact_items_in(&Tables::new("t-"), "ten_0", 3).expect("built");
+        let conditions: Vec<(String, Option<String>)> = items
+            .iter()
+            .filter_map(|op| op.update())
+            .map(|u| (u.key()["name"].as_s().expect("name").clone(), u.condition_expression().map(str::to_owned)))
+            .collect();
+        let guarded = Some("attribute_not_exists(#closed)".to_owned());
+        assert_eq!(conditions, vec![("executions".to_owned(), None), (item.clone(), guarded)]);
+        let update = items[1].update().expect("update");
+        assert_eq!(update.expression_attribute_names().expect("names")["#closed"], CLOSED);
+    }
+
+    /// Closing an item takes every shard; a count's condition on a shard (the item still
+    /// counting none) becomes that shard's update's condition, with its names and values
+    /// beside `:closed`; other conditions stay as they are. Opening removes the mark.
+    #[test]
+    fn closing_an_item_updates_every_shard_on_the_conditions_it_had() {
+        let tables = Tables::new("t-");
+        let tenant = crate::auth::trusted::tenant(&crate::ids::TenantKey::generate());
+        let item = executions_of_workflow_item("wf_1");
+        let check = |shard: u8, name: &str| {
+            let check = ConditionCheck::builder()
+                .table_name(tables.name(Table::Counters))
+                .set_key(Some(key(tenant.as_str(), shard, name)))
+                .condition_expression("#a0 = :r0")
+                .expression_attribute_names("#a0", "running")
+                .expression_attribute_values(":r0", n(0))
+                .build()
+                .expect("check");
+            TransactWriteItem::builder().condition_check(check).build()
+        };
+        let closed = closing(&tables, &tenant, &item, true, vec![check(2, &item), check(2, "other")]).expect("built");
+        assert_eq!(closed.len(), 17, "the other item's check, then 16 updates");
+        assert!(closed[0].condition_check().is_some());
+        let updates: Vec<&Update> = closed.iter().filter_map(|op| op.update()).collect();
+        assert_eq!(updates.len(), usize::from(SHARDS));
+        for (shard, update) in (0..SHARDS).zip(&updates) {
+            assert_eq!(update.key()["tenant_id"].as_s().expect("partition"), &partition(tenant.as_str(), shard, &item));
+            assert_eq!(update.update_expression(), "SET #closed = :closed");
+            let values = update.expression_attribute_values().expect("values");
+            assert_eq!(values[":closed"], AttributeValue::Bool(true));
+            if shard == 2 {
+                assert_eq!(update.condition_expression(), Some("#a0 = :r0"));
+                assert_eq!(values[":r0"], n(0));
+                assert_eq!(update.expression_attribute_names().expect("names")["#a0"], "running");
+            } else {
+                assert_eq!(update.condition_expression(), None);
+            }
+        }
+        let opened = closing(&tables, &tenant, &item, false, Vec::new()).expect("built");
+        assert!(opened.iter().all(|op| op.update().is_some_and(|u| u.update_expression() == "REMOVE #closed")));
     }
 
     #[test]

@@ -502,12 +502,28 @@ async fn closed_markers(env: &Env, tenant: &str, wf: &str) -> usize {
     found
 }
 
-/// A start checks one of its workflow's 16 closed markers, not the workflow's item: a
-/// workflow archived after the start read it open, before the start commits, refuses it
-/// (409, nothing started or charged). Archiving and deleting write
-/// every marker, restoring removes them, and starts go on.
+/// How many of the 16 shards of workflow `wf`'s executions counter item are closed (read
+/// straight from DynamoDB).
+async fn closed_shards(env: &Env, tenant: &str, wf: &str) -> usize {
+    let item = shared::counters::executions_of_workflow_item(wf);
+    let mut found = 0;
+    for shard in 0..shared::counters::SHARDS {
+        let key = shared::counters::key(tenant, shard, &item);
+        let out = env.client.get_item().table_name(env.tables.name(Table::Counters)).set_key(Some(key)).send().await;
+        let closed = out.expect("read").item.and_then(|i| i.get(shared::counters::CLOSED).cloned());
+        found += usize::from(closed == Some(AttributeValue::Bool(true)));
+    }
+    found
+}
+
+/// A start adds to its workflow's executions counter item in one shard (of 16, at
+/// random) on the condition that it is not closed, and checks nothing else of the
+/// workflow: a workflow archived after the start read it open, before the start commits,
+/// refuses it (409, nothing started or charged). Archiving and deleting close the item in
+/// every shard (and write the closed markers an earlier version checked), restoring
+/// opens it, and starts go on.
 #[tokio::test(flavor = "multi_thread")]
-async fn a_workflow_archived_while_a_start_runs_refuses_it_by_its_closed_markers() {
+async fn a_workflow_archived_while_a_start_runs_refuses_it_by_its_closed_counters() {
     use std::sync::atomic::{AtomicBool, Ordering};
     let env = api_tests::env().await;
     let api = Api::new(Transport::in_process(&env));
@@ -515,7 +531,7 @@ async fn a_workflow_archived_while_a_start_runs_refuses_it_by_its_closed_markers
     let body = json!({"name": "markers", "workflow_type": "custom"});
     let wf = api.post(&t.key, "/workflows", &body).await.expect(201).body["id"].as_str().expect("id").to_owned();
     let path = format!("/workflows/{wf}");
-    assert_eq!(closed_markers(&env, &t.id, &wf).await, 0);
+    assert_eq!((closed_markers(&env, &t.id, &wf).await, closed_shards(&env, &t.id, &wf).await), (0, 0));
 
     let tenant = shared::auth::trusted::tenant(&shared::ids::TenantKey::parse(&t.id).expect("tenant id"));
     let runs = domain::runs::Runs::new(env.client.clone(), env.tables.clone(), 1);
@@ -541,15 +557,17 @@ async fn a_workflow_archived_while_a_start_runs_refuses_it_by_its_closed_markers
     assert!(message.contains("archived"), "{message}");
     assert_eq!(api.get(&t.key, &format!("/executions?workflow_id={wf}")).await.body["total"], 0, "nothing started");
     assert_eq!(api.get(&t.key, "/billing/balance").await.body, balance, "nothing charged");
-    assert_eq!(closed_markers(&env, &t.id, &wf).await, 16);
+    assert_eq!((closed_markers(&env, &t.id, &wf).await, closed_shards(&env, &t.id, &wf).await), (16, 16));
 
     api.put(&t.key, &path, &json!({"status": "draft"})).await.expect(200);
-    assert_eq!(closed_markers(&env, &t.id, &wf).await, 0, "restored");
+    let restored = (closed_markers(&env, &t.id, &wf).await, closed_shards(&env, &t.id, &wf).await);
+    assert_eq!(restored, (0, 0), "restored");
     let started = api.post(&t.key, "/executions", &json!({"workflow_id": wf})).await;
     let e = started.expect(201).body["id"].as_str().expect("id").to_owned();
     api.post(&t.key, &format!("/executions/{e}/cancel"), &json!({})).await.expect(200);
     api.delete(&t.key, &path).await.expect(204);
-    assert_eq!(closed_markers(&env, &t.id, &wf).await, 16, "deleted");
+    let deleted = (closed_markers(&env, &t.id, &wf).await, closed_shards(&env, &t.id, &wf).await);
+    assert_eq!(deleted, (16, 16), "deleted");
 }
 
 /// The partition execution `id` is stored in (its `tenant_id`) and its `tenant_status`,

@@ -9,12 +9,16 @@
 //! before it existed get `tenant_name` from `cairn-admin migrate workflow-names`
 //! ([`WorkflowStore::index_names`]).
 //!
-//! A workflow archived or deleted has [`MARKERS`] closed markers (`tenant_id` =
-//! `ten_…#07`, `id` = `wf_…#closed`, no attribute an index reads), written in the
-//! transaction that closes it and deleted by the one that restores it. A start checks
-//! that one of them, at random, does not exist ([`WorkflowStore::check_active`]), so no
-//! item is checked by every start of a busy workflow; the start has read the workflow
-//! before (refusing one archived or gone), and the marker refuses one closed since.
+//! A workflow archived or deleted is closed: its executions counter item
+//! (`executions|workflow=wf_…`) is [`counters::CLOSED`] in every shard, set in the
+//! transaction that closes it and removed by the one that restores it. A start adds to
+//! that item in one shard anyway, on the condition that it is not closed
+//! ([`CounterChange::unless_closed`]), so no item is checked by every start of a busy
+//! workflow and the check costs no operation of its own; the start has read the workflow
+//! before (refusing one archived or gone), and the condition refuses one closed since.
+//! The [`MARKERS`] closed markers an earlier version checked instead (`tenant_id` =
+//! `ten_…#07`, `id` = `wf_…#closed`) are still written and deleted alike, for instances
+//! of that version during a deploy.
 
 use std::collections::BTreeMap;
 
@@ -285,25 +289,10 @@ impl WorkflowStore {
         let (was, is) = (old.status == WorkflowStatus::Archived, new.status == WorkflowStatus::Archived);
         if was != is {
             items.extend(self.markers(tenant, &new.id, is)?);
+            let executions = counters::executions_of_workflow_item(new.id.as_str());
+            items.extend(counters::closing(&self.tables, tenant, &executions, is, Vec::new())?);
         }
         self.write(tenant, items, &CounterChange::between(&old.counters(), &new.counters())).await
-    }
-
-    /// A transaction operation that holds only while the workflow, read open before,
-    /// has not been archived or deleted since (starting an execution joins it): one of
-    /// its closed markers, at random, does not exist.
-    ///
-    /// # Errors
-    /// [`StoreError::Other`] if it cannot be built (a bug).
-    pub fn check_active(&self, tenant: &TenantId, id: &WorkflowId) -> Result<TransactWriteItem, StoreError> {
-        let marker = getrandom::u32().map_or(0, |x| u8::try_from(x % u32::from(MARKERS)).unwrap_or(0));
-        let check = aws_sdk_dynamodb::types::ConditionCheck::builder()
-            .table_name(self.table())
-            .set_key(Some(Self::marker_key(tenant, id, marker)))
-            .condition_expression("attribute_not_exists(id)")
-            .build()
-            .map_err(|e| StoreError::Other(Box::new(e)))?;
-        Ok(TransactWriteItem::builder().condition_check(check).build())
     }
 
     /// Deletes `w` if the stored version is still `w.version` and it has no running or
@@ -326,7 +315,11 @@ impl WorkflowStore {
         tx.extend(Part::Workflow, self.markers(tenant, &w.id, true)?);
         let active = ["running", "paused"].map(|status| counters::executions_of_workflow(w.id.as_str(), status));
         match counters::zero_now(&self.client, &self.tables, tenant, &active).await? {
-            Some(checks) => tx.extend(Part::Active, checks),
+            // Closed in each shard on the condition that it still counts none.
+            Some(checks) => {
+                let executions = counters::executions_of_workflow_item(w.id.as_str());
+                tx.extend(Part::Active, counters::closing(&self.tables, tenant, &executions, true, checks)?);
+            }
             None => return Err(DeleteError::Active),
         }
         tx.extend(Part::Counters, CounterChange::between(&w.counters(), &[]).transact_items(&self.tables, tenant)?);

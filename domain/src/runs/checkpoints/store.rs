@@ -797,7 +797,7 @@ impl CheckpointStore {
     ) -> Result<Vec<StoredCheckpoint>, StoreError> {
         let queries = Layout::ALL.map(|layout| {
             let (query, conditions) = self.execution_range((tenant, layout), execution, range.after + 1, range.through);
-            let query = query.scan_index_forward(lowest_first);
+            let query = without_state(query).scan_index_forward(lowest_first);
             let query = if conditions.is_empty() { query } else { query.filter_expression(conditions.join(" AND ")) };
             query_window(query, "entry", 0, limit)
         });

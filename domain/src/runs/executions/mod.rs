@@ -165,7 +165,7 @@ impl Runs {
             execution.spread = shared::config::spread();
             execution.headed = self.settings.heads;
             let mut tx = Transaction::new();
-            let (charge, usage) = self.ledger.stage_charge(
+            let (charge, mut usage) = self.ledger.stage_charge(
                 &mut tx,
                 tenant,
                 allowance,
@@ -174,8 +174,10 @@ impl Runs {
                 now,
             )?;
             let on_stream = self.settings.started_on_stream;
+            // The workflow's counter item, which the start adds to, refuses it once the
+            // workflow is closed (archived or deleted since it was read).
+            usage.unless_closed(&shared::counters::executions_of_workflow_item(workflow_id.as_str()));
             self.executions.stage_create(&mut tx, tenant, (&execution, on_stream), &usage)?;
-            tx.push(Part::Workflow, self.workflows.check_active(tenant, workflow_id)?);
             // Reported by the new item's stream record, or by an outbox item.
             if !on_stream {
                 let started = Event::execution(EventType::ExecutionStarted, &execution, now);
@@ -184,11 +186,12 @@ impl Runs {
             before_commit(&execution);
             match tx.commit(self.client()).await {
                 Ok(()) => Ok(Attempt::Done(Started::New(execution))),
-                Err(TransactionError::Condition(Part::Workflow)) => {
-                    Err(match self.workflows.get(tenant, workflow_id).await? {
-                        Some(_) => archived(workflow_id),
-                        None => Error::not_found("workflow", workflow_id.as_str()),
-                    })
+                Err(TransactionError::Condition(Part::Counters)) => {
+                    match self.workflows.get(tenant, workflow_id).await? {
+                        Some(w) if w.status == WorkflowStatus::Archived => Err(archived(workflow_id)),
+                        Some(_) => Ok(Attempt::Raced),
+                        None => Err(Error::not_found("workflow", workflow_id.as_str())),
+                    }
                 }
                 Err(TransactionError::Condition(Part::Key)) => {
                     // Another start with this key committed first: its execution is the answer.
