@@ -549,12 +549,14 @@ pub async fn read(client: &Client, tables: &Tables, tenant: &TenantId, name: &st
     Ok(read_many(client, tables, tenant, &[name.to_owned()]).await?.pop().unwrap_or(0))
 }
 
-/// Whether counter item `item` of `tenant` was ever written (in any shard).
+/// Whether counter item `item` of `tenant` was ever counted in (in any shard: a shard
+/// holding only [`CLOSED`] counts nothing).
 ///
 /// # Errors
 /// The reads' [`StoreError`]s.
 pub async fn exists(client: &Client, tables: &Tables, tenant: &TenantId, item: &str) -> Result<bool, StoreError> {
-    Ok(!read_shards(client, tables, tenant, &[item]).await?.is_empty())
+    let shards = read_shards(client, tables, tenant, &[item]).await?;
+    Ok(shards.values().any(|shard| shard.values().any(|value| value.as_n().is_ok())))
 }
 
 #[cfg(test)]

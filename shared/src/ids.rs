@@ -188,8 +188,8 @@ impl CheckpointId {
     /// The id of checkpoint `sequence` of execution `execution`, created at `at`: a
     /// UUIDv7 (time-ordered like any id) whose 74 random bits are the sequence (34) and
     /// the execution's [`ExecutionId::mark`] (40), so that the id alone names where the
-    /// checkpoint is kept ([`Self::place`]). Unique while an execution does not reuse a
-    /// sequence within one millisecond.
+    /// checkpoint is kept ([`Self::place`]). Unique within its execution, whose
+    /// sequences are never given twice.
     #[must_use]
     pub fn in_execution(execution: &ExecutionId, sequence: u64, at: DateTime<Utc>) -> Self {
         let sequence = sequence.min(MAX_MARKED_SEQUENCE);

@@ -570,6 +570,36 @@ async fn a_workflow_archived_while_a_start_runs_refuses_it_by_its_closed_counter
     assert_eq!(deleted, (16, 16), "deleted");
 }
 
+/// A workflow restored by an earlier version (which removed only the closed markers)
+/// keeps its counter item closed: the first start of it opens the item again, as of the
+/// workflow it read open, and starts. A workflow deleted before any execution closes its
+/// counter item but is no workflow the tenant had executions of: its list is 404.
+#[tokio::test]
+async fn a_start_opens_a_counter_item_an_earlier_restore_left_closed() {
+    let env = api_tests::env().await;
+    let api = Api::new(Transport::in_process(&env));
+    let t = env.tenant().await;
+    let body = json!({"name": "left closed", "workflow_type": "custom"});
+    let wf = api.post(&t.key, "/workflows", &body).await.expect(201).body["id"].as_str().expect("id").to_owned();
+    let item = shared::counters::executions_of_workflow_item(&wf);
+    for shard in 0..shared::counters::SHARDS {
+        let update = env.client.update_item().table_name(env.tables.name(Table::Counters));
+        let update = update.set_key(Some(shared::counters::key(&t.id, shard, &item)));
+        let update = update.update_expression("SET #c = :t").expression_attribute_names("#c", shared::counters::CLOSED);
+        update.expression_attribute_values(":t", AttributeValue::Bool(true)).send().await.expect("close");
+    }
+    assert_eq!(closed_shards(&env, &t.id, &wf).await, 16);
+    api.post(&t.key, "/executions", &json!({"workflow_id": wf})).await.expect(201);
+    assert_eq!(closed_shards(&env, &t.id, &wf).await, 0, "opened again");
+    assert_eq!(api.get(&t.key, &format!("/executions?workflow_id={wf}")).await.expect(200).body["total"], 1);
+
+    let body = json!({"name": "never run", "workflow_type": "custom"});
+    let wf = api.post(&t.key, "/workflows", &body).await.expect(201).body["id"].as_str().expect("id").to_owned();
+    api.delete(&t.key, &format!("/workflows/{wf}")).await.expect(204);
+    assert_eq!(closed_shards(&env, &t.id, &wf).await, 16);
+    api.get(&t.key, &format!("/executions?workflow_id={wf}")).await.expect_problem(404, "not_found");
+}
+
 /// The partition execution `id` is stored in (its `tenant_id`) and its `tenant_status`,
 /// read straight from the table: `None` if neither layout has it.
 async fn stored_at(env: &Env, tenant: &str, id: &str) -> Option<(String, String)> {

@@ -295,6 +295,26 @@ impl WorkflowStore {
         self.write(tenant, items, &CounterChange::between(&old.counters(), &new.counters())).await
     }
 
+    /// Opens workflow `w`'s executions counter item again, if `w` (read open) is still at
+    /// its version: a restore by an earlier version, which knew only the closed markers,
+    /// left it closed, and it would refuse every start.
+    ///
+    /// # Errors
+    /// [`StoreError::ConditionFailed`] when the workflow changed since it was read; the
+    /// call's other [`StoreError`]s.
+    pub async fn reopen(&self, tenant: &TenantId, w: &Workflow) -> Result<(), StoreError> {
+        let check = aws_sdk_dynamodb::types::ConditionCheck::builder()
+            .table_name(self.table())
+            .key("tenant_id", s(tenant.as_str()))
+            .key("id", s(w.id.as_str()))
+            .condition_expression("version = :expected")
+            .expression_attribute_values(":expected", n(w.version));
+        let mut items = vec![TransactWriteItem::builder().condition_check(built(check.build())?).build()];
+        let executions = counters::executions_of_workflow_item(w.id.as_str());
+        items.extend(counters::closing(&self.tables, tenant, &executions, false, Vec::new())?);
+        transact(&self.client, items).await
+    }
+
     /// Deletes `w` if the stored version is still `w.version` and it has no running or
     /// paused execution, and uncounts it.
     ///

@@ -76,11 +76,8 @@ impl Runs {
             }
             let (layout, sequence) = (Layout::of(&current), current.last_sequence + 1);
             let id = if layout == Layout::Joined {
-                // Its id names where it is kept; a millisecond after the execution's last
-                // change at least, so that a sequence a rollback freed is not given again
-                // with an id a discarded checkpoint had.
-                let at = now.max(current.updated_at + chrono::Duration::milliseconds(1));
-                CheckpointId::in_execution(&current.id, sequence, at)
+                // Its id names where it is kept (sequences are never given twice).
+                CheckpointId::in_execution(&current.id, sequence, now)
             } else {
                 new.id.clone()
             };

@@ -116,7 +116,9 @@ fn by_execution_entry(execution: &ExecutionId, sequence: u64) -> String {
 }
 
 /// The entry of a checkpoint kept with its execution ([`Layout::Joined`]): its sequence,
-/// then its id (two executions of a tenant may share a mark, never a checkpoint id).
+/// then its id (two executions of a tenant may share a mark: their checkpoints of one
+/// sequence differ by id unless made in the same millisecond, which the entry's
+/// condition refuses).
 fn joined_entry(sequence: u64, id: &CheckpointId) -> String {
     format!("{sequence:010}#{id}")
 }

@@ -189,7 +189,15 @@ impl Runs {
                 Err(TransactionError::Condition(Part::Counters)) => {
                     match self.workflows.get(tenant, workflow_id).await? {
                         Some(w) if w.status == WorkflowStatus::Archived => Err(archived(workflow_id)),
-                        Some(_) => Ok(Attempt::Raced),
+                        // Open, its counter item closed: restored by an earlier version,
+                        // which knew only the markers (or archived and restored since the
+                        // read). Opened again as of the version read, then started.
+                        Some(w) => match self.workflows.reopen(tenant, &w).await {
+                            Ok(()) | Err(StoreError::ConditionFailed { .. } | StoreError::Conflict) => {
+                                Ok(Attempt::Raced)
+                            }
+                            Err(other) => Err(other.into()),
+                        },
                         None => Err(Error::not_found("workflow", workflow_id.as_str())),
                     }
                 }
