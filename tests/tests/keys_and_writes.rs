@@ -67,6 +67,14 @@ async fn a_keyed_start_is_idempotent_within_its_workflow_and_charged_once(api: A
     let other = workflow(&api, &t.key).await;
     let elsewhere = api.post(&t.key, "/executions", &json!({"workflow_id": other, "key": "thread-1"})).await;
     assert_ne!(id(&elsewhere.expect(201).body), e);
+    // The longest key (256 characters of 4 bytes: more than DynamoDB's sort key with its
+    // workflow's id) is one execution, found by key.
+    let longest = json!({"workflow_id": wf, "key": "\u{1F600}".repeat(shared::body::KEY_MAX_CHARS)});
+    let long = id(&api.post(&t.key, "/executions", &longest).await.expect(201).body);
+    assert_eq!(id(&api.post(&t.key, "/executions", &longest).await.expect(200).body), long);
+    let encoded = "%F0%9F%98%80".repeat(shared::body::KEY_MAX_CHARS);
+    let found = api.get(&t.key, &format!("/executions?workflow_id={wf}&key={encoded}")).await;
+    assert_eq!(found.expect(200).body["items"][0]["id"], long.as_str());
     // Bad keys change nothing.
     for bad in [json!(""), json!("a\u{7}b"), json!("k".repeat(257)), json!(7)] {
         let reply = api.post(&t.key, "/executions", &json!({"workflow_id": wf, "key": bad})).await;
@@ -76,7 +84,7 @@ async fn a_keyed_start_is_idempotent_within_its_workflow_and_charged_once(api: A
     let unkeyed = api.get(&t.key, "/executions?key=thread-1").await;
     unkeyed.expect_problem(422, "validation_failed");
     assert_eq!(unkeyed.error_fields(), ["key"]);
-    assert_eq!(api.get(&t.key, "/executions").await.body["total"], 2);
+    assert_eq!(api.get(&t.key, "/executions").await.body["total"], 3);
 }
 
 async fn concurrent_keyed_starts_make_one_execution(api: Api, env: Env) {
@@ -139,6 +147,16 @@ async fn a_keyed_checkpoint_is_recorded_once_and_found_by_key(api: Api, env: Env
     assert_eq!(found.body["total"], 1);
     let none = api.get(&t.key, &format!("/checkpoints?execution_id={e}&key=other")).await;
     assert_eq!((none.body["items"].clone(), none.body["total"].clone()), (json!([]), json!(0)));
+    // The longest key (256 characters of 4 bytes: more than DynamoDB's sort key with its
+    // execution's id) is recorded, found and recorded once all the same.
+    let longest = "\u{1F600}".repeat(shared::body::KEY_MAX_CHARS);
+    let long = json!({"execution_id": e, "key": longest, "state": {"v": 3}});
+    let recorded = api.post(&t.key, "/checkpoints", &long).await;
+    recorded.expect(201);
+    api.post(&t.key, "/checkpoints", &long).await.expect(200);
+    let encoded = "%F0%9F%98%80".repeat(shared::body::KEY_MAX_CHARS);
+    let found = api.get(&t.key, &format!("/checkpoints?execution_id={e}&key={encoded}")).await;
+    assert_eq!(found.expect(200).body["items"][0]["id"], recorded.body["id"]);
     // The same key in another execution is another checkpoint.
     let other = start(&api, &t.key).await;
     let elsewhere = checkpoint(&api, &t.key, &other, json!({"key": "ns|1ef0"})).await;

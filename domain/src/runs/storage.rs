@@ -20,6 +20,19 @@ pub const MAX_COUNTED: u64 = 10_000;
 /// a stable hash of a key.
 pub const SHARDS: u8 = 16;
 
+/// DynamoDB's limit on a sort key's length, in bytes.
+pub const SORT_KEY_MAX_BYTES: usize = 1024;
+
+/// The sort key `{prefix}#{key}` of an entry named by a key a client chose: the key as
+/// it is, or its SHA-256 (`{prefix}-sha256#…`) where that would pass DynamoDB's 1,024
+/// bytes (a key of 256 characters of 4-byte UTF-8 is 1,024 bytes alone). Every entry
+/// that fits keeps the key as it is, so entries written before this rule are found
+/// where they are; no key shown as it is makes a hashed entry's `-sha256#`.
+pub(super) fn keyed_entry(prefix: &str, key: &str) -> String {
+    let entry = format!("{prefix}#{key}");
+    if entry.len() <= SORT_KEY_MAX_BYTES { entry } else { format!("{prefix}-sha256#{}", shared::auth::hash_key(key)) }
+}
+
 /// Shard `shard`'s partition of `tenant` (`ten_…#07`).
 pub(super) fn shard_partition(tenant: &TenantId, shard: u8) -> String {
     format!("{}#{shard:02}", tenant.as_str())
@@ -246,4 +259,26 @@ pub(super) async fn merged_window(
         }
     }
     take_merged(&mut cursors, take, attributes, keys).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_entry_named_by_a_key_fits_a_sort_key_whatever_the_key() {
+        let prefix = format!("{}#key", shared::ids::ExecutionId::generate());
+        let longest = "\u{1F600}".repeat(shared::body::KEY_MAX_CHARS);
+        let entry = keyed_entry(&prefix, &longest);
+        assert!(entry.len() <= SORT_KEY_MAX_BYTES, "{} bytes", entry.len());
+        assert_ne!(entry, keyed_entry(&prefix, &"\u{1F601}".repeat(256)), "two long keys, two entries");
+        // Every entry that fits is the key as it is, as entries were written before.
+        let fits = "k".repeat(SORT_KEY_MAX_BYTES - prefix.len() - 1);
+        assert_eq!(keyed_entry(&prefix, &fits), format!("{prefix}#{fits}"));
+        let hashed = keyed_entry(&prefix, &format!("{fits}k"));
+        assert!(hashed.starts_with(&format!("{prefix}-sha256#")), "{hashed}");
+        // A key that spells a hashed entry's marker is still shown as it is.
+        let marker = hashed.strip_prefix(&prefix).expect("prefix").to_owned();
+        assert_ne!(keyed_entry(&prefix, &marker), hashed);
+    }
 }

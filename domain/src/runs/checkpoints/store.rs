@@ -47,7 +47,7 @@ use super::model::{
 use super::writes::{writes_entry, writes_part_key};
 use crate::blobs::BlobStore;
 use crate::runs::executions::model::{Discarded, Execution};
-use crate::runs::storage::{shard_of, shard_partition};
+use crate::runs::storage::{keyed_entry, shard_of, shard_partition};
 
 /// The stored form of both entries of a checkpoint.
 #[derive(Debug, Serialize, Deserialize)]
@@ -241,9 +241,10 @@ fn part_key(checkpoint: &CheckpointId, index: usize) -> String {
 }
 
 /// The entry pointing from a checkpoint's key to the checkpoint (`#k` sorts after every
-/// `#0000000042`, outside the by-execution range).
+/// `#0000000042`, outside the by-execution range), its key hashed where it would not
+/// fit a sort key ([`keyed_entry`]).
 fn key_entry(execution: &ExecutionId, key: &str) -> String {
-    format!("{execution}#key#{key}")
+    keyed_entry(&format!("{execution}#key"), key)
 }
 
 /// The entry pointing from a checkpoint's key within its workflow to the checkpoint:
@@ -823,6 +824,7 @@ mod tests {
     use chrono::Utc;
 
     use super::*;
+    use crate::runs::storage::SORT_KEY_MAX_BYTES;
 
     #[test]
     fn by_execution_entries_sort_by_sequence() {
@@ -874,9 +876,6 @@ mod tests {
         let by_id = CheckpointRecord::new(tenant.to_owned(), c.id.to_string(), &c, 0, None);
         assert!(created_entry(serde_dynamo::to_item(&by_id).expect("item")).expect("readable").is_none());
     }
-
-    /// DynamoDB's largest sort key.
-    const SORT_KEY_MAX_BYTES: usize = 1024;
 
     #[test]
     fn a_workflow_pointer_entry_fits_a_sort_key_whatever_the_key() {

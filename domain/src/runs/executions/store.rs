@@ -358,7 +358,7 @@ struct KeyPointer {
 }
 
 fn key_pointer(workflow: &WorkflowId, key: &str) -> String {
-    format!("key#{workflow}#{key}")
+    storage::keyed_entry(&format!("key#{workflow}"), key)
 }
 
 /// The partition of execution `e`'s item: one of the tenant's shards, or (from before
