@@ -580,3 +580,55 @@ async fn keys_left_unprocessed_are_read_again_strongly_consistent() {
         assert_eq!(sent[1]["RequestItems"][table]["ConsistentRead"], true, "{table} again, strongly consistent");
     }
 }
+
+/// An execution's checkpoints share their partition with those of any other execution of
+/// the tenant whose id ends in the same 10 hex digits. A filtered list that stops among
+/// the other's entries (examined, never shown) names one of its own to go on from: the
+/// nearest before the stop, or, with none before it in the window, the next after it,
+/// examined there and then. It named the other's, and the next page was 404. In process
+/// only (a thousand entries written directly).
+#[tokio::test]
+async fn a_filtered_list_stopped_among_another_executions_entries_goes_on_from_its_own() {
+    use aws_sdk_dynamodb::types::{PutRequest, WriteRequest};
+    let env = api_tests::env().await;
+    let api = Api::new(api_tests::Transport::in_process(&env));
+    let t = env.tenant().await;
+    let e = running_execution(&api, &t.key).await;
+    let first = id(&write(&api, &t.key, &e, json!({"step": 1})).await.expect(201).body);
+    let body = json!({"execution_id": e, "state": {"step": 2}, "metadata": {"source": "rare"}});
+    let second = id(&api.post(&t.key, "/checkpoints", &body).await.expect(201).body);
+    // The other execution's checkpoints, as many as a request examines, all at sequence
+    // 2 before the second (their ids are lower), all of them matching the filter.
+    let (partition, entry) = api_tests::checkpoint_entry(&t.id, &second);
+    let table = env.tables.name(Table::Checkpoints);
+    let key = [("tenant_id", partition.as_str()), ("entry", entry.as_str())];
+    let model = shared::dynamo::get_item(&env.client, table, &key).await.expect("read").expect("the entry");
+    let other = format!("exec_{}{}", "0".repeat(22), &e[e.len() - 10..]);
+    let foreign: Vec<WriteRequest> = (0..domain::runs::checkpoints::model::MAX_EXAMINED)
+        .map(|i| {
+            let mut item = model.clone();
+            let cp = format!("cp_{i:032}");
+            item.insert("entry".into(), AttributeValue::S(format!("0000000002#{cp}")));
+            item.insert("id".into(), AttributeValue::S(cp));
+            item.insert("execution_id".into(), AttributeValue::S(other.clone()));
+            let put = PutRequest::builder().set_item(Some(item)).build().expect("put");
+            WriteRequest::builder().put_request(put).build()
+        })
+        .collect();
+    for batch in foreign.chunks(25) {
+        let out = env.client.batch_write_item().request_items(table, batch.to_vec()).send().await.expect("write");
+        assert!(out.unprocessed_items.unwrap_or_default().is_empty());
+    }
+    let path = format!("/checkpoints?execution_id={e}&metadata[source]=rare");
+    let page = api.get(&t.key, &path).await;
+    assert_eq!((page.expect(200).body["items"].clone(), page.body["total"].clone()), (json!([]), json!(1)));
+    assert_eq!(page.body["next_starting_after"], first.as_str(), "its own checkpoint before the stop");
+    let page = api.get(&t.key, &format!("{path}&starting_after={first}")).await;
+    assert_eq!(page.expect(200).body["items"].as_array().expect("items").len(), 1, "{}", page.body);
+    assert_eq!((id(&page.body["items"][0]), page.body["next_starting_after"].clone()), (second.clone(), json!(second)));
+    let page = api.get(&t.key, &format!("{path}&starting_after={second}")).await;
+    assert_eq!(
+        (page.expect(200).body["items"].clone(), page.body["next_starting_after"].clone()),
+        (json!([]), json!(null))
+    );
+}

@@ -700,7 +700,6 @@ impl CheckpointStore {
         if window.is_empty() {
             return Ok(Page::default());
         }
-        let partition = Layout::of(execution).execution_partition(tenant, &execution.id);
         let query = self.window_query(tenant, execution, window);
         if window.metadata.is_empty() {
             let items = query_window_of(query, "entry", skip, take, &LISTED).await?;
@@ -741,15 +740,60 @@ impl CheckpointStore {
                 return Ok(Page { items, stopped_at: None });
             };
             if examined >= MAX_EXAMINED {
+                // The next request continues after a checkpoint it can name: the last
+                // examined, unless it is hidden or (in an execution's partition its
+                // checkpoints share with another's of the same mark) another's. Then
+                // the execution's own shown entry nearest before it; if the window
+                // holds none before it, the next one after it, examined here.
                 let entry = last.get("entry").and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
-                let item = get_item(&self.client, self.table(), &[("tenant_id", &partition), ("entry", &entry)])
-                    .await?
-                    .ok_or_else(|| StoreError::Corrupt(format!("checkpoint entry {entry} went while listing")))?;
-                let record: CheckpointRecord = serde_dynamo::from_item(item)?;
-                return Ok(Page { items, stopped_at: Some(record.checkpoint()?.id) });
+                let partition = Layout::of(execution).execution_partition(tenant, &execution.id);
+                let stop =
+                    get_item(&self.client, self.table(), &[("tenant_id", &partition), ("entry", &entry)]).await?;
+                if let Some(stop) = stop {
+                    let stop = serde_dynamo::from_item::<_, CheckpointRecord>(stop)?.checkpoint()?;
+                    if stop.execution_id == execution.id && !execution.is_discarded(stop.sequence) {
+                        return Ok(Page { items, stopped_at: Some(stop.id) });
+                    }
+                }
+                if let Some(own) = self.own_entry(tenant, execution, window, &last, true).await? {
+                    return Ok(Page { items, stopped_at: Some(own.id) });
+                }
+                let Some(next) = self.own_entry(tenant, execution, window, &last, false).await? else {
+                    return Ok(Page { items, stopped_at: None });
+                };
+                if window.metadata.iter().all(|(k, v)| next.metadata.get(k) == Some(v)) && skip == 0 {
+                    items.push(next.clone());
+                }
+                return Ok(Page { items, stopped_at: Some(next.id) });
             }
             start = Some(last);
         }
+    }
+
+    /// The execution's shown checkpoint in `window` nearest to entry `from` (exclusive)
+    /// in the list's order, `backwards` (before it) or forwards, whatever its metadata;
+    /// `None` if the window holds none there. Reads entries a few at a time, states
+    /// left out.
+    async fn own_entry(
+        &self,
+        tenant: &TenantId,
+        execution: &Execution,
+        window: &ListWindow,
+        from: &shared::dynamo::Item,
+        backwards: bool,
+    ) -> Result<Option<Checkpoint>, StoreError> {
+        let unfiltered =
+            ListWindow { metadata: BTreeMap::new(), descending: window.descending != backwards, ..window.clone() };
+        let query = without_state(self.window_query(tenant, execution, &unfiltered)).limit(16);
+        let mut start = Some(from.clone());
+        while let Some(key) = start.take() {
+            let out = query.clone().set_exclusive_start_key(Some(key)).send().await.map_err(classify)?;
+            if let Some(item) = out.items.unwrap_or_default().into_iter().next() {
+                return Ok(Some(serde_dynamo::from_item::<_, CheckpointRecord>(item)?.checkpoint()?));
+            }
+            start = out.last_evaluated_key.filter(|key| !key.is_empty());
+        }
+        Ok(None)
     }
 
     /// How many checkpoints the window holds, at most `cap` (a metadata-filtered total).
