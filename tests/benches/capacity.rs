@@ -228,15 +228,7 @@ async fn main() {
         Some(&json!({"name": "w", "workflow_type": "custom"})),
     )
     .await;
-    // Fill each of the tenant's credit allowances once, as its first charges would: a
-    // busy tenant's allowances each hold a share of its balance, refilled once per that
-    // many charges (what a refill costs is in docs/benchmarks.md).
-    let ledger = domain::credits::Ledger::new(bench.client.clone(), bench.tables.clone());
-    let tenant_id = shared::auth::trusted::tenant(&bench.tenant);
-    for allowance in 0..domain::credits::ALLOWANCES {
-        let charge = domain::credits::Charge { allowance, credits: 1 };
-        ledger.refill(&tenant_id, charge, chrono::Utc::now()).await.expect("refill");
-    }
+    api_tests::bench::fill_allowances(&bench).await;
     // Warm the instances (their first requests with a key read it).
     let start = json!({"workflow_id": wf["id"]});
     let warm = call(&apps["executions"], &key, Method::POST, "/api/v1/executions", Some(&start)).await;

@@ -91,7 +91,9 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
 
 #[tokio::main]
 async fn main() {
-    let Bench { client, tables, tenant, key } = setup("overhead", 100).await;
+    let bench = setup("overhead", 1_000_000).await;
+    api_tests::bench::fill_allowances(&bench).await;
+    let Bench { client, tables, tenant, key } = bench;
     let clock = Arc::new(SystemClock);
     let workflows = workflows::app(client.clone(), tables.clone(), clock.clone());
     let executions = executions::app(client.clone(), tables.clone(), clock.clone());
@@ -521,6 +523,29 @@ async fn round_trips(apps: &Apps, key: &str, workflow_id: &str, execution_id: &s
         }
         println!("{label:<44} {:>9} {:>9} {:>9}  {goal}", range(&critical), range(&total), range(&later));
     }
+    // A tenant below the low-balance threshold: its allowance is refilled for every start.
+    let low = setup("overhead, low balance", 100).await;
+    let body = json!({"name": "low", "workflow_type": "custom"});
+    let wf = call(&apps.workflows, &low.key, Method::POST, "/api/v1/workflows", Some(&body)).await;
+    let start = json!({"workflow_id": wf["id"]});
+    call(&apps.executions, &low.key, Method::POST, "/api/v1/executions", Some(&start)).await;
+    let (mut critical, mut total, mut later) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..7 {
+        let request = api_tests::bench::answer(
+            &apps.executions,
+            &low.key,
+            (Method::POST, "/api/v1/executions"),
+            Some(&start),
+            &[],
+        );
+        let ((_, after), trips) = shared::metering::traced(request).await;
+        let ((), after) = shared::metering::traced(after_answer(after)).await;
+        critical.push(trips.critical);
+        total.push(trips.total);
+        later.push(after.total);
+    }
+    let label = "POST /executions, balance below threshold";
+    println!("{label:<44} {:>9} {:>9} {:>9}  own", range(&critical), range(&total), range(&later));
     println!(
         "(critical: the longest chain of calls each sent after the previous answer; in all: every call before the"
     );
