@@ -212,3 +212,35 @@ async fn a_tenants_usage_never_touches_another_tenants_balance(api: Api, env: En
     api.post(&b.key, "/executions", &json!({"workflow_id": wf})).await.expect_problem(404, "not_found");
     assert_eq!(balance(&api, &b.key).await, 7, "a refused start charges nothing");
 }
+
+/// Below its low-balance threshold every charge of a tenant refills its allowance. Once
+/// an instance has seen the tenant there, a start makes its charge, the refill and the
+/// usage entry in its own transaction, the one that writes the execution (not a refused
+/// transaction, a refill and the transaction again): the balance after each start, the
+/// ledger and the refusal of a start the balance cannot pay are as they always were. In
+/// process (the instance is the test's).
+#[tokio::test]
+async fn below_the_threshold_a_start_is_charged_refilled_and_settled_in_its_own_transaction() {
+    let env = api_tests::env().await;
+    let api = Api::new(api_tests::Transport::in_process(&env));
+    let t = env.tenant_with_credits(4).await;
+    let wf = workflow(&api, &t.key).await;
+    let start = json!({"workflow_id": wf});
+    api.post(&t.key, "/executions", &start).await.expect(201);
+    for left in (0..3).rev() {
+        let (reply, calls) = shared::metering::writes_of(api.post(&t.key, "/executions", &start)).await;
+        reply.expect(201);
+        let of_accounts: Vec<_> =
+            calls.iter().filter(|call| call.items.iter().any(|item| item.table.ends_with("-accounts"))).collect();
+        assert_eq!(of_accounts.len(), 1, "{calls:#?}");
+        assert!(of_accounts[0].items.iter().any(|item| item.table.ends_with("-executions")), "{calls:#?}");
+        assert_eq!(balance(&api, &t.key).await, left);
+    }
+    let refused = api.post(&t.key, "/executions", &start).await;
+    refused.expect_problem(402, "insufficient_credits");
+    assert_eq!(api.get(&t.key, "/executions").await.body["total"], 4);
+    let entries = ledger(&api, &t.key).await;
+    assert_chained(&entries);
+    let spent: i64 = entries.iter().filter(|e| e["type"] == "usage").filter_map(|e| e["amount"].as_i64()).sum();
+    assert_eq!((spent, balance(&api, &t.key).await), (-4, 0));
+}

@@ -161,6 +161,72 @@ impl Ledger {
         Ok((Some(Charge { allowance, credits }), usage_counts(credits, now)))
     }
 
+    /// Stages a charge like [`Ledger::stage_charge`], from `account` as read: when its
+    /// allowance does not hold the price, refilled in the same transaction, the account
+    /// item written with the charges the ledger does not have yet and this one in one
+    /// usage entry (`credits.low` with it when it crosses the threshold). One
+    /// transaction, where a charge its allowance refuses, a refill and the settling
+    /// after take three: for a tenant below its low-balance threshold, whose every
+    /// charge is refilled ([`seen_low`]). When the balance cannot pay, a plain charge,
+    /// which its allowance refuses and [`Ledger::refill`] then proves short.
+    ///
+    /// # Errors
+    /// A [`StoreError`] if an operation cannot be built.
+    pub fn stage_charge_refilled(
+        &self,
+        tx: &mut Transaction,
+        tenant: &TenantId,
+        account: &Account,
+        Charge { allowance, credits }: Charge,
+        description: String,
+        now: DateTime<Utc>,
+    ) -> Result<(Option<Charge>, CounterChange), Error> {
+        let k = allowance % ALLOWANCES;
+        let own = account.allowances[usize::from(k)].held;
+        note_low(tenant, account.balance() - credits < account.threshold());
+        if credits <= 0 || own >= credits {
+            return Ok(self.stage_charge(tx, tenant, k, credits, description, now)?);
+        }
+        let mut staged = Transaction::new();
+        let mut available = account.free();
+        if available + own < credits {
+            available += self.stage_take_back(&mut staged, tenant, account, Some(usize::from(k)))?;
+        }
+        if available + own < credits {
+            return Ok(self.stage_charge(tx, tenant, k, credits, description, now)?);
+        }
+        let reclaimed = available - account.free();
+        let grant = grant(account, available, credits - own);
+        // The refill and the charge are one update of the allowance: it holds at least
+        // what the charge takes beyond the grant.
+        let least = credits - grant;
+        let update = Update::builder()
+            .table_name(self.tables.name(Table::Accounts))
+            .set_key(Some(key(tenant.as_str(), k)))
+            .update_expression("ADD held :delta, spent :credits, charges :one SET last_charge = :last")
+            .condition_expression(if least <= 0 {
+                "attribute_not_exists(held) OR held >= :least"
+            } else {
+                "held >= :least"
+            })
+            .expression_attribute_values(":delta", n(grant - credits))
+            .expression_attribute_values(":credits", n(credits))
+            .expression_attribute_values(":one", n(1))
+            .expression_attribute_values(":least", n(least))
+            .expression_attribute_values(":last", s(description.clone()));
+        tx.push(Part::Allowance, TransactWriteItem::builder().update(built(update.build())?).build());
+        tx.append(staged);
+        // The account item as the charge leaves it, so that settling enters the charge too.
+        let mut charged = account.clone();
+        let spent = &mut charged.allowances[usize::from(k)];
+        spent.held += grant - credits;
+        spent.spent += credits;
+        spent.charges += 1;
+        spent.last = Some(description);
+        self.stage_head(tx, tenant, &charged, None, grant - reclaimed, now)?;
+        Ok((Some(Charge { allowance: k, credits }), usage_counts(credits, now)))
+    }
+
     /// Makes `charge`'s allowance hold its price: credits no allowance holds are handed
     /// to it (a share of those above the low-balance threshold, at least the price),
     /// after taking back what the others hold when those are too few. Returns whether the
@@ -195,12 +261,9 @@ impl Ledger {
                     Err(e) => Ok(Attempt::raced_on(e, &[Part::Account, Part::Allowance])?),
                 };
             }
-            // Credits above the threshold are handed out in shares; below it only what the
-            // charge needs, so the charge that crosses it comes here and is settled at once.
-            let need = charge.credits - own;
-            let above = available - account.threshold();
-            let grant = if above >= need { (above / REFILL_SHARE).clamp(need, above) } else { need };
+            let grant = grant(&account, available, charge.credits - own);
             let balance = account.balance();
+            note_low(tenant, balance - charge.credits < account.threshold());
             let crossing = balance >= account.threshold() && balance - charge.credits < account.threshold();
             let give = Update::builder()
                 .table_name(self.tables.name(Table::Accounts))
@@ -288,6 +351,46 @@ impl Ledger {
         })))
         .await
     }
+}
+
+/// What a refill hands an allowance that needs `need` more credits, of the `available`
+/// ones no allowance holds: credits above the threshold in shares; below it only what
+/// the charge needs, so that the charge that crosses it is refilled and settled at once.
+fn grant(account: &Account, available: i64, need: i64) -> i64 {
+    let above = available - account.threshold();
+    if above >= need { (above / REFILL_SHARE).clamp(need, above) } else { need }
+}
+
+/// Tenants an instance last saw charged below their low-balance threshold, and when.
+static LOW: std::sync::LazyLock<std::sync::Mutex<HashMap<String, std::time::Instant>>> =
+    std::sync::LazyLock::new(Default::default);
+
+/// How long an instance takes a tenant it saw below its threshold to still be there.
+const LOW_FOR: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The most tenants [`LOW`] keeps (then it starts again).
+const LOW_MAX: usize = 10_000;
+
+/// Whether this instance saw the tenant's latest charge take or leave its balance below
+/// the low-balance threshold, within [`LOW_FOR`]: then every charge of its refills its
+/// allowance, and a start reads the account beside its workflow and makes the charge
+/// with [`Ledger::stage_charge_refilled`].
+#[must_use]
+pub fn seen_low(tenant: &TenantId) -> bool {
+    let seen = LOW.lock().ok().and_then(|low| low.get(tenant.as_str()).copied());
+    seen.is_some_and(|at| at.elapsed() < LOW_FOR)
+}
+
+fn note_low(tenant: &TenantId, low: bool) {
+    let Ok(mut seen) = LOW.lock() else { return };
+    if !low {
+        seen.remove(tenant.as_str());
+        return;
+    }
+    if seen.len() >= LOW_MAX {
+        seen.clear();
+    }
+    seen.insert(tenant.as_str().to_owned(), std::time::Instant::now());
 }
 
 /// The condition that the account item's `version` is still `:version`.

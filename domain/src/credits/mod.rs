@@ -37,7 +37,7 @@ use crate::webhooks::{Event, EventType};
 
 pub mod allowances;
 
-pub use allowances::{ALLOWANCES, Allowance, Charge, allowance_of, any_allowance};
+pub use allowances::{ALLOWANCES, Allowance, Charge, allowance_of, any_allowance, seen_low};
 
 /// The kind of a ledger entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -140,11 +140,19 @@ impl Runs {
     ) -> Result<Started, Error> {
         let NewExecution { workflow_id, key, input, metadata, tags } = new;
         let key = key.as_deref();
-        let workflow = self
-            .workflows
-            .get(tenant, workflow_id)
-            .await?
-            .ok_or_else(|| Error::not_found("workflow", workflow_id.as_str()))?;
+        // A tenant this instance saw below its low-balance threshold has its allowance
+        // refilled for every charge: its account is read beside the workflow, and the
+        // refill made in the start's own transaction.
+        let low = crate::credits::seen_low(tenant);
+        let (workflow, account) = if low {
+            let (workflow, account) =
+                futures_util::future::join(self.workflows.get(tenant, workflow_id), self.ledger.account(tenant)).await;
+            (workflow?, Some(account?))
+        } else {
+            (self.workflows.get(tenant, workflow_id).await?, None)
+        };
+        let workflow = workflow.ok_or_else(|| Error::not_found("workflow", workflow_id.as_str()))?;
+        let account = &std::sync::Mutex::new(account);
         if let Some(key) = key
             && let Some(existing) = self.executions.by_key(tenant, workflow_id, key).await?
         {
@@ -165,14 +173,20 @@ impl Runs {
             execution.spread = shared::config::spread();
             execution.headed = self.settings.heads;
             let mut tx = Transaction::new();
-            let (charge, mut usage) = self.ledger.stage_charge(
-                &mut tx,
-                tenant,
-                allowance,
-                self.execution_cost,
-                charged(&execution, "started"),
-                now,
-            )?;
+            let description = charged(&execution, "started");
+            let read = account.lock().ok().and_then(|mut read| read.take());
+            let read = match read {
+                Some(read) => Some(read),
+                None if low => Some(self.ledger.account(tenant).await?),
+                None => None,
+            };
+            let (charge, mut usage) = match read {
+                Some(read) => {
+                    let charge = Charge { allowance, credits: self.execution_cost };
+                    self.ledger.stage_charge_refilled(&mut tx, tenant, &read, charge, description, now)?
+                }
+                None => self.ledger.stage_charge(&mut tx, tenant, allowance, self.execution_cost, description, now)?,
+            };
             let on_stream = self.settings.started_on_stream;
             // The workflow's counter item, which the start adds to, refuses it once the
             // workflow is closed (archived or deleted since it was read).
@@ -213,6 +227,9 @@ impl Runs {
                     Box::pin(self.refill(tenant, charge, now, settle_after)).await?;
                     Ok(Attempt::Raced)
                 }
+                // The account item or the ledger moved since the account was read (a
+                // start's own refill, [`crate::credits::seen_low`]): read it again.
+                Err(TransactionError::Condition(Part::Account | Part::Ledger)) if low => Ok(Attempt::Raced),
                 Err(e) => Ok(Attempt::raced_on(e, &[])?),
             }
         })
