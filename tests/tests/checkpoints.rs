@@ -604,21 +604,28 @@ async fn a_filtered_list_stopped_among_another_executions_entries_goes_on_from_i
     let key = [("tenant_id", partition.as_str()), ("entry", entry.as_str())];
     let model = shared::dynamo::get_item(&env.client, table, &key).await.expect("read").expect("the entry");
     let other = format!("exec_{}{}", "0".repeat(22), &e[e.len() - 10..]);
-    let foreign: Vec<WriteRequest> = (0..domain::runs::checkpoints::model::MAX_EXAMINED)
-        .map(|i| {
-            let mut item = model.clone();
-            let cp = format!("cp_{i:032}");
-            item.insert("entry".into(), AttributeValue::S(format!("0000000002#{cp}")));
-            item.insert("id".into(), AttributeValue::S(cp));
-            item.insert("execution_id".into(), AttributeValue::S(other.clone()));
-            let put = PutRequest::builder().set_item(Some(item)).build().expect("put");
-            WriteRequest::builder().put_request(put).build()
-        })
-        .collect();
-    for batch in foreign.chunks(25) {
-        let out = env.client.batch_write_item().request_items(table, batch.to_vec()).send().await.expect("write");
-        assert!(out.unprocessed_items.unwrap_or_default().is_empty());
-    }
+    let at = |sequence: u64, count: usize| -> Vec<WriteRequest> {
+        (0..count)
+            .map(|i| {
+                let mut item = model.clone();
+                let cp = format!("cp_{i:032}");
+                item.insert("entry".into(), AttributeValue::S(format!("{sequence:010}#{cp}")));
+                item.insert("id".into(), AttributeValue::S(cp));
+                item.insert("sequence".into(), AttributeValue::N(sequence.to_string()));
+                item.insert("execution_id".into(), AttributeValue::S(other.clone()));
+                let put = PutRequest::builder().set_item(Some(item)).build().expect("put");
+                WriteRequest::builder().put_request(put).build()
+            })
+            .collect()
+    };
+    let client = &env.client;
+    let write = |items: Vec<WriteRequest>| async move {
+        for batch in items.chunks(25) {
+            let out = client.batch_write_item().request_items(table, batch.to_vec()).send().await.expect("write");
+            assert!(out.unprocessed_items.unwrap_or_default().is_empty());
+        }
+    };
+    write(at(2, domain::runs::checkpoints::model::MAX_EXAMINED)).await;
     let path = format!("/checkpoints?execution_id={e}&metadata[source]=rare");
     let page = api.get(&t.key, &path).await;
     assert_eq!((page.expect(200).body["items"].clone(), page.body["total"].clone()), (json!([]), json!(1)));
@@ -631,4 +638,14 @@ async fn a_filtered_list_stopped_among_another_executions_entries_goes_on_from_i
         (page.expect(200).body["items"].clone(), page.body["next_starting_after"].clone()),
         (json!([]), json!(null))
     );
+    // The other's entries beyond this execution's last checkpoint are not read at all:
+    // the list ends where its checkpoints do (more of them than a request examines).
+    write(at(3, 3 * domain::runs::checkpoints::model::MAX_EXAMINED)).await;
+    let page = api.get(&t.key, &format!("{path}&starting_after={second}")).await;
+    assert_eq!(
+        (page.expect(200).body["items"].clone(), page.body["next_starting_after"].clone()),
+        (json!([]), json!(null))
+    );
+    let page = api.get(&t.key, &format!("/checkpoints?execution_id={e}&order=desc&limit=1")).await;
+    assert_eq!((id(&page.expect(200).body["items"][0]), page.body["total"].clone()), (second, json!(2)));
 }

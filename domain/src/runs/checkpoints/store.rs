@@ -268,6 +268,27 @@ fn workflow_key_prefix(workflow: &WorkflowId, key: &str) -> String {
     }
 }
 
+/// `window` up to the execution's last sequence where its partition may hold another
+/// execution's entries (one whose id ends in the same 10 hex digits) beyond it, so that
+/// no query reads those.
+fn within(execution: &Execution, window: &ListWindow) -> ListWindow {
+    let mut window = window.clone();
+    if Layout::of(execution) == Layout::Joined {
+        window.through_sequence = window.through_sequence.min(execution.last_sequence);
+    }
+    window
+}
+
+/// What [`CheckpointStore::own_entry`] found.
+enum Own {
+    /// The execution's checkpoint.
+    Found(Checkpoint),
+    /// None: the window holds none that way.
+    None,
+    /// None among the entries it may examine.
+    NotWithin,
+}
+
 /// The pointer from a key to its checkpoint.
 #[derive(Debug, Serialize, Deserialize)]
 struct KeyRecord {
@@ -697,6 +718,7 @@ impl CheckpointStore {
         skip: usize,
         take: usize,
     ) -> Result<Page, StoreError> {
+        let window = &within(execution, window);
         if window.is_empty() {
             return Ok(Page::default());
         }
@@ -749,30 +771,38 @@ impl CheckpointStore {
                 let partition = Layout::of(execution).execution_partition(tenant, &execution.id);
                 let stop =
                     get_item(&self.client, self.table(), &[("tenant_id", &partition), ("entry", &entry)]).await?;
-                if let Some(stop) = stop {
-                    let stop = serde_dynamo::from_item::<_, CheckpointRecord>(stop)?.checkpoint()?;
-                    if stop.execution_id == execution.id && !execution.is_discarded(stop.sequence) {
-                        return Ok(Page { items, stopped_at: Some(stop.id) });
-                    }
+                let stop = stop.map(|stop| serde_dynamo::from_item::<_, CheckpointRecord>(stop)?.checkpoint());
+                let stop = stop.transpose()?;
+                if let Some(stop) = stop
+                    .as_ref()
+                    .filter(|stop| stop.execution_id == execution.id && !execution.is_discarded(stop.sequence))
+                {
+                    return Ok(Page { items, stopped_at: Some(stop.id.clone()) });
                 }
-                if let Some(own) = self.own_entry(tenant, execution, window, &last, true).await? {
+                if let Own::Found(own) = self.own_entry(tenant, execution, window, &last, true).await? {
                     return Ok(Page { items, stopped_at: Some(own.id) });
                 }
-                let Some(next) = self.own_entry(tenant, execution, window, &last, false).await? else {
-                    return Ok(Page { items, stopped_at: None });
-                };
-                if window.metadata.iter().all(|(k, v)| next.metadata.get(k) == Some(v)) && skip == 0 {
-                    items.push(next.clone());
-                }
-                return Ok(Page { items, stopped_at: Some(next.id) });
+                return Ok(match self.own_entry(tenant, execution, window, &last, false).await? {
+                    Own::Found(next) => {
+                        if window.metadata.iter().all(|(k, v)| next.metadata.get(k) == Some(v)) && skip == 0 {
+                            items.push(next.clone());
+                        }
+                        Page { items, stopped_at: Some(next.id) }
+                    }
+                    Own::None => Page { items, stopped_at: None },
+                    // As many entries again examined, none shown: the stop as it is
+                    // (the next page is 404 if it is hidden or another's), or, when a
+                    // rollback deleted it meanwhile, a request to try again.
+                    Own::NotWithin => Page { items, stopped_at: Some(stop.ok_or(StoreError::Conflict)?.id) },
+                });
             }
             start = Some(last);
         }
     }
 
     /// The execution's shown checkpoint in `window` nearest to entry `from` (exclusive)
-    /// in the list's order, `backwards` (before it) or forwards, whatever its metadata;
-    /// `None` if the window holds none there. Reads entries a few at a time, states
+    /// in the list's order, `backwards` (before it) or forwards, whatever its metadata,
+    /// among at most [`MAX_EXAMINED`] entries. Reads entries a few at a time, states
     /// left out.
     async fn own_entry(
         &self,
@@ -781,19 +811,23 @@ impl CheckpointStore {
         window: &ListWindow,
         from: &shared::dynamo::Item,
         backwards: bool,
-    ) -> Result<Option<Checkpoint>, StoreError> {
+    ) -> Result<Own, StoreError> {
         let unfiltered =
             ListWindow { metadata: BTreeMap::new(), descending: window.descending != backwards, ..window.clone() };
         let query = without_state(self.window_query(tenant, execution, &unfiltered)).limit(16);
-        let mut start = Some(from.clone());
+        let (mut start, mut examined) = (Some(from.clone()), 0);
         while let Some(key) = start.take() {
+            if examined >= MAX_EXAMINED {
+                return Ok(Own::NotWithin);
+            }
             let out = query.clone().set_exclusive_start_key(Some(key)).send().await.map_err(classify)?;
+            examined += usize::try_from(out.scanned_count).unwrap_or(0).max(1);
             if let Some(item) = out.items.unwrap_or_default().into_iter().next() {
-                return Ok(Some(serde_dynamo::from_item::<_, CheckpointRecord>(item)?.checkpoint()?));
+                return Ok(Own::Found(serde_dynamo::from_item::<_, CheckpointRecord>(item)?.checkpoint()?));
             }
             start = out.last_evaluated_key.filter(|key| !key.is_empty());
         }
-        Ok(None)
+        Ok(Own::None)
     }
 
     /// How many checkpoints the window holds, at most `cap` (a metadata-filtered total).
@@ -807,6 +841,7 @@ impl CheckpointStore {
         window: &ListWindow,
         cap: u64,
     ) -> Result<u64, StoreError> {
+        let window = &within(execution, window);
         if window.is_empty() {
             return Ok(0);
         }
