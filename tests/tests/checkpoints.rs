@@ -484,18 +484,22 @@ async fn the_upgrade_step_hides_again_what_older_versions_left_hidden() {
 
 /// Rewrites a client's answers so that a checkpoint vanishes between the read of its
 /// entry and the read of its state's parts, as when a rollback's cleanup or a DELETE
-/// lands in between: the parts' batch read finds nothing, and every transactional read
-/// after it finds neither the entry nor the hidden item. The flag: the parts were read.
+/// lands in between: the parts' batch read (of table `blobs`; the rate-limit look is a
+/// batch read too) finds nothing, and every transactional read after it finds none of
+/// what it reads. The flag: the parts were read.
 fn vanish_before_parts() -> (api_tests::Rewrite, std::sync::Arc<std::sync::atomic::AtomicBool>) {
     use std::sync::atomic::Ordering;
     let vanished = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let flag = vanished.clone();
-    let rewrite = api_tests::Rewrite(std::sync::Arc::new(move |target: &str, _: &Value| {
-        if target.ends_with(".BatchGetItem") {
+    let rewrite = api_tests::Rewrite(std::sync::Arc::new(move |target: &str, body: &Value| {
+        let of_parts =
+            body["RequestItems"].as_object().is_some_and(|tables| tables.keys().any(|t| t.ends_with("-blobs")));
+        if target.ends_with(".BatchGetItem") && of_parts {
             flag.store(true, Ordering::SeqCst);
             Some(r#"{"Responses":{},"UnprocessedKeys":{}}"#.to_owned())
         } else if flag.load(Ordering::SeqCst) && target.ends_with(".TransactGetItems") {
-            Some(r#"{"Responses":[{},{}]}"#.to_owned())
+            let reads = body["TransactItems"].as_array().map_or(0, Vec::len);
+            Some(json!({"Responses": vec![json!({}); reads]}).to_string())
         } else {
             None
         }
@@ -581,6 +585,17 @@ async fn keys_left_unprocessed_are_read_again_strongly_consistent() {
     }
 }
 
+/// In process: the environment, the API, a tenant, its running execution and the id of
+/// that execution's first checkpoint.
+async fn in_process_with_a_checkpoint() -> (Env, Api, api_tests::Tenant, String, String) {
+    let env = api_tests::env().await;
+    let api = Api::new(api_tests::Transport::in_process(&env));
+    let t = env.tenant().await;
+    let e = running_execution(&api, &t.key).await;
+    let first = id(&write(&api, &t.key, &e, json!({"step": 1})).await.expect(201).body);
+    (env, api, t, e, first)
+}
+
 /// An execution's checkpoints share their partition with those of any other execution of
 /// the tenant whose id ends in the same 10 hex digits. A filtered list that stops among
 /// the other's entries (examined, never shown) names one of its own to go on from: the
@@ -590,11 +605,7 @@ async fn keys_left_unprocessed_are_read_again_strongly_consistent() {
 #[tokio::test]
 async fn a_filtered_list_stopped_among_another_executions_entries_goes_on_from_its_own() {
     use aws_sdk_dynamodb::types::{PutRequest, WriteRequest};
-    let env = api_tests::env().await;
-    let api = Api::new(api_tests::Transport::in_process(&env));
-    let t = env.tenant().await;
-    let e = running_execution(&api, &t.key).await;
-    let first = id(&write(&api, &t.key, &e, json!({"step": 1})).await.expect(201).body);
+    let (env, api, t, e, first) = in_process_with_a_checkpoint().await;
     let body = json!({"execution_id": e, "state": {"step": 2}, "metadata": {"source": "rare"}});
     let second = id(&api.post(&t.key, "/checkpoints", &body).await.expect(201).body);
     // The other execution's checkpoints, as many as a request examines, all at sequence
@@ -648,4 +659,45 @@ async fn a_filtered_list_stopped_among_another_executions_entries_goes_on_from_i
     );
     let page = api.get(&t.key, &format!("/checkpoints?execution_id={e}&order=desc&limit=1")).await;
     assert_eq!((id(&page.expect(200).body["items"][0]), page.body["total"].clone()), (second, json!(2)));
+}
+
+/// A state of more than 4 KiB is an item of its own beside its checkpoint's entry: the
+/// entry, which every list, count and rollback reads, stays small. A read by id returns
+/// the state byte for byte (the two read together), and the checkpoint's deletion by a
+/// rollback deletes both. In process (the stored items are looked at).
+#[tokio::test]
+async fn a_larger_state_is_kept_beside_its_entry_read_with_it_and_deleted_with_it() {
+    let (env, api, t, e, first) = in_process_with_a_checkpoint().await;
+    let large = json!({"notes": api_tests::noise(9, 100_000)});
+    let second = id(&write(&api, &t.key, &e, large.clone()).await.expect(201).body);
+    let stored = || async {
+        let partition = api_tests::joined_partition(&t.id, &e);
+        let out = env
+            .client
+            .query()
+            .table_name(env.tables.name(Table::Checkpoints))
+            .key_condition_expression("tenant_id = :p")
+            .expression_attribute_values(":p", AttributeValue::S(partition))
+            .consistent_read(true)
+            .send()
+            .await
+            .expect("query");
+        let state =
+            |item: &HashMap<String, AttributeValue>| item.get("state").map(|s| s.as_b().expect("bytes").as_ref().len());
+        out.items().iter().map(|item| (item["entry"].as_s().expect("entry").clone(), state(item))).collect::<Vec<_>>()
+    };
+    let items = stored().await;
+    assert_eq!(items.len(), 3, "{items:?}");
+    assert!(items[0].0.ends_with(&first) && items[0].1.is_some(), "a small state is in its entry: {items:?}");
+    assert!(items[1].0.ends_with(&second) && items[1].1.is_none(), "a larger one is not: {items:?}");
+    assert!(items[2].0.starts_with("state#") && items[2].1.is_some_and(|len| len > 50_000), "{items:?}");
+    let read = api.get(&t.key, &format!("/checkpoints/{second}?include_state=true")).await;
+    assert_eq!(read.expect(200).body["state"], large);
+    let listed = api.get(&t.key, &format!("/checkpoints?execution_id={e}")).await;
+    assert_eq!(listed.expect(200).body["total"], 2);
+    let path = format!("/executions/{e}/rollback");
+    api.post(&t.key, &path, &json!({"checkpoint_id": first})).await.expect(200);
+    let items = stored().await;
+    assert_eq!(items.len(), 1, "the rollback deleted the later checkpoint and its state: {items:?}");
+    api.get(&t.key, &format!("/checkpoints/{second}?include_state=true")).await.expect_problem(404, "not_found");
 }

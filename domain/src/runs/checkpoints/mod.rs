@@ -2,6 +2,7 @@
 //! operations of `/checkpoints` (record, read, list, delete, and a checkpoint's writes).
 //! Replay and rollback name checkpoints too (`Runs::checkpoint_of`).
 
+pub mod layout;
 pub mod model;
 pub mod store;
 pub mod writes;
@@ -12,9 +13,7 @@ use chrono::{DateTime, Utc};
 use serde_json::value::RawValue;
 use shared::TenantId;
 use shared::counters::CounterChange;
-use shared::dynamo::{
-    Attempt, Item, MAX_TRANSACTION_BYTES, Part, StoreError, Transaction, TransactionError, retry_races,
-};
+use shared::dynamo::{Attempt, MAX_TRANSACTION_BYTES, Part, StoreError, Transaction, TransactionError, retry_races};
 use shared::ids::{CheckpointId, ExecutionId, WorkflowId};
 use shared::time::Clock;
 
@@ -188,7 +187,7 @@ impl Runs {
         id: &CheckpointId,
         include_state: bool,
     ) -> Result<(Checkpoint, Option<Box<RawValue>>), Error> {
-        let entry = self.visible_checkpoint(tenant, id).await?;
+        let entry = self.visible_checkpoint(tenant, id, include_state).await?;
         if !include_state {
             return Ok((entry.into_checkpoint(), None));
         }
@@ -297,7 +296,7 @@ impl Runs {
         }
         let mut items = Vec::with_capacity(ids.len());
         for id in &ids {
-            match self.visible_checkpoint(tenant, id).await {
+            match self.visible_checkpoint(tenant, id, false).await {
                 Ok(entry) => items.push(entry.into_checkpoint()),
                 Err(Error::NotFound { .. }) => {}
                 Err(other) => return Err(other),
@@ -314,7 +313,7 @@ impl Runs {
     /// # Errors
     /// [`Error::NotFound`] (unknown or hidden), storage errors.
     pub async fn checkpoint_writes(&self, tenant: &TenantId, id: &CheckpointId) -> Result<Writes, Error> {
-        let entry = self.visible_checkpoint(tenant, id).await?;
+        let entry = self.visible_checkpoint(tenant, id, false).await?;
         Ok(self.checkpoints.writes(tenant, id, entry.layout()).await?)
     }
 
@@ -348,16 +347,17 @@ impl Runs {
     /// # Errors
     /// [`Error::NotFound`] (unknown or hidden), the read's storage error
     /// ([`StoreError::Conflict`] when it kept meeting writes).
-    async fn visible_checkpoint(&self, tenant: &TenantId, id: &CheckpointId) -> Result<Entry, Error> {
+    async fn visible_checkpoint(&self, tenant: &TenantId, id: &CheckpointId, with_state: bool) -> Result<Entry, Error> {
         let not_found = || Error::not_found("checkpoint", id.as_str());
         let hidden_key = self.hidden.hidden_key(tenant);
         // Where its id names first, then where checkpoints are apart, then (a checkpoint
-        // from before) the tenant's.
+        // from before) the tenant's. A state kept beside its entry is read with it.
         let mut read = None;
         for layout in Layout::ALL {
             let entry_key = self.checkpoints.entry_key(tenant, id, layout);
+            let state_key = self.checkpoints.state_key(tenant, id, layout).filter(|_| with_state);
             let found = retry_races(|| async {
-                let keys = vec![entry_key.clone(), hidden_key.clone()];
+                let keys = [entry_key.clone(), hidden_key.clone()].into_iter().chain(state_key.clone()).collect();
                 match shared::dynamo::get_together(self.client(), keys).await {
                     Ok(found) => Ok(Attempt::Done(found)),
                     Err(StoreError::Conflict) => Ok(Attempt::Raced),
@@ -365,15 +365,16 @@ impl Runs {
                 }
             })
             .await?;
-            let [entry, hidden]: [Option<Item>; 2] =
-                found.try_into().map_err(|_| Error::from(StoreError::Corrupt("two reads".into())))?;
+            let mut found = found.into_iter();
+            let (entry, hidden, beside) = (found.next().flatten(), found.next().flatten(), found.next().flatten());
             if let Some(entry) = entry {
-                read = Some((entry, hidden));
+                read = Some((entry, hidden, beside));
                 break;
             }
         }
-        let (entry, hidden) = read.ok_or_else(not_found)?;
+        let (entry, hidden, beside) = read.ok_or_else(not_found)?;
         let entry = Entry::from_item(entry)?;
+        let entry = if with_state { entry.with_beside(beside)? } else { entry };
         let checkpoint = entry.checkpoint();
         let hidden = hidden_in(hidden.as_ref(), &checkpoint.execution_id)?;
         if hidden.iter().any(|range| range.contains(checkpoint.sequence)) {
@@ -397,7 +398,7 @@ impl Runs {
     ) -> Result<(Checkpoint, Box<RawValue>), Error> {
         match self.checkpoints.with_state(tenant, entry).await {
             Ok(found) => Ok(found),
-            Err(error @ StoreError::Corrupt(_)) => match self.visible_checkpoint(tenant, id).await {
+            Err(error @ StoreError::Corrupt(_)) => match self.visible_checkpoint(tenant, id, false).await {
                 Err(gone @ Error::NotFound { .. }) => Err(gone),
                 _ => Err(error.into()),
             },

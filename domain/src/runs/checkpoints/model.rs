@@ -14,6 +14,12 @@ use crate::blobs::PART_MAX;
 pub const STATE_MAX_BYTES: usize = 4 * 1024 * 1024;
 /// Compressed states up to this size sit in the by-id entry.
 pub const INLINE_STATE_MAX: usize = 300 * 1024;
+
+/// The largest state (in bytes of JSON) a checkpoint's one entry holds inline
+/// ([`super::store::Layout::Joined`]); a larger one, up to [`INLINE_STATE_MAX`]
+/// compressed, is an item of its own beside the entry, so that a list, a count or a
+/// rollback's look at the entries reads at most this much of each checkpoint's state.
+pub const JOINED_INLINE_MAX: u64 = 4 * 1024;
 /// Size of one part of a larger compressed state: the blob store's largest part.
 pub const PART_SIZE: usize = PART_MAX;
 
@@ -102,7 +108,11 @@ impl StoredCheckpoint {
     /// writes document and its parts).
     #[must_use]
     pub fn deletion_size(&self) -> usize {
-        let entries = if self.layout == super::store::Layout::Joined { 1 } else { 2 };
+        let entries = if self.layout == super::store::Layout::Joined {
+            1 + usize::from(self.layout.state_beside(self.state_parts, self.checkpoint.state_size_bytes))
+        } else {
+            2
+        };
         entries
             + 2 * usize::from(self.checkpoint.key.is_some())
             + self.state_parts as usize

@@ -25,6 +25,11 @@
 //! checkpoint's: the tenant's shard of its id). A read by id looks where the id names,
 //! then apart, then in the tenant's partition.
 //!
+//! A joined entry holds a state of up to [`super::model::JOINED_INLINE_MAX`]; a larger one
+//! is an item beside it (`state#0000000042#cp_…`, outside every range of sequences),
+//! read with it by id in one call, so that what lists, counts and rollbacks read of each
+//! checkpoint stays small.
+//!
 //! A state is compressed; when it is still larger than [`super::model::INLINE_STATE_MAX`]
 //! it is split into parts of [`super::model::PART_SIZE`] in table `blobs` (`cp_…#0000`, …) written in the same
 //! transaction as the entries, so a reader never sees a half-written state and a failed
@@ -41,13 +46,16 @@ use shared::dynamo::{
 };
 use shared::ids::{CheckpointId, ExecutionId, WorkflowId};
 
+pub use super::layout::{Layout, SHARDS};
+use super::layout::{
+    by_execution_entry, joined_entry, key_entry, state_entry, workflow_key_entry, workflow_key_prefix,
+};
 use super::model::{
     Checkpoint, LAST_SEQUENCE, ListWindow, MAX_EXAMINED, PackedState, Page, STATE_MAX_BYTES, StoredCheckpoint,
 };
 use super::writes::{writes_entry, writes_part_key};
 use crate::blobs::BlobStore;
 use crate::runs::executions::model::{Discarded, Execution};
-use crate::runs::storage::{keyed_entry, shard_of, shard_partition};
 
 /// The stored form of both entries of a checkpoint.
 #[derive(Debug, Serialize, Deserialize)]
@@ -92,6 +100,22 @@ impl Entry {
         Ok(Self { record, checkpoint })
     }
 
+    /// The entry with its state from `beside`, the item beside it read with it
+    /// ([`CheckpointStore::state_key`]), where it keeps its state there.
+    ///
+    /// # Errors
+    /// [`StoreError::Corrupt`] when that item is missing or not a state.
+    pub fn with_beside(mut self, beside: Option<Item>) -> Result<Self, StoreError> {
+        let record = &self.record;
+        if record.state.is_some() || !record.layout().state_beside(record.state_parts, record.state_size_bytes) {
+            return Ok(self);
+        }
+        let corrupt = || StoreError::Corrupt(format!("checkpoint {}: its state beside it is missing", record.id));
+        let beside: StateRecord = serde_dynamo::from_item(beside.ok_or_else(corrupt)?)?;
+        self.record.state = Some(beside.state);
+        Ok(self)
+    }
+
     /// The checkpoint, without its state.
     #[must_use]
     pub fn checkpoint(&self) -> &Checkpoint {
@@ -111,96 +135,12 @@ impl Entry {
     }
 }
 
-fn by_execution_entry(execution: &ExecutionId, sequence: u64) -> String {
-    format!("{execution}#{sequence:010}")
-}
-
-/// The entry of a checkpoint kept with its execution ([`Layout::Joined`]): its sequence,
-/// then its id (two executions of a tenant may share a mark: their checkpoints of one
-/// sequence differ by id unless made in the same millisecond, which the entry's
-/// condition refuses).
-fn joined_entry(sequence: u64, id: &CheckpointId) -> String {
-    format!("{sequence:010}#{id}")
-}
-
-/// The partition of the checkpoints kept with an execution whose mark is `mark`
-/// ([`ExecutionId::mark`]).
-fn joined_partition(tenant: &str, mark: &str) -> String {
-    format!("{tenant}#c{mark}")
-}
-
-/// How many partitions a tenant's by-id entries, workflow pointers and writes documents
-/// are spread over (of executions whose checkpoints are apart).
-pub const SHARDS: u8 = crate::runs::storage::SHARDS;
-
-/// Where a checkpoint's items are kept, as its execution says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Layout {
-    /// Every item in the tenant's partition: executions started before checkpoints had
-    /// partitions of their own, or while that is switched off.
-    Tenant,
-    /// The execution's items in its partition, each checkpoint's in one of [`SHARDS`].
-    Apart,
-    /// Each checkpoint one entry (its state with it) in its execution's partition
-    /// (`ten_…#c…`, by the execution's mark), keyed by its sequence and id, which names
-    /// that partition and sequence ([`CheckpointId::in_execution`]): a read by id finds
-    /// it with no other entry. Key pointers beside it; a workflow pointer and writes
-    /// document as [`Self::Apart`] keeps them.
-    Joined,
-}
-
-impl Layout {
-    /// Where the checkpoints of `execution` are.
-    #[must_use]
-    pub fn of(execution: &Execution) -> Self {
-        match (execution.checkpoints_joined, execution.checkpoints_apart) {
-            (true, _) => Self::Joined,
-            (false, true) => Self::Apart,
-            (false, false) => Self::Tenant,
-        }
-    }
-
-    /// The partition of `execution`'s by-execution entries and key pointers.
-    pub(super) fn execution_partition(self, tenant: &TenantId, execution: &ExecutionId) -> String {
-        match self {
-            Self::Tenant => tenant.as_str().to_owned(),
-            Self::Apart => format!("{}#{execution}", tenant.as_str()),
-            Self::Joined => joined_partition(tenant.as_str(), execution.mark()),
-        }
-    }
-
-    /// The partition of checkpoint `id`'s workflow pointer and writes, and of its by-id
-    /// entry unless [`Self::Joined`].
-    pub(super) fn checkpoint_partition(self, tenant: &TenantId, id: &CheckpointId) -> String {
-        match self {
-            Self::Tenant => tenant.as_str().to_owned(),
-            Self::Apart | Self::Joined => shard_partition(tenant, shard_of(id.as_str())),
-        }
-    }
-
-    /// The key (partition, entry) of checkpoint `id`'s entry that holds it.
-    pub(super) fn entry_of(self, tenant: &TenantId, id: &CheckpointId) -> (String, String) {
-        match self {
-            Self::Joined => {
-                let (mark, sequence) = id.place();
-                (joined_partition(tenant.as_str(), mark), joined_entry(sequence, id))
-            }
-            Self::Tenant | Self::Apart => (self.checkpoint_partition(tenant, id), id.to_string()),
-        }
-    }
-
-    /// The entries of `execution`'s checkpoints with a sequence from `from` through
-    /// `through`, as a key range of its partition.
-    fn sequence_range(self, execution: &ExecutionId, from: u64, through: u64) -> (String, String) {
-        match self {
-            Self::Joined => (format!("{from:010}#"), format!("{through:010}#~")),
-            Self::Tenant | Self::Apart => (by_execution_entry(execution, from), by_execution_entry(execution, through)),
-        }
-    }
-
-    /// Every layout, where a read that knows only a checkpoint's or execution's id looks
-    /// (the latest first).
-    pub const ALL: [Self; 3] = [Self::Joined, Self::Apart, Self::Tenant];
+/// A checkpoint's state kept beside its joined entry.
+#[derive(Debug, Serialize, Deserialize)]
+struct StateRecord {
+    tenant_id: String,
+    entry: String,
+    state: serde_bytes::ByteBuf,
 }
 
 /// The tenant of a partition key of this table (`ten_…`, `ten_…#07`, `ten_…#exec_…`).
@@ -238,34 +178,6 @@ pub fn created_entry(item: Item) -> Result<Option<(String, Checkpoint)>, StoreEr
 
 fn part_key(checkpoint: &CheckpointId, index: usize) -> String {
     format!("{checkpoint}#{index:04}")
-}
-
-/// The entry pointing from a checkpoint's key to the checkpoint (`#k` sorts after every
-/// `#0000000042`, outside the by-execution range), its key hashed where it would not
-/// fit a sort key ([`keyed_entry`]).
-fn key_entry(execution: &ExecutionId, key: &str) -> String {
-    keyed_entry(&format!("{execution}#key"), key)
-}
-
-/// The entry pointing from a checkpoint's key within its workflow to the checkpoint:
-/// the key's length first, so that the entries of one key are exactly those beginning
-/// with [`workflow_key_prefix`] (a key may hold `#`), then the checkpoint id, as the
-/// executions of a workflow may each have a checkpoint with that key.
-fn workflow_key_entry(workflow: &WorkflowId, key: &str, checkpoint: &CheckpointId) -> String {
-    format!("{}{checkpoint}", workflow_key_prefix(workflow, key))
-}
-
-/// Keys longer than this many bytes are named by their SHA-256 in a workflow pointer's
-/// entry, which so stays within DynamoDB's 1,024-byte sort key whatever the key (256
-/// characters of 4-byte UTF-8 are 1,024 bytes alone).
-const KEY_BYTES_IN_ENTRY: usize = 512;
-
-fn workflow_key_prefix(workflow: &WorkflowId, key: &str) -> String {
-    if key.len() <= KEY_BYTES_IN_ENTRY {
-        format!("{workflow}#ckey#{}:{key}#", key.len())
-    } else {
-        format!("{workflow}#ckey#sha256:{}#", shared::auth::hash_key(key))
-    }
 }
 
 /// `window` up to the execution's last sequence where its partition may hold another
@@ -432,7 +344,18 @@ impl CheckpointStore {
             (layout.checkpoint_partition(tenant, &c.id), layout.execution_partition(tenant, &c.execution_id));
         if layout == Layout::Joined {
             let entry = joined_entry(c.sequence, &c.id);
+            let beside = layout.state_beside(u32::try_from(parts.len()).unwrap_or(u32::MAX), c.state_size_bytes);
+            let (inline, beside) = if beside { (None, inline) } else { (inline, None) };
             tx.push(Part::Checkpoint, self.put(CheckpointRecord::new(run.clone(), entry, c, parts.len(), inline))?);
+            if let Some(state) = beside {
+                let record = StateRecord {
+                    tenant_id: run.clone(),
+                    entry: state_entry(c.sequence, &c.id),
+                    state: serde_bytes::ByteBuf::from(state),
+                };
+                let put = Put::builder().table_name(self.table()).set_item(Some(serde_dynamo::to_item(record)?));
+                tx.push(Part::Checkpoint, TransactWriteItem::builder().put(built(put.build())?).build());
+            }
         } else {
             let by_id = CheckpointRecord::new(own.clone(), c.id.to_string(), c, parts.len(), inline);
             let by_execution = by_execution_entry(&c.execution_id, c.sequence);
@@ -478,7 +401,11 @@ impl CheckpointStore {
         let own = stored.layout.checkpoint_partition(tenant, &c.id);
         let run = stored.layout.execution_partition(tenant, &c.execution_id);
         let mut entries = if stored.layout == Layout::Joined {
-            vec![(&run, joined_entry(c.sequence, &c.id))]
+            let mut entries = vec![(&run, joined_entry(c.sequence, &c.id))];
+            if stored.layout.state_beside(stored.state_parts, c.state_size_bytes) {
+                entries.push((&run, state_entry(c.sequence, &c.id)));
+            }
+            entries
         } else {
             vec![(&own, c.id.to_string()), (&run, by_execution_entry(&c.execution_id, c.sequence))]
         };
@@ -525,6 +452,17 @@ impl CheckpointStore {
         let key =
             std::collections::HashMap::from([("tenant_id".to_owned(), s(partition)), ("entry".to_owned(), s(entry))]);
         (self.table(), key)
+    }
+
+    /// The table and key of the item beside checkpoint `id`'s entry that may hold its
+    /// state where `layout` keeps it ([`Layout::state_beside`]), to read it with the
+    /// entry.
+    #[must_use]
+    pub fn state_key(&self, tenant: &TenantId, id: &CheckpointId, layout: Layout) -> Option<(&str, Item)> {
+        let (partition, entry) = layout.state_of(tenant, id)?;
+        let key =
+            std::collections::HashMap::from([("tenant_id".to_owned(), s(partition)), ("entry".to_owned(), s(entry))]);
+        Some((self.table(), key))
     }
 
     /// The checkpoint `id` of `tenant`, if it exists.
@@ -903,14 +841,7 @@ mod tests {
     use chrono::Utc;
 
     use super::*;
-    use crate::runs::storage::SORT_KEY_MAX_BYTES;
-
-    #[test]
-    fn by_execution_entries_sort_by_sequence() {
-        let e = ExecutionId::generate();
-        assert!(by_execution_entry(&e, 9) < by_execution_entry(&e, 10));
-        assert!(by_execution_entry(&e, 10) < by_execution_entry(&e, 9_999_999_999));
-    }
+    use crate::runs::checkpoints::layout::joined_partition;
 
     /// A checkpoint kept with its execution is where its id alone says: the execution's
     /// partition and the entry its write puts, in sequence order there (before the key
@@ -954,25 +885,5 @@ mod tests {
         assert_eq!((owner.as_str(), created.id), (tenant, c.id.clone()));
         let by_id = CheckpointRecord::new(tenant.to_owned(), c.id.to_string(), &c, 0, None);
         assert!(created_entry(serde_dynamo::to_item(&by_id).expect("item")).expect("readable").is_none());
-    }
-
-    #[test]
-    fn a_workflow_pointer_entry_fits_a_sort_key_whatever_the_key() {
-        let (workflow, checkpoint) = (WorkflowId::generate(), CheckpointId::generate());
-        let longest = "\u{1F600}".repeat(shared::body::KEY_MAX_CHARS); // 256 characters of 4 bytes
-        assert_eq!(longest.len(), 1024);
-        let entry = workflow_key_entry(&workflow, &longest, &checkpoint);
-        assert!(entry.len() <= SORT_KEY_MAX_BYTES, "{} bytes", entry.len());
-        let at_the_bound = "k".repeat(KEY_BYTES_IN_ENTRY);
-        let entry = workflow_key_entry(&workflow, &at_the_bound, &checkpoint);
-        assert!(entry.len() <= SORT_KEY_MAX_BYTES, "{} bytes", entry.len());
-        assert!(entry.contains(&at_the_bound), "a key up to the bound is shown as it is");
-        // A key's entries are exactly those with its prefix: a key holding # or one that
-        // looks like another's length or hash does not share it.
-        let a = workflow_key_prefix(&workflow, "cp-1");
-        for other in ["cp-1#x", "cp", "4:cp-1", "sha256:cp-1"] {
-            assert!(!workflow_key_entry(&workflow, other, &checkpoint).starts_with(&a), "{other}");
-        }
-        assert_ne!(workflow_key_prefix(&workflow, &longest), workflow_key_prefix(&workflow, &"\u{1F601}".repeat(256)));
     }
 }
