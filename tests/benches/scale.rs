@@ -101,6 +101,16 @@ async fn grow(bench: &Bench, copies: &[Copies], context: &str, from: u64, to: u6
     }
 }
 
+/// Sets execution `e`'s last sequence (in its head, where its checkpoint progress is) to
+/// `last`, the copies' highest, as their writes would have: its lists read up to it.
+async fn sequence_through(bench: &Bench, e: &str, last: u64) {
+    let tenant = bench.tenant.as_str();
+    let update = bench.client.update_item().table_name(bench.tables.name(Table::Executions));
+    let update = update.key("tenant_id", s(format!("{tenant}#{e}"))).key("id", s(format!("head#{e}")));
+    let update = update.update_expression("SET last_sequence = :last").condition_expression("attribute_exists(id)");
+    update.expression_attribute_values(":last", AttributeValue::N(last.to_string())).send().await.expect("head");
+}
+
 /// Sets the span counters of the copies (all made in millisecond 0, the time their ids
 /// carry) to `count`, as the API's writes would have: executions under their family and
 /// their workflow's, by status; failures under theirs; usage (its credits and charges)
@@ -253,6 +263,7 @@ async fn main() {
         grow(&bench, std::slice::from_ref(c), "0", 0, 100).await;
     }
     count_copies(&bench, &copies[1].template, 100).await;
+    sequence_through(&bench, &e, 101).await;
     // Every shard of the tenant's rate-limit standing written before either measure: a
     // request reads its two shards, and DynamoDB Local charges only for items it finds.
     for _ in 0..300 {
@@ -263,6 +274,7 @@ async fn main() {
         grow(&bench, std::slice::from_ref(c), "0", 100, 100_000).await;
     }
     count_copies(&bench, &copies[1].template, 100_000).await;
+    sequence_through(&bench, &e, 100_001).await;
     let large = measure().await;
     println!(
         "DynamoDB capacity per request against DynamoDB Local, a tenant with ~100 and with 100,000 items per list"
