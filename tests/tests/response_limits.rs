@@ -634,6 +634,50 @@ async fn the_largest_checkpoint_and_execution_items_fit_dynamodbs_400_kb() {
     println!("execution at its largest inline: {} bytes with its counters", tx.size());
 }
 
+/// The largest start a tenant below its low-balance threshold makes: every tag, a key,
+/// the largest inline input, and its charge refilled in its own transaction, taking back
+/// what the 15 other allowances hold, writing the account item, a usage entry with its
+/// counters and `credits.low`. With room for the `Idempotency-Key`'s record and a bulk
+/// job's marker, it fits DynamoDB's 100 operations and 4 MB.
+#[tokio::test]
+async fn the_largest_start_refilled_in_its_own_transaction_fits_one_transaction() {
+    use domain::credits::{Account, Charge, Ledger};
+    use domain::runs::executions::model::Execution;
+    use domain::runs::executions::store::{ExecutionStore, INLINE_VALUE_MAX};
+    use shared::dynamo::{MAX_TRANSACTION_ITEMS, Transaction};
+    let env = api_tests::env().await;
+    let tenant = shared::auth::trusted::tenant(&shared::ids::TenantKey::generate());
+    let now = chrono::Utc::now();
+    let (input, _) = largest_under(INLINE_VALUE_MAX, 6);
+    let workflow = shared::ids::WorkflowId::generate();
+    let mut execution = Execution::start(workflow.clone(), Some(heavy(256)), Some(input), heavy_metadata_map(), now);
+    let tags = heaviest_tags();
+    execution.tags = tags
+        .as_object()
+        .expect("tags")
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_str().expect("text").to_owned()))
+        .collect();
+    // 100 credits, all handed to allowances 1 to 15: the charge of allowance 0 takes them
+    // back, and takes the balance below the threshold.
+    let mut account = Account { credits: 100, allocated: 100, ..Account::default() };
+    for held in account.allowances.iter_mut().skip(1) {
+        held.held = 1;
+    }
+    let mut tx = Transaction::new();
+    let ledger = Ledger::new(env.client.clone(), env.tables.clone());
+    let charge = Charge { allowance: 0, credits: 1 };
+    let (_, mut usage) =
+        ledger.stage_charge_refilled(&mut tx, &tenant, &account, charge, heavy(300), now).expect("staged");
+    usage.unless_closed(&shared::counters::executions_of_workflow_item(workflow.as_str()));
+    ExecutionStore::new(env.client, env.tables)
+        .stage_create(&mut tx, &tenant, (&execution, true), &usage)
+        .expect("staged");
+    tx.check_limits().expect("within DynamoDB's limits");
+    assert!(tx.len() + 2 <= MAX_TRANSACTION_ITEMS, "{} operations", tx.len());
+    println!("the largest refilled start: {} operations, {} bytes", tx.len(), tx.size());
+}
+
 /// An attribute in DynamoDB's JSON, as a stream record carries it.
 fn dynamodb_json(value: &aws_sdk_dynamodb::types::AttributeValue) -> Value {
     use aws_sdk_dynamodb::types::AttributeValue as A;

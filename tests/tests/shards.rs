@@ -13,6 +13,20 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use serde_json::{Value, json};
 use shared::dynamo::{Item, Table, s};
 
+/// In process: the environment, the API and a tenant.
+async fn in_process() -> (Env, Api, api_tests::Tenant) {
+    let env = api_tests::env().await;
+    let api = Api::new(Transport::in_process(&env));
+    let t = env.tenant().await;
+    (env, api, t)
+}
+
+/// A new workflow of the tenant whose key is `key`, named `name`: its id.
+async fn workflow(api: &Api, key: &str, name: &str) -> String {
+    let body = json!({"name": name, "workflow_type": "custom"});
+    api.post(key, "/workflows", &body).await.expect(201).body["id"].as_str().expect("id").to_owned()
+}
+
 /// Every total and statistic a client reads, as one value.
 async fn totals(api: &Api, key: &str, wf: &str) -> Value {
     let mut found = serde_json::Map::new();
@@ -373,11 +387,8 @@ async fn use_checkpoints(api: &Api, key: &str, wf: &str, e: &str) -> (String, St
 /// alike, and their rollback and deletion leave nothing.
 #[tokio::test]
 async fn checkpoints_are_kept_apart_and_an_earlier_executions_stay_where_they_were() {
-    let env = api_tests::env().await;
-    let api = Api::new(Transport::in_process(&env));
-    let t = env.tenant().await;
-    let body = json!({"name": "partitions", "workflow_type": "custom"});
-    let wf = api.post(&t.key, "/workflows", &body).await.expect(201).body["id"].as_str().expect("id").to_owned();
+    let (env, api, t) = in_process().await;
+    let wf = workflow(&api, &t.key, "partitions").await;
     let start = || async {
         let started = api.post(&t.key, "/executions", &json!({"workflow_id": wf})).await;
         started.expect(201).body["id"].as_str().expect("id").to_owned()
@@ -525,11 +536,8 @@ async fn closed_shards(env: &Env, tenant: &str, wf: &str) -> usize {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_workflow_archived_while_a_start_runs_refuses_it_by_its_closed_counters() {
     use std::sync::atomic::{AtomicBool, Ordering};
-    let env = api_tests::env().await;
-    let api = Api::new(Transport::in_process(&env));
-    let t = env.tenant().await;
-    let body = json!({"name": "markers", "workflow_type": "custom"});
-    let wf = api.post(&t.key, "/workflows", &body).await.expect(201).body["id"].as_str().expect("id").to_owned();
+    let (env, api, t) = in_process().await;
+    let wf = workflow(&api, &t.key, "markers").await;
     let path = format!("/workflows/{wf}");
     assert_eq!((closed_markers(&env, &t.id, &wf).await, closed_shards(&env, &t.id, &wf).await), (0, 0));
 
@@ -576,11 +584,8 @@ async fn a_workflow_archived_while_a_start_runs_refuses_it_by_its_closed_counter
 /// counter item but is no workflow the tenant had executions of: its list is 404.
 #[tokio::test]
 async fn a_start_opens_a_counter_item_an_earlier_restore_left_closed() {
-    let env = api_tests::env().await;
-    let api = Api::new(Transport::in_process(&env));
-    let t = env.tenant().await;
-    let body = json!({"name": "left closed", "workflow_type": "custom"});
-    let wf = api.post(&t.key, "/workflows", &body).await.expect(201).body["id"].as_str().expect("id").to_owned();
+    let (env, api, t) = in_process().await;
+    let wf = workflow(&api, &t.key, "left closed").await;
     let item = shared::counters::executions_of_workflow_item(&wf);
     for shard in 0..shared::counters::SHARDS {
         let update = env.client.update_item().table_name(env.tables.name(Table::Counters));
@@ -593,8 +598,7 @@ async fn a_start_opens_a_counter_item_an_earlier_restore_left_closed() {
     assert_eq!(closed_shards(&env, &t.id, &wf).await, 0, "opened again");
     assert_eq!(api.get(&t.key, &format!("/executions?workflow_id={wf}")).await.expect(200).body["total"], 1);
 
-    let body = json!({"name": "never run", "workflow_type": "custom"});
-    let wf = api.post(&t.key, "/workflows", &body).await.expect(201).body["id"].as_str().expect("id").to_owned();
+    let wf = workflow(&api, &t.key, "never run").await;
     api.delete(&t.key, &format!("/workflows/{wf}")).await.expect(204);
     assert_eq!(closed_shards(&env, &t.id, &wf).await, 16);
     api.get(&t.key, &format!("/executions?workflow_id={wf}")).await.expect_problem(404, "not_found");
@@ -627,11 +631,8 @@ fn listed(body: &Value) -> Vec<String> {
 /// both alike, and a change leaves an execution where it is.
 #[tokio::test]
 async fn executions_are_spread_and_earlier_ones_answer_alike() {
-    let env = api_tests::env().await;
-    let api = Api::new(Transport::in_process(&env));
-    let t = env.tenant().await;
-    let body = json!({"name": "spread", "workflow_type": "custom"});
-    let wf = api.post(&t.key, "/workflows", &body).await.expect(201).body["id"].as_str().expect("id").to_owned();
+    let (env, api, t) = in_process().await;
+    let wf = workflow(&api, &t.key, "spread").await;
     let mut ids = Vec::new();
     for i in 0..12 {
         let start = json!({"workflow_id": wf, "key": format!("run-{i}")});
@@ -766,11 +767,8 @@ async fn outbox_starts(env: &Env, id: &str) -> usize {
 /// checkpoint after it is refused, and a deletion leaves nothing of either.
 #[tokio::test]
 async fn a_checkpoint_writes_the_executions_head_alone_and_every_read_shows_its_progress() {
-    let env = api_tests::env().await;
-    let api = Api::new(Transport::in_process(&env));
-    let t = env.tenant().await;
-    let body = json!({"name": "heads", "workflow_type": "custom"});
-    let wf = api.post(&t.key, "/workflows", &body).await.expect(201).body["id"].as_str().expect("id").to_owned();
+    let (env, api, t) = in_process().await;
+    let wf = workflow(&api, &t.key, "heads").await;
     let start = json!({"workflow_id": wf, "tags": {"team": "heads"}});
     let headed = api.post(&t.key, "/executions", &start).await.expect(201).body["id"].as_str().expect("id").to_owned();
     // Started with the settings an operator turns back before rolling the code back
