@@ -33,7 +33,17 @@ from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, ConsoleMessage, Error, Locator, Page, expect, sync_playwright
+from playwright.sync_api import (
+    APIRequestContext,
+    APIResponse,
+    Browser,
+    ConsoleMessage,
+    Error,
+    Locator,
+    Page,
+    expect,
+    sync_playwright,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -130,22 +140,19 @@ class Api:
     def call(self, method: str, path: str, *, expect: tuple[int, ...] = (200,), **kwargs: Any) -> Any:
         # cargo lambda watch rarely answers a request with a 500 of its own (never a
         # function's problem+json); as the Rust harness does (docs/testing.md), such a GET or POST is
-        # sent again, at most twice. Every POST carries an Idempotency-Key, so a POST sent
-        # again runs at most once.
+        # sent again after a growing pause. Every POST carries an Idempotency-Key, so a POST
+        # sent again runs at most once.
         if method == "POST":
             kwargs["headers"] = {
                 "Idempotency-Key": f"browser-test-{uuid.uuid4()}",
                 **kwargs.get("headers", {}),
             }
-        response = None
-        for attempt in range(3):
+        response = self.client.request(method, path, **kwargs)
+        for pause in EMULATOR_RESENDS:
+            if method not in ("GET", "POST") or not emulators_own_500(response.status_code, response.content):
+                break
+            time.sleep(pause)
             response = self.client.request(method, path, **kwargs)
-            lost = method in ("GET", "POST") and emulators_own_500(response.status_code, response.content)
-            if lost and attempt < 2:
-                time.sleep(0.5)
-                continue
-            break
-        assert response is not None
         assert response.status_code in expect, (
             f"{method} {path}: {response.status_code} {response.text[:800]}"
         )
@@ -382,6 +389,10 @@ def cached_page(browser: Browser, console: Console, dashboard_url: str) -> Itera
 
 
 EMULATOR_500 = b'{"type":"https://httpstatuses.com/500"'
+#: The pauses (seconds) before each sending again of a request the local gateway lost,
+#: as the Rust harness's (tests/src/lib.rs): the heavier the machine's load, the likelier
+#: a loss, so a request is not sent again at once, while the load that lost it lasts.
+EMULATOR_RESENDS = (0.25, 0.5, 1.0, 2.0)
 
 
 def emulators_own_500(status: int, body: bytes) -> bool:
@@ -399,12 +410,24 @@ def _retry_the_emulators_own_500(route: Any) -> None:
     # A redirect goes to the page as it came (the browser follows it, its URL changing), not
     # followed here, which would serve the target's answer at the first address.
     response = route.fetch(headers=headers, max_redirects=0)
-    for _ in range(2):
+    for pause in EMULATOR_RESENDS:
         if not resend or not emulators_own_500(response.status, response.body()):
             break
-        time.sleep(0.3)
+        time.sleep(pause)
         response = route.fetch(headers=headers, max_redirects=0)
     route.fulfill(response=response)
+
+
+def get_resending(request: APIRequestContext, url: str) -> APIResponse:
+    """A GET through Playwright's own client (never routed), sent again as a routed
+    request is when the local gateway loses its answer."""
+    answer = request.get(url)
+    for pause in EMULATOR_RESENDS:
+        if not emulators_own_500(answer.status, answer.body()):
+            break
+        time.sleep(pause)
+        answer = request.get(url)
+    return answer
 
 
 @pytest.fixture(scope="session")

@@ -18,6 +18,7 @@ Run (with the stack serving /dashboard and /api/v1):
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urljoin, urlsplit
@@ -25,6 +26,7 @@ from urllib.parse import urljoin, urlsplit
 import pytest
 from conftest import (
     DESKTOP,
+    EMULATOR_RESENDS,
     PHONE,
     REPO,
     Api,
@@ -33,7 +35,7 @@ from conftest import (
     Tenant,
     at,
     csp_violations,
-    emulators_own_500,
+    get_resending,
     no_horizontal_overflow,
     sign_in,
     tid,
@@ -55,12 +57,8 @@ def test_signin_page_loads_clean(
     for directive in ("default-src 'none'", "script-src 'self'", "style-src 'self'", "connect-src 'self'"):
         assert directive in csp, f"index.html is served without {directive!r}: {csp!r}"
     for asset, kind in (("app.js", "javascript"), ("app.css", "css")):
-        answer = page.request.get(urljoin(dashboard_url, f"/dashboard/{asset}"))
-        for _ in range(2):  # the local gateway's own 500, as the page's requests are retried
-            if not emulators_own_500(answer.status, answer.body()):
-                break
-            answer = page.request.get(urljoin(dashboard_url, f"/dashboard/{asset}"))
-        assert answer.status == 200, f"{asset}: {answer.status}"
+        answer = get_resending(page.request, urljoin(dashboard_url, f"/dashboard/{asset}"))
+        assert answer.status == 200, f"{asset}: {answer.status} {answer.text()[:300]}"
         assert kind in answer.headers.get("content-type", ""), (
             f"{asset}: {answer.headers.get('content-type')}"
         )
@@ -105,15 +103,16 @@ def test_a_reload_revalidates_every_asset(cached_page: Page, dashboard_url: str,
     def statuses(navigate: Callable[[], object]) -> dict[str, int]:
         """The status each asset got in a navigation. This page's requests are not routed,
         so a request the local gateway lost (its own 500) is not sent again: the whole
-        navigation is then made again, at most twice, as the Rust harness does."""
-        for attempt in range(3):
+        navigation is then made again after a pause, as the Rust harness sends a request."""
+        for pause in (*EMULATOR_RESENDS, None):
             answers.clear()
             navigate()
             lost = [a for a in answers if emulators_own_answer(a)]
-            if not lost or attempt == 2:
+            if not lost or pause is None:
                 break
             console.messages.clear()  # what the page said of the asset it did not get
             console.page_errors.clear()
+            time.sleep(pause)
         return {urlsplit(a.url).path: a.status for a in answers if urlsplit(a.url).path in ASSETS}
 
     first = statuses(lambda: page.goto(dashboard_url))

@@ -404,9 +404,10 @@ impl Transport {
                     let emulator_failed = status == 500 && raw.starts_with(EMULATOR_500.as_bytes());
                     let safe = parts.method == Method::GET
                         || (parts.method == Method::POST && parts.headers.contains_key("idempotency-key"));
-                    if emulator_failed && safe && attempt < 2 {
+                    if let Some(pause) = EMULATOR_RESENDS.get(attempt).filter(|_| emulator_failed && safe) {
                         attempt += 1;
                         eprintln!("the local gateway answered its own 500 to {} {url}; trying again", parts.method);
+                        tokio::time::sleep(*pause).await;
                         continue;
                     }
                     break (status, headers, raw);
@@ -430,6 +431,18 @@ pub async fn finished<B>(response: http::Response<B>) -> http::Response<B> {
 
 /// The start of the body of the 500 that `cargo lambda watch` itself sends.
 pub const EMULATOR_500: &str = r#"{"type":"https://httpstatuses.com/500""#;
+
+/// The pauses before each sending again of a request `cargo lambda watch` answered with
+/// its own 500. It loses an answer when the function's response to it is over about
+/// 16 KiB and the function's write of it is cut in two (docs/testing.md): the more the
+/// machine is loaded, the likelier, so a request is sent again after a growing pause
+/// rather than at once, when the load that lost it may not have passed.
+pub const EMULATOR_RESENDS: [std::time::Duration; 4] = [
+    std::time::Duration::from_millis(250),
+    std::time::Duration::from_millis(500),
+    std::time::Duration::from_secs(1),
+    std::time::Duration::from_secs(2),
+];
 
 /// The areas served in process, in the order of [`Transport::in_process`].
 /// Each router's first path segment after /api/v1 and its function, in router order.

@@ -44,11 +44,10 @@ async fn over_http_if_none_match(method: Method, path: String, tag: Option<Strin
         .timeout(std::time::Duration::from_secs(60))
         .build()
         .expect("client");
-    // Sent again (up to twice) on `cargo lambda watch`'s own 500, which it answers now
-    // and then when it loses a function's answer (API Gateway does not).
-    let mut tries = 0;
+    // Sent again on `cargo lambda watch`'s own 500, which it answers now and then when
+    // it loses a function's answer (API Gateway does not), as the harness does.
+    let mut pauses = api_tests::EMULATOR_RESENDS.iter();
     loop {
-        tries += 1;
         let mut request = client.request(method.clone(), format!("{origin}{path}"));
         if let Some(tag) = &tag {
             request = request.header(header::IF_NONE_MATCH, tag);
@@ -56,7 +55,9 @@ async fn over_http_if_none_match(method: Method, path: String, tag: Option<Strin
         let response = request.send().await.expect("the local API answers");
         let (status, headers) = (response.status(), response.headers().clone());
         let body = response.text().await.expect("body");
-        if tries < 3 && status == StatusCode::INTERNAL_SERVER_ERROR && body.starts_with(api_tests::EMULATOR_500) {
+        let lost = status == StatusCode::INTERNAL_SERVER_ERROR && body.starts_with(api_tests::EMULATOR_500);
+        if let Some(pause) = pauses.next().filter(|_| lost) {
+            tokio::time::sleep(*pause).await;
             continue;
         }
         return Answer { status, headers, body };

@@ -4,17 +4,22 @@
 
 ``cargo lambda watch`` now and then answers with a 500 of its own when it loses a
 function's answer (the local stack only; API Gateway does not). The Rust tests and the
-browser tests send such a request again; so do the live tests, for every client they
-make: every POST the library sends carries an Idempotency-Key, so a request sent again
-runs at most once.
+browser tests send such a request again after a growing pause (the heavier the
+machine's load, the likelier a loss); so do the live tests, for every client they make:
+every POST the library sends carries an Idempotency-Key, so a request sent again runs at
+most once.
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 import httpx
 
 EMULATOR_500 = b'{"type":"https://httpstatuses.com/500"'
-RESENDS = 2
+#: The pauses (seconds) before each sending again, as the Rust harness's.
+RESENDS = (0.25, 0.5, 1.0, 2.0)
 
 
 def _lost(response: httpx.Response) -> bool:
@@ -34,20 +39,24 @@ async def _lost_async(response: httpx.Response) -> bool:
 
 class _ResendingTransport(httpx.HTTPTransport):
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        for _ in range(RESENDS):
-            response = super().handle_request(request)
+        response = super().handle_request(request)
+        for pause in RESENDS:
             if not _lost(response):
-                return response
-        return super().handle_request(request)
+                break
+            time.sleep(pause)
+            response = super().handle_request(request)
+        return response
 
 
 class _AsyncResendingTransport(httpx.AsyncHTTPTransport):
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        for _ in range(RESENDS):
-            response = await super().handle_async_request(request)
+        response = await super().handle_async_request(request)
+        for pause in RESENDS:
             if not await _lost_async(response):
-                return response
-        return await super().handle_async_request(request)
+                break
+            await asyncio.sleep(pause)
+            response = await super().handle_async_request(request)
+        return response
 
 
 def install() -> None:
