@@ -562,12 +562,12 @@ fn largest_under(max: usize, seed: u64) -> (Value, usize) {
 }
 
 fn heavy_metadata_map() -> std::collections::BTreeMap<String, String> {
-    heavy_metadata()
-        .as_object()
-        .expect("object")
-        .iter()
-        .map(|(k, v)| (k.clone(), v.as_str().expect("str").to_owned()))
-        .collect()
+    text_map(&heavy_metadata())
+}
+
+/// A JSON object of strings (metadata, tags) as the model holds it.
+fn text_map(object: &Value) -> std::collections::BTreeMap<String, String> {
+    object.as_object().expect("object").iter().map(|(k, v)| (k.clone(), v.as_str().expect("str").to_owned())).collect()
 }
 
 #[tokio::test]
@@ -652,12 +652,7 @@ async fn the_largest_start_refilled_in_its_own_transaction_fits_one_transaction(
     let workflow = shared::ids::WorkflowId::generate();
     let mut execution = Execution::start(workflow.clone(), Some(heavy(256)), Some(input), heavy_metadata_map(), now);
     let tags = heaviest_tags();
-    execution.tags = tags
-        .as_object()
-        .expect("tags")
-        .iter()
-        .map(|(k, v)| (k.clone(), v.as_str().expect("text").to_owned()))
-        .collect();
+    execution.tags = text_map(&tags);
     // 100 credits, all handed to allowances 1 to 15: the charge of allowance 0 takes them
     // back, and takes the balance below the threshold.
     let mut account = Account { credits: 100, allocated: 100, ..Account::default() };
